@@ -1,0 +1,87 @@
+"""Regenerates the example dumps (pods, nodes, ASGs, state) used by `make demo` and the CLI tests."""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from datetime import timedelta
+
+from tests.builders import NOW, asg, iso, node, pod
+
+pods = []
+pods.append(pod("resnet-0", gpus=8, node="ip-10-0-1-11.us-west-2.compute.internal"))
+pods.append(
+    pod(
+        "nvidia-device-plugin-abcde",
+        gpus=0,
+        cpu="100m",
+        memory="128Mi",
+        node="ip-10-0-1-12.us-west-2.compute.internal",
+        owner_kind="DaemonSet",
+        namespace="kube-system",
+    )
+)
+pods.append(
+    pod(
+        "nvidia-device-plugin-fghij",
+        gpus=0,
+        cpu="100m",
+        memory="128Mi",
+        node="ip-10-0-1-13.us-west-2.compute.internal",
+        owner_kind="DaemonSet",
+        namespace="kube-system",
+    )
+)
+for i in range(6):
+    pods.append(pod(f"sweep-{i}", gpus=1))
+for i in range(3):
+    pods.append(pod(f"finetune-{i}", gpus=2))
+pods.append(pod("eval-0", gpus=4))
+for i in range(4):
+    pods.append(
+        pod(
+            f"llm-pretrain-worker-{i}",
+            gpus=8,
+            labels={"app": "llm", "scheduling.x-k8s.io/pod-group": "llm-pretrain"},
+        )
+    )
+pods.append(pod("h100-only", gpus=8, node_selector={"gpu": "h100"}))
+pods.append(pod("too-big", gpus=16))
+nodes = [
+    node("ip-10-0-1-11.us-west-2.compute.internal", "i-0a1100000000001"),
+    node("ip-10-0-1-12.us-west-2.compute.internal", "i-0a1100000000002"),
+    node(
+        "ip-10-0-1-13.us-west-2.compute.internal",
+        "i-0a1100000000003",
+        unschedulable=True,
+        annotations={"backlog-scaler/cordoned-at": iso(NOW - timedelta(minutes=2))},
+    ),
+]
+asgs = {
+    "AutoScalingGroups": [
+        asg(
+            "research-a100",
+            desired=3,
+            instances=["i-0a1100000000001", "i-0a1100000000002", "i-0a1100000000003"],
+            max_size=16,
+        ),
+        asg("research-v100", desired=0, instances=[], max_size=8),
+    ]
+}
+state = {
+    "nodes": {
+        "ip-10-0-1-12.us-west-2.compute.internal": {"idle_since": iso(NOW - timedelta(minutes=25))},
+        "ip-10-0-1-13.us-west-2.compute.internal": {"idle_since": iso(NOW - timedelta(minutes=40))},
+    },
+    "groups": {"a100": {"last_scale_up": iso(NOW - timedelta(hours=3))}},
+}
+for name, doc in [
+    ("pods", {"apiVersion": "v1", "kind": "List", "items": pods}),
+    ("nodes", {"apiVersion": "v1", "kind": "List", "items": nodes}),
+    ("asgs", asgs),
+    ("state", state),
+]:
+    with open(Path(__file__).parent / f"{name}.json", "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")

@@ -1,0 +1,97 @@
+"""`backlog-scaler`: the decision engine on local files (`plan`), trace replay (`simulate`), demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from shared.config import load_config
+from shared.domain.errors import ConfigError, InputError
+from shared.domain.model import ScalerState, Snapshot
+from shared.formats.aws import asgs_from_describe
+from shared.formats.kubernetes import nodes_from_list, pods_from_list
+from shared.formats.plan_output import plan_to_json, plan_to_table
+from shared.formats.state import state_from_json
+from shared.planner import plan
+
+
+def _read_json(path: str) -> Any:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+
+
+def _parse_now(raw: str | None) -> datetime:
+    if raw is None:
+        return datetime.now(UTC)
+    try:
+        value = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InputError(f"--now: not an ISO 8601 timestamp: {raw!r}") from exc
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """`backlog-scaler plan`: read dumps, plan, print."""
+    config = load_config(args.config)
+    snapshot = Snapshot(
+        pods=pods_from_list(_read_json(args.pods), args.pods),
+        nodes=nodes_from_list(_read_json(args.nodes), args.nodes),
+        asgs=asgs_from_describe(_read_json(args.asgs), args.asgs),
+        state=state_from_json(_read_json(args.state), args.state) if args.state else ScalerState(),
+    )
+    result = plan(snapshot, config, _parse_now(args.now))
+    if args.format == "json":
+        print(json.dumps(plan_to_json(result), indent=2))
+    else:
+        print(plan_to_table(result))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="backlog-scaler", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("plan", help="show what the scaler would do on kubectl/aws dumps")
+    p.add_argument("--pods", required=True, help="kubectl get pods -A -o json")
+    p.add_argument("--nodes", required=True, help="kubectl get nodes -o json")
+    p.add_argument("--asgs", required=True, help="aws autoscaling describe-auto-scaling-groups")
+    p.add_argument("--config", required=True, help="scaler config (YAML or JSON)")
+    p.add_argument("--state", help="stored state: idle-since per node, backoff per group (JSON)")
+    p.add_argument("--now", help="evaluate at this time (ISO 8601; default: now)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.set_defaults(func=run_plan)
+    _add_optional_commands(commands)
+    return parser
+
+
+def _add_optional_commands(commands: Any) -> None:
+    """Commands that live in their own modules (simulator, demo) register themselves here."""
+    try:
+        from shared.sim.cli import add_commands
+    except ImportError:
+        return
+    add_commands(commands)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (InputError, ConfigError) as exc:
+        message = str(exc).replace("\n", "; ")
+        print(f"backlog-scaler: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

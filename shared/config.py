@@ -1,0 +1,218 @@
+"""The scaler config: one pydantic model, loaded from YAML/JSON or from cdk.json context (`scaler`).
+
+Errors name the field and the problem (`node_groups[1].taints[0].effect: ...`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from shared.domain.errors import ConfigError
+from shared.domain.model import Taint, TaintEffect
+from shared.domain.resources import Resources
+from shared.formats.quantity import resources as parse_resources
+
+NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TaintConfig(_Model):
+    key: str = Field(min_length=1)
+    value: str = ""
+    effect: TaintEffect
+
+    def to_domain(self) -> Taint:
+        return Taint(self.key, self.value, self.effect)
+
+
+def _validate_quantities(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    if value is not None:
+        parse_resources(value)  # raises ValueError naming the resource
+    return value
+
+
+class NodeGroupConfig(_Model):
+    """One GPU node group: an Auto Scaling group and the shape/labels/taints of its nodes."""
+
+    name: str = Field(min_length=1, pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+    asg_name: str = Field(min_length=1)
+    instance_type: str = ""
+    allocatable: dict[str, str | int | float] | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: tuple[TaintConfig, ...] = ()
+    priority: int = 0
+    price_per_hour: Annotated[float, Field(ge=0)] | None = None
+    max_size: NonNegativeInt | None = None
+    region: str | None = None
+    headroom_nodes: NonNegativeInt = 0
+    idle_seconds: NonNegativeInt | None = None  # overrides policy.idle_seconds for this group
+
+    _validate_allocatable = field_validator("allocatable")(_validate_quantities)
+
+    @model_validator(mode="after")
+    def _needs_a_shape(self) -> NodeGroupConfig:
+        if self.allocatable is None and not self.instance_type:
+            raise ValueError("give allocatable or instance_type so the node shape is known")
+        return self
+
+    @property
+    def shape(self) -> Resources | None:
+        """Allocatable of one node from config (None: derive it from the instance type)."""
+        return parse_resources(self.allocatable) if self.allocatable is not None else None
+
+    @property
+    def domain_taints(self) -> tuple[Taint, ...]:
+        return tuple(t.to_domain() for t in self.taints)
+
+
+class PolicyConfig(_Model):
+    """Planning policy; defaults and their anchors are in DESIGN.md."""
+
+    idle_seconds: NonNegativeInt = 600
+    scale_down_delay_after_add_seconds: NonNegativeInt = 600
+    max_node_provision_seconds: PositiveInt = 1200
+    max_scale_in_fraction: Annotated[float, Field(gt=0, le=1)] = 0.1
+    gang_label: str = "scheduling.x-k8s.io/pod-group"
+    # Pods with a lower priority never trigger a scale-up (None: no cutoff).
+    pod_priority_cutoff: int | None = None
+    # Pods younger than this are left to the scheduler first.
+    new_pod_delay_seconds: NonNegativeInt = 0
+    # A node cordoned by the scaler is terminated no earlier than this after the cordon, so a pod
+    # the scheduler bound just before the cordon is seen first.
+    cordon_settle_seconds: NonNegativeInt = 30
+    backoff_initial_seconds: PositiveInt = 300
+    backoff_max_seconds: PositiveInt = 1800
+    backoff_reset_seconds: PositiveInt = 3 * 3600
+
+    @model_validator(mode="after")
+    def _backoff_order(self) -> PolicyConfig:
+        if self.backoff_max_seconds < self.backoff_initial_seconds:
+            raise ValueError("backoff_max_seconds must be >= backoff_initial_seconds")
+        return self
+
+
+class NotificationsConfig(_Model):
+    sns_topic_arn: str | None = None
+    slack_webhook_secret_arn: str | None = None  # Secrets Manager secret holding the webhook URL
+
+
+class KubernetesConfig(_Model):
+    """How the functions reach the cluster: endpoint + CA, or eks:DescribeCluster when absent."""
+
+    endpoint: str | None = None
+    certificate_authority: str | None = None  # base64 PEM, as eks:DescribeCluster returns it
+    kubeconfig: str | None = None  # local use only
+
+
+class DeploymentConfig(_Model):
+    """Settings of the CDK app only (ignored by the planner)."""
+
+    schedule_minutes: PositiveInt = 1
+    architecture: Literal["arm64", "x86_64"] = "arm64"
+    python_runtime: Literal["python3.12", "python3.13"] = "python3.12"
+    webhook_queue_delay_seconds: Annotated[int, Field(ge=0, le=900)] = 10
+    alarm_oldest_pending_seconds: PositiveInt = 1800
+    alarm_capacity_failures: PositiveInt = 3
+    vpc_id: str | None = None
+    subnet_ids: tuple[str, ...] = ()
+    security_group_ids: tuple[str, ...] = ()
+    eks_access_entry: bool = True
+    log_retention_days: PositiveInt = 30
+
+
+class ScalerConfig(_Model):
+    """The whole scaler config (the `scaler` key of cdk.json context)."""
+
+    cluster_name: str = Field(min_length=1, max_length=100, pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]*$")
+    region: str = "us-east-1"
+    node_groups: tuple[NodeGroupConfig, ...] = Field(min_length=1)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    # Resources kept back from an instance type's vCPU/memory for the kubelet and system daemons.
+    node_reservation: dict[str, str | int | float] = Field(
+        default_factory=lambda: dict[str, str | int | float]({"cpu": "500m", "memory": "2Gi", "pods": 0})
+    )
+    dry_run: bool = False
+    kubernetes: KubernetesConfig = Field(default_factory=KubernetesConfig)
+    notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
+    deployment: DeploymentConfig = Field(default_factory=DeploymentConfig)
+
+    _validate_reservation = field_validator("node_reservation")(_validate_quantities)
+
+    @model_validator(mode="after")
+    def _unique_groups(self) -> ScalerConfig:
+        for attr in ("name", "asg_name"):
+            seen: set[str] = set()
+            for group in self.node_groups:
+                value = getattr(group, attr)
+                if value in seen:
+                    raise ValueError(f"duplicate node group {attr} {value!r}")
+                seen.add(value)
+        return self
+
+    def group(self, name: str) -> NodeGroupConfig:
+        """The group named `name`; ConfigError when absent."""
+        for group in self.node_groups:
+            if group.name == name:
+                return group
+        raise ConfigError(f"unknown node group {name!r}; configured: {', '.join(self.group_names)}")
+
+    @property
+    def group_names(self) -> tuple[str, ...]:
+        return tuple(g.name for g in self.node_groups)
+
+    def region_of(self, group: NodeGroupConfig) -> str:
+        return group.region or self.region
+
+    @property
+    def reservation(self) -> Resources:
+        return parse_resources(self.node_reservation)
+
+
+def format_validation_error(exc: ValidationError, source: str = "config") -> str:
+    """One line per problem: `source: node_groups[1].taints[0].effect: message`."""
+    lines = []
+    errors = exc.errors()
+    located = {err["loc"][:1] for err in errors if len(err["loc"]) > 1}
+    for err in errors:
+        if err["type"] == "too_short" and err["loc"][:1] in located:
+            continue  # pydantic also reports the list as empty once its items failed
+        path = ""
+        for part in err["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        message = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{source}: {path or '(root)'}: {message}")
+    return "\n".join(lines)
+
+
+def parse_config(document: object, source: str = "config") -> ScalerConfig:
+    """Validate a decoded document; ConfigError naming each bad field."""
+    if not isinstance(document, Mapping):
+        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(document).__name__}")
+    try:
+        return ScalerConfig.model_validate(document)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, source)) from exc
+
+
+def load_config(path: str | Path) -> ScalerConfig:
+    """Load a YAML or JSON config file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from exc
+    return parse_config(document, str(path))

@@ -1,0 +1,79 @@
+"""Names shared by the functions, the adapters and the CDK app: env vars, tags, metrics.
+
+Imported by cdk/ too, so this module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+SERVICE_NAME = "backlog-scaler"
+
+# Environment variables of the Lambda functions.
+ENV_CONFIG = "SCALER_CONFIG"  # the scaler config document (JSON)
+ENV_TABLE_NAME = "SCALER_TABLE_NAME"
+ENV_QUEUE_URL = "SCALER_QUEUE_URL"
+ENV_TOPIC_ARN = "SCALER_TOPIC_ARN"
+ENV_WEBHOOK_SECRET_ARN = "SCALER_WEBHOOK_SECRET_ARN"
+ENV_SLACK_SECRET_ARN = "SCALER_SLACK_SECRET_ARN"
+ENV_DRY_RUN = "SCALER_DRY_RUN"
+ENV_KUBECONFIG = "SCALER_KUBECONFIG"
+ENV_CLUSTER_ENDPOINT = "SCALER_CLUSTER_ENDPOINT"
+ENV_CLUSTER_CA = "SCALER_CLUSTER_CA"
+ENV_QUEUE_DELAY_SECONDS = "SCALER_QUEUE_DELAY_SECONDS"
+ENV_AWS_ENDPOINT_URL = "AWS_ENDPOINT_URL"  # honoured by boto3 itself; used by the local run
+ENV_POWERTOOLS_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
+ENV_POWERTOOLS_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
+ENV_LOG_LEVEL = "POWERTOOLS_LOG_LEVEL"
+
+ALL_ENV_VARS = (
+    ENV_CONFIG,
+    ENV_TABLE_NAME,
+    ENV_QUEUE_URL,
+    ENV_TOPIC_ARN,
+    ENV_WEBHOOK_SECRET_ARN,
+    ENV_SLACK_SECRET_ARN,
+    ENV_DRY_RUN,
+    ENV_KUBECONFIG,
+    ENV_CLUSTER_ENDPOINT,
+    ENV_CLUSTER_CA,
+    ENV_QUEUE_DELAY_SECONDS,
+)
+
+# Tags: the ASGs the scaler may touch carry TAG_CLUSTER=<cluster_name>; IAM conditions key on it.
+TAG_CLUSTER = "backlog-scaler/cluster"
+TAG_GROUP = "backlog-scaler/group"
+
+# Kubernetes.
+RBAC_GROUP = "backlog-scaler"
+EVENT_SOURCE = "backlog-scaler"
+
+# Webhook.
+HEADER_SIGNATURE = "x-backlog-scaler-signature"  # "sha256=<hex>" over f"{timestamp}.{body}"
+HEADER_TIMESTAMP = "x-backlog-scaler-timestamp"  # unix seconds
+WEBHOOK_MAX_BODY_BYTES = 256 * 1024
+WEBHOOK_REPLAY_WINDOW_SECONDS = 300
+QUEUE_DEDUP_WINDOW_SECONDS = 5
+
+# Metrics (CloudWatch EMF, namespace METRICS_NAMESPACE, dimension "Cluster" and, per group, "Group").
+METRICS_NAMESPACE = "BacklogScaler"
+METRIC_PENDING_PODS = "PendingPods"
+METRIC_PENDING_GPUS = "PendingGpus"
+METRIC_DESIRED = "DesiredNodes"
+METRIC_IN_SERVICE = "InServiceNodes"
+METRIC_SCALE_UPS = "ScaleUps"
+METRIC_SCALE_DOWNS = "ScaleDowns"
+METRIC_CAPACITY_FAILURES = "CapacityFailures"
+METRIC_RECONCILE_DURATION = "ReconcileDuration"
+METRIC_OLDEST_PENDING_AGE = "OldestPendingPodAge"
+METRIC_UNHELPED_PODS = "UnhelpedPods"
+
+# DynamoDB state table (single-table design; see shared/adapters/aws/state_store.py).
+TABLE_PARTITION_KEY = "pk"
+TABLE_SORT_KEY = "sk"
+TABLE_TTL_ATTRIBUTE = "ttl"
+
+# Lambda function names inside the app (module paths functions/<name>/handler.py, entry `handler`).
+FUNCTION_RECONCILE = "reconcile"
+FUNCTION_WEBHOOK = "webhook"
+FUNCTION_FORCE_SCALE_DOWN = "force_scale_down"
+FUNCTION_AWS_EVENTS = "aws_events"
+ALL_FUNCTIONS = (FUNCTION_RECONCILE, FUNCTION_WEBHOOK, FUNCTION_FORCE_SCALE_DOWN, FUNCTION_AWS_EVENTS)

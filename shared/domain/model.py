@@ -1,0 +1,276 @@
+"""Frozen value objects the planner reasons about: pods, nodes, Auto Scaling groups, state, snapshot.
+
+They carry exactly what the planning rules read, already normalised (quantities in base units,
+times as aware datetimes). Parsing from the real wire formats lives in `shared.formats`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from types import MappingProxyType
+
+from shared.domain.resources import EMPTY, Resources
+
+ANNOTATION_CORDONED_AT = "backlog-scaler/cordoned-at"
+ANNOTATION_SCALE_DOWN_DISABLED = "backlog-scaler/scale-down-disabled"
+ANNOTATION_CA_SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+ANNOTATION_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+ANNOTATION_MIRROR = "kubernetes.io/config.mirror"
+
+_NO_STRINGS: Mapping[str, str] = MappingProxyType({})
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: TaintEffect
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A pod toleration; empty key with Exists tolerates everything; empty effect matches all."""
+
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Whether this toleration tolerates `taint` (Kubernetes semantics)."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One node selector requirement: key, operator (In, NotIn, Exists, DoesNotExist, Gt, Lt), values."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def holds(self, labels: Mapping[str, str]) -> bool:
+        """Evaluate against a node's labels."""
+        present = self.key in labels
+        op = self.operator
+        if op == "In":
+            return present and labels[self.key] in self.values
+        if op == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if op == "Exists":
+            return present
+        if op == "DoesNotExist":
+            return not present
+        if op in ("Gt", "Lt"):
+            if not present or len(self.values) != 1:
+                return False
+            try:
+                have, want = int(labels[self.key]), int(self.values[0])
+            except ValueError:
+                return False
+            return have > want if op == "Gt" else have < want
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduling:
+    """What a pod demands of a node besides room: selector, required affinity, tolerations.
+
+    Hashable, so the planner evaluates each distinct constraint set once per node shape.
+    """
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    affinity_terms: tuple[tuple[Requirement, ...], ...] = ()  # ORed terms of ANDed requirements
+    tolerations: tuple[Toleration, ...] = ()
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        """nodeSelector and required node affinity hold for `labels`."""
+        for key, value in self.node_selector:
+            if labels.get(key) != value:
+                return False
+        if not self.affinity_terms:
+            return True
+        return any(all(req.holds(labels) for req in term) for term in self.affinity_terms)
+
+    def untolerated(self, taints: tuple[Taint, ...]) -> tuple[Taint, ...]:
+        """NoSchedule/NoExecute taints none of the tolerations tolerate."""
+        return tuple(
+            taint
+            for taint in taints
+            if taint.effect != TaintEffect.PREFER_NO_SCHEDULE
+            and not any(tol.tolerates(taint) for tol in self.tolerations)
+        )
+
+    def admits(self, labels: Mapping[str, str], taints: tuple[Taint, ...]) -> bool:
+        """Selector/affinity hold and every hard taint is tolerated."""
+        return self.selects(labels) and not self.untolerated(taints)
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    requests: Resources = EMPTY
+    phase: str = "Pending"
+    node_name: str | None = None
+    scheduling: Scheduling = field(default_factory=Scheduling)
+    labels: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
+    owner_kind: str | None = None
+    priority: int = 0
+    created_at: datetime | None = None
+    unschedulable: bool = False  # PodScheduled=False, reason=Unschedulable
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_daemonset(self) -> bool:
+        return self.owner_kind == "DaemonSet"
+
+    @property
+    def is_mirror(self) -> bool:
+        return ANNOTATION_MIRROR in self.annotations
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def is_pending_unschedulable(self) -> bool:
+        """In the backlog: Pending, unbound, and marked Unschedulable by the scheduler."""
+        return self.phase == "Pending" and not self.node_name and self.unschedulable and not self.is_daemonset
+
+    @property
+    def counts_for_idleness(self) -> bool:
+        """A pod that makes its node busy: live, and neither a DaemonSet nor a mirror pod."""
+        return not self.is_terminal and not self.is_daemonset and not self.is_mirror
+
+    @property
+    def do_not_disrupt(self) -> bool:
+        return self.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    instance_id: str | None = None
+    allocatable: Resources = EMPTY
+    labels: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+    ready_changed_at: datetime | None = None
+    created_at: datetime | None = None
+    resource_version: str = ""
+
+    @property
+    def cordoned_at(self) -> datetime | None:
+        """When the scaler cordoned this node, from its annotation (None if not ours or unparsable)."""
+        raw = self.annotations.get(ANNOTATION_CORDONED_AT)
+        if not raw:
+            return None
+        try:
+            return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+
+    @property
+    def cordoned_by_scaler(self) -> bool:
+        return self.unschedulable and ANNOTATION_CORDONED_AT in self.annotations
+
+    @property
+    def scale_down_disabled(self) -> bool:
+        return (
+            self.annotations.get(ANNOTATION_SCALE_DOWN_DISABLED) == "true"
+            or self.annotations.get(ANNOTATION_CA_SCALE_DOWN_DISABLED) == "true"
+        )
+
+
+LIVE_LIFECYCLE_STATES = frozenset(
+    {"Pending", "Pending:Wait", "Pending:Proceed", "InService", "Warmed:Pending", "Warmed:Running"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AsgInstance:
+    instance_id: str
+    lifecycle_state: str = "InService"
+    health_status: str = "Healthy"
+    availability_zone: str = ""
+    instance_type: str = ""
+
+    @property
+    def is_live(self) -> bool:
+        """Running or on its way up (not terminating, detaching or in standby)."""
+        return self.lifecycle_state in LIVE_LIFECYCLE_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class AsgState:
+    """One Auto Scaling group as AWS reports it."""
+
+    name: str
+    min_size: int
+    max_size: int
+    desired: int
+    instances: tuple[AsgInstance, ...] = ()
+    tags: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
+    region: str = ""
+
+    @property
+    def live_instances(self) -> tuple[AsgInstance, ...]:
+        return tuple(i for i in self.instances if i.is_live)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupState:
+    """What the scaler remembers about a group between runs."""
+
+    backoff_until: datetime | None = None
+    last_scale_up: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    idle_since: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScalerState:
+    """Stored state the planner reads: idle-since per node, backoff per group, first sight per instance."""
+
+    nodes: Mapping[str, NodeState] = field(default_factory=dict)
+    groups: Mapping[str, GroupState] = field(default_factory=dict)
+    instances_first_seen: Mapping[str, datetime] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one planning run reads: the whole picture, gathered before deciding."""
+
+    pods: tuple[Pod, ...]
+    nodes: tuple[Node, ...]
+    asgs: Mapping[str, AsgState]  # by ASG name
+    state: ScalerState = field(default_factory=ScalerState)
+    instance_shapes: Mapping[str, Resources] = field(default_factory=dict)  # by instance type

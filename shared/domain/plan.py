@@ -1,0 +1,94 @@
+"""The planner's output: absolute decisions, each with a reason."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    EXISTING = "existing"  # fits free room of a registered node (maybe after an uncordon)
+    IN_FLIGHT = "in-flight"  # fits a node that is booting
+    SCALE_UP = "scale-up"  # needs a new node; the group's desired grows
+    UNHELPED = "unhelped"  # nothing this scaler can do; the reason says why
+
+
+class ReasonCode(StrEnum):
+    """Machine-readable reason of a pod outcome (Events and metrics key on it)."""
+
+    PLACED = "Placed"
+    NO_MATCHING_GROUP = "NoMatchingGroup"
+    TOO_LARGE = "LargerThanAnyNode"
+    AT_MAX = "GroupsAtMaxSize"
+    BACKOFF = "GroupsInBackoff"
+    GANG_DOES_NOT_FIT = "GangDoesNotFit"
+    BELOW_PRIORITY_CUTOFF = "BelowPriorityCutoff"
+    TOO_YOUNG = "WaitingForScheduler"
+    GROUP_UNAVAILABLE = "GroupUnavailable"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDecision:
+    name: str
+    asg_name: str
+    current_desired: int
+    desired: int
+    min_size: int
+    max_size: int
+    reason: str
+    new_nodes: int = 0  # nodes bought by this plan (before terminations)
+    enter_backoff: bool = False  # instances failed to register in time
+
+    @property
+    def changed(self) -> bool:
+        return self.desired != self.current_desired
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAction:
+    node: str
+    group: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Termination:
+    node: str | None
+    instance_id: str
+    group: str
+    reason: str
+    decrement: bool = True  # False: the group replaces the instance
+
+
+@dataclass(frozen=True, slots=True)
+class PodOutcome:
+    pod: str
+    outcome: Outcome
+    group: str | None
+    reason: str
+    code: ReasonCode = ReasonCode.PLACED
+    gpus: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    groups: tuple[GroupDecision, ...]
+    cordon: tuple[NodeAction, ...] = ()
+    uncordon: tuple[NodeAction, ...] = ()
+    terminate: tuple[Termination, ...] = ()
+    pods: tuple[PodOutcome, ...] = ()
+    idle_since: Mapping[str, datetime] = field(default_factory=dict)  # new idle-since per node
+    instances_first_seen: Mapping[str, datetime] = field(default_factory=dict)  # unregistered instances
+
+    def group(self, name: str) -> GroupDecision:
+        """The decision for one group by name."""
+        for decision in self.groups:
+            if decision.name == name:
+                return decision
+        raise KeyError(name)
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(self.cordon or self.uncordon or self.terminate or any(g.changed for g in self.groups))

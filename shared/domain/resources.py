@@ -1,0 +1,93 @@
+"""Resource vectors in integer base units: millicores for cpu, bytes for memory, counts otherwise."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+GPU = "nvidia.com/gpu"
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """An immutable resource vector; names absent from `items` are zero. Items sorted, no zeros."""
+
+    items: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def of(cls, amounts: Mapping[str, int] | Iterable[tuple[str, int]]) -> Resources:
+        """Build from a mapping of name to integer amount (zeros dropped)."""
+        pairs = amounts.items() if isinstance(amounts, Mapping) else amounts
+        merged: dict[str, int] = {}
+        for name, value in pairs:
+            merged[name] = merged.get(name, 0) + int(value)
+        return cls(tuple(sorted((k, v) for k, v in merged.items() if v != 0)))
+
+    def get(self, name: str) -> int:
+        """Amount of one resource (0 when absent)."""
+        for key, value in self.items:
+            if key == name:
+                return value
+        return 0
+
+    def as_dict(self) -> dict[str, int]:
+        """A plain, mutable copy."""
+        return dict(self.items)
+
+    def names(self) -> frozenset[str]:
+        """Names with a non-zero amount."""
+        return frozenset(k for k, _ in self.items)
+
+    def __add__(self, other: Resources) -> Resources:
+        merged = self.as_dict()
+        for name, value in other.items:
+            merged[name] = merged.get(name, 0) + value
+        return Resources.of(merged)
+
+    def __sub__(self, other: Resources) -> Resources:
+        merged = self.as_dict()
+        for name, value in other.items:
+            merged[name] = merged.get(name, 0) - value
+        return Resources.of(merged)
+
+    def maximum(self, other: Resources) -> Resources:
+        """Element-wise maximum."""
+        merged = self.as_dict()
+        for name, value in other.items:
+            merged[name] = max(merged.get(name, 0), value)
+        return Resources.of(merged)
+
+    def fits_in(self, capacity: Resources) -> bool:
+        """True when every amount here is at most the same amount in `capacity`."""
+        return all(value <= capacity.get(name) for name, value in self.items)
+
+    def exceeding(self, capacity: Resources) -> tuple[str, ...]:
+        """Names whose amount here is larger than in `capacity`."""
+        return tuple(name for name, value in self.items if value > capacity.get(name))
+
+    @property
+    def gpus(self) -> int:
+        """The `nvidia.com/gpu` count."""
+        return self.get(GPU)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def __str__(self) -> str:
+        return ", ".join(f"{name}={format_amount(name, value)}" for name, value in self.items) or "none"
+
+
+def format_amount(name: str, value: int) -> str:
+    """Human form of one amount (cpu in cores, memory in Gi)."""
+    if name == CPU:
+        return f"{value / 1000:g}"
+    if name in (MEMORY, EPHEMERAL_STORAGE) or name.startswith("hugepages-"):
+        return f"{value / 2**30:.4g}Gi"
+    return str(value)
+
+
+EMPTY = Resources()

@@ -1,0 +1,1 @@
+"""Parsers from real wire formats (kubectl/Kubernetes JSON, AWS CLI JSON) into the domain model."""

@@ -1,0 +1,160 @@
+"""Indexes the planner builds once per run: groups with their shapes and limits, nodes by group,
+pods by node, and the resource dimension order used by the packing vectors."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from shared.config import NodeGroupConfig, ScalerConfig
+from shared.domain.model import AsgInstance, AsgState, GroupState, Node, Pod, Snapshot, Taint
+from shared.domain.resources import PODS, Resources
+
+DEFAULT_MAX_PODS = 110
+
+
+@dataclass
+class GroupView:
+    """One configured group joined with its ASG, shape and stored state for this run."""
+
+    config: NodeGroupConfig
+    asg: AsgState | None
+    shape: Resources | None
+    state: GroupState
+    in_backoff: bool
+    nodes: list[Node] = field(default_factory=list)  # registered nodes of the group's instances
+    unregistered: list[AsgInstance] = field(default_factory=list)  # live instances with no node yet
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def taints(self) -> tuple[Taint, ...]:
+        return self.config.domain_taints
+
+    @property
+    def min_size(self) -> int:
+        return self.asg.min_size if self.asg else 0
+
+    @property
+    def max_size(self) -> int:
+        """The ASG's MaxSize, lowered by the config's max_size."""
+        if self.asg is None:
+            return 0
+        if self.config.max_size is None:
+            return self.asg.max_size
+        return min(self.asg.max_size, self.config.max_size)
+
+    @property
+    def current_desired(self) -> int:
+        return self.asg.desired if self.asg else 0
+
+    @property
+    def unavailable_reason(self) -> str | None:
+        """Why the group cannot grow at all this run (None when it can)."""
+        if self.asg is None:
+            return f"Auto Scaling group {self.config.asg_name} not found"
+        if self.shape is None:
+            return (
+                f"node shape unknown (no allocatable in config, instance type {self.config.instance_type!r})"
+            )
+        return None
+
+
+def _shape(group: NodeGroupConfig, snapshot: Snapshot, nodes: list[Node]) -> Resources | None:
+    shape = group.shape
+    if shape is None and group.instance_type:
+        shape = snapshot.instance_shapes.get(group.instance_type)
+    if shape is None:
+        # Last resort: what registered nodes of the group advertise (largest of them).
+        for node in nodes:
+            shape = node.allocatable if shape is None else shape.maximum(node.allocatable)
+    if shape is not None and shape.get(PODS) == 0:
+        shape = shape + Resources.of({PODS: DEFAULT_MAX_PODS})
+    return shape
+
+
+@dataclass
+class Context:
+    config: ScalerConfig
+    snapshot: Snapshot
+    now: datetime
+    groups: list[GroupView]
+    group_of_node: dict[str, GroupView]
+    pods_on_node: dict[str, list[Pod]]
+    dims: tuple[str, ...]
+    dim_index: dict[str, int]
+
+    def vector(self, resources: Resources) -> tuple[int, ...]:
+        """Resources as a dense tuple in this run's dimension order."""
+        vec = [0] * len(self.dims)
+        for name, value in resources.items:
+            vec[self.dim_index[name]] = value
+        return tuple(vec)
+
+    def request(self, resources: Resources) -> tuple[tuple[int, int], ...]:
+        """Resources as non-zero (dimension, amount) pairs."""
+        return tuple((self.dim_index[name], value) for name, value in resources.items if value)
+
+    def older_than(self, since: datetime | None, seconds: int) -> bool:
+        """True when `since` is known and at least `seconds` ago."""
+        return since is not None and self.now - since >= timedelta(seconds=seconds)
+
+
+def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Context:
+    """Join config, ASGs, nodes and pods into the indexes the planning rules read."""
+    nodes_by_instance = {n.instance_id: n for n in snapshot.nodes if n.instance_id}
+    pods_on_node: dict[str, list[Pod]] = defaultdict(list)
+    for pod in snapshot.pods:
+        if pod.node_name and not pod.is_terminal:
+            pods_on_node[pod.node_name].append(pod)
+
+    groups: list[GroupView] = []
+    group_of_node: dict[str, GroupView] = {}
+    for group_config in config.node_groups:
+        asg = snapshot.asgs.get(group_config.asg_name)
+        state = snapshot.state.groups.get(group_config.name, GroupState())
+        registered: list[Node] = []
+        unregistered: list[AsgInstance] = []
+        for instance in asg.live_instances if asg else ():
+            node = nodes_by_instance.get(instance.instance_id)
+            if node is None:
+                unregistered.append(instance)
+            else:
+                registered.append(node)
+        registered.sort(key=lambda n: n.name)
+        unregistered.sort(key=lambda i: i.instance_id)
+        view = GroupView(
+            config=group_config,
+            asg=asg,
+            shape=_shape(group_config, snapshot, registered),
+            state=state,
+            in_backoff=state.backoff_until is not None and state.backoff_until > now,
+            nodes=registered,
+            unregistered=unregistered,
+        )
+        groups.append(view)
+        for node in registered:
+            group_of_node[node.name] = view
+
+    names: set[str] = {PODS}
+    for view in groups:
+        if view.shape is not None:
+            names.update(view.shape.names())
+    for node in snapshot.nodes:
+        names.update(node.allocatable.names())
+    for pod in snapshot.pods:
+        names.update(pod.requests.names())
+    dims = tuple(sorted(names))
+    return Context(
+        config=config,
+        snapshot=snapshot,
+        now=now,
+        groups=groups,
+        group_of_node=group_of_node,
+        pods_on_node=dict(pods_on_node),
+        dims=dims,
+        dim_index={name: i for i, name in enumerate(dims)},
+    )

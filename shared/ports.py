@@ -1,0 +1,189 @@
+"""Ports: the small interfaces the controller uses to reach the world. Adapters implement them.
+
+Every method states its error contract. Errors are the project's own (shared.domain.errors); an
+adapter never lets a boto3 or kubernetes exception escape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Protocol
+
+from shared.domain.model import AsgState, Node, Pod, ScalerState
+from shared.domain.operations import ClusterEvent, DrainIntent, Lease, ScalingFailure
+from shared.domain.resources import Resources
+
+
+class Cluster(Protocol):
+    """The Kubernetes cluster."""
+
+    def list_pods(self) -> tuple[Pod, ...]:
+        """All pods of all namespaces, read to the end (paginated).
+
+        Raises ClusterReadError (any failure, incl. a page that fails mid-way), AuthError (401/403).
+        """
+        ...
+
+    def list_nodes(self) -> tuple[Node, ...]:
+        """All nodes. Raises ClusterReadError, AuthError."""
+        ...
+
+    def get_node(self, name: str) -> Node | None:
+        """A fresh read of one node; None when it does not exist. Raises ClusterReadError, AuthError."""
+        ...
+
+    def list_pods_on_node(self, name: str) -> tuple[Pod, ...]:
+        """Pods bound to one node (fresh read). Raises ClusterReadError, AuthError."""
+        ...
+
+    def cordon(self, name: str, at: datetime, *, resource_version: str | None = None) -> None:
+        """Mark unschedulable and annotate `backlog-scaler/cordoned-at`.
+
+        With `resource_version`, the patch only applies if the node is unchanged since that read.
+        Raises ConflictError (409: changed since read), NotFoundError, ClusterActionError, AuthError.
+        """
+        ...
+
+    def uncordon(self, name: str) -> None:
+        """Clear unschedulable and the cordoned-at annotation.
+
+        Raises NotFoundError, ClusterActionError, AuthError.
+        """
+        ...
+
+    def evict(self, namespace: str, name: str) -> None:
+        """Evict through the Eviction API (PodDisruptionBudgets apply). A missing pod is success.
+
+        Raises EvictionBlockedError (429, retry later), ClusterActionError, AuthError.
+        """
+        ...
+
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        """Delete a pod, bypassing PDBs (forced drains only). A missing pod is success.
+
+        Raises ClusterActionError, AuthError.
+        """
+        ...
+
+    def delete_node(self, name: str) -> None:
+        """Delete the Node object of a terminated instance. A missing node is success.
+
+        Raises ClusterActionError, AuthError.
+        """
+        ...
+
+    def record_events(self, events: Sequence[ClusterEvent]) -> int:
+        """Create Kubernetes Events; best effort. Returns how many were written; never raises."""
+        ...
+
+
+class Fleet(Protocol):
+    """The Auto Scaling groups (and EC2 instance type data) of the cluster."""
+
+    def describe_groups(self, asg_names: Iterable[str]) -> Mapping[str, AsgState]:
+        """Current state of the named groups; missing groups are absent from the result.
+
+        Raises FleetReadError (incl. throttling after retries), AuthError.
+        """
+        ...
+
+    def set_desired_capacity(self, asg: AsgState, desired: int) -> None:
+        """Set an absolute desired capacity (HonorCooldown=False).
+
+        Raises ValueError if `desired` is outside [asg.min_size, asg.max_size] (checked before any
+        call), FleetActionError, ThrottledError, AuthError.
+        """
+        ...
+
+    def terminate_instance(self, instance_id: str, *, decrement: bool, region: str = "") -> None:
+        """Terminate one instance of a group, decrementing desired or letting the group replace it.
+
+        An instance already gone is success. Raises FleetActionError, ThrottledError, AuthError.
+        """
+        ...
+
+    def failed_activities(self, asg: AsgState, since: datetime) -> tuple[ScalingFailure, ...]:
+        """Failed scaling activities of one group that started at or after `since`, classified.
+
+        Raises FleetReadError, AuthError.
+        """
+        ...
+
+    def instance_shapes(self, instance_types: Iterable[str], region: str = "") -> Mapping[str, Resources]:
+        """Allocatable of one node per instance type (vCPU, memory, GPUs minus the reservation).
+
+        Cached per process. Unknown types are absent. Raises FleetReadError, AuthError.
+        """
+        ...
+
+
+class StateStore(Protocol):
+    """Durable state of one cluster (DynamoDB in production)."""
+
+    def acquire_lease(self, owner: str, now: datetime, ttl_seconds: int) -> Lease:
+        """Take the cluster lease if free, expired, or already ours.
+
+        Raises LeaseHeldError (someone else holds a live lease), ReadError (store unavailable).
+        """
+        ...
+
+    def release_lease(self, lease: Lease) -> None:
+        """Give the lease back if still ours; never raises."""
+        ...
+
+    def load(self) -> ScalerState:
+        """Everything stored for the cluster. Raises ReadError."""
+        ...
+
+    def save_node_idle_since(self, lease: Lease, idle_since: Mapping[str, datetime], now: datetime) -> None:
+        """Replace the idle-since map (nodes absent from it are forgotten).
+
+        Raises LeaseHeldError if the lease was lost (fencing), ActionError on other failures.
+        """
+        ...
+
+    def save_instances_first_seen(self, lease: Lease, first_seen: Mapping[str, datetime]) -> None:
+        """Replace the first-seen map of instances. Raises LeaseHeldError, ActionError."""
+        ...
+
+    def record_scale_up(self, lease: Lease, group: str, at: datetime) -> None:
+        """Remember when a group last grew. Raises LeaseHeldError, ActionError."""
+        ...
+
+    def record_capacity_failure(self, lease: Lease | None, group: str, at: datetime) -> datetime:
+        """Put a group in exponential backoff; returns the new backoff end.
+
+        Backoff starts at the policy's initial value and doubles per failure up to its maximum; it
+        resets after `backoff_reset_seconds` without failures. Idempotent per failure time.
+        Raises LeaseHeldError (lease given and lost), ActionError.
+        """
+        ...
+
+    def put_drain_intent(self, intent: DrainIntent) -> None:
+        """Store (or replace) the forced scale-down of a group. Raises ActionError."""
+        ...
+
+    def drain_intents(self) -> tuple[DrainIntent, ...]:
+        """Stored drain intents. Raises ReadError."""
+        ...
+
+    def delete_drain_intent(self, group: str) -> None:
+        """Forget the drain intent of a group (done or expired). Raises ActionError."""
+        ...
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current time, timezone-aware (UTC)."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Wait (a simulated clock advances instead)."""
+        ...
+
+
+class Notifier(Protocol):
+    def notify(self, subject: str, lines: Sequence[str]) -> bool:
+        """Send one message per decision batch; returns False on failure, never raises."""
+        ...
