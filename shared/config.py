@@ -90,6 +90,9 @@ class PolicyConfig(_Model):
     # A node cordoned by the scaler is terminated no earlier than this after the cordon, so a pod
     # the scheduler bound just before the cordon is seen first.
     cordon_settle_seconds: NonNegativeInt = 30
+    # After terminating nodes of a group, wait this long before cordoning more of it, so the
+    # scale-in limit is a rate and a repeated run right after an applied plan changes nothing.
+    scale_down_delay_after_delete_seconds: NonNegativeInt = 30
     backoff_initial_seconds: PositiveInt = 300
     backoff_max_seconds: PositiveInt = 1800
     backoff_reset_seconds: PositiveInt = 3 * 3600
@@ -148,16 +151,19 @@ class ScalerConfig(_Model):
 
     _validate_reservation = field_validator("node_reservation")(_validate_quantities)
 
-    @model_validator(mode="after")
-    def _unique_groups(self) -> ScalerConfig:
+    @field_validator("node_groups")
+    @classmethod
+    def _unique_groups(cls, groups: tuple[NodeGroupConfig, ...]) -> tuple[NodeGroupConfig, ...]:
         for attr in ("name", "asg_name"):
-            seen: set[str] = set()
-            for group in self.node_groups:
+            seen: dict[str, int] = {}
+            for index, group in enumerate(groups):
                 value = getattr(group, attr)
                 if value in seen:
-                    raise ValueError(f"duplicate node group {attr} {value!r}")
-                seen.add(value)
-        return self
+                    raise ValueError(
+                        f"duplicate node group {attr} {value!r} (node_groups[{seen[value]}] and [{index}])"
+                    )
+                seen[value] = index
+        return groups
 
     def group(self, name: str) -> NodeGroupConfig:
         """The group named `name`; ConfigError when absent."""

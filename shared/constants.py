@@ -77,3 +77,25 @@ FUNCTION_WEBHOOK = "webhook"
 FUNCTION_FORCE_SCALE_DOWN = "force_scale_down"
 FUNCTION_AWS_EVENTS = "aws_events"
 ALL_FUNCTIONS = (FUNCTION_RECONCILE, FUNCTION_WEBHOOK, FUNCTION_FORCE_SCALE_DOWN, FUNCTION_AWS_EVENTS)
+
+# Metric dimensions (cdk/ builds the dashboard and the alarms on exactly these names). Cluster-level
+# metrics carry {"Cluster"}; per-group metrics carry {"Cluster", "Group"} (Group = node group name).
+METRIC_DIMENSION_CLUSTER = "Cluster"
+METRIC_DIMENSION_GROUP = "Group"
+CLUSTER_METRICS = (
+    METRIC_PENDING_PODS,
+    METRIC_PENDING_GPUS,
+    METRIC_OLDEST_PENDING_AGE,
+    METRIC_UNHELPED_PODS,
+    METRIC_RECONCILE_DURATION,
+)
+GROUP_METRICS = (
+    METRIC_DESIRED,
+    METRIC_IN_SERVICE,
+    METRIC_SCALE_UPS,
+    METRIC_SCALE_DOWNS,
+    METRIC_CAPACITY_FAILURES,
+)
+
+# The webhook's HTTP path on the deployed API (POST; sub-paths are routed to the same function).
+WEBHOOK_PATH = "/webhook"

@@ -151,6 +151,10 @@ class StateStore(Protocol):
         """Remember when a group last grew. Raises LeaseHeldError, ActionError."""
         ...
 
+    def record_scale_down(self, lease: Lease, group: str, at: datetime) -> None:
+        """Remember when the scaler last terminated nodes of a group. Raises LeaseHeldError, ActionError."""
+        ...
+
     def record_capacity_failure(self, lease: Lease | None, group: str, at: datetime) -> datetime:
         """Put a group in exponential backoff; returns the new backoff end.
 

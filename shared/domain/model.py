@@ -249,6 +249,7 @@ class GroupState:
 
     backoff_until: datetime | None = None
     last_scale_up: datetime | None = None
+    last_scale_down: datetime | None = None  # last time the scaler terminated a node of the group
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ def state_from_json(document: object, source: str = "state") -> ScalerState:
         name: GroupState(
             backoff_until=_time(v.get("backoff_until"), f"{source}: groups.{name}.backoff_until"),
             last_scale_up=_time(v.get("last_scale_up"), f"{source}: groups.{name}.last_scale_up"),
+            last_scale_down=_time(v.get("last_scale_down"), f"{source}: groups.{name}.last_scale_down"),
         )
         for name, v in _section(document, "groups", source).items()
     }
@@ -67,7 +68,11 @@ def state_to_json(state: ScalerState) -> dict[str, Any]:
     return {
         "nodes": {k: {"idle_since": _iso(v.idle_since)} for k, v in sorted(state.nodes.items())},
         "groups": {
-            k: {"backoff_until": _iso(v.backoff_until), "last_scale_up": _iso(v.last_scale_up)}
+            k: {
+                "backoff_until": _iso(v.backoff_until),
+                "last_scale_up": _iso(v.last_scale_up),
+                "last_scale_down": _iso(v.last_scale_down),
+            }
             for k, v in sorted(state.groups.items())
         },
         "instances": {k: {"first_seen": _iso(v)} for k, v in sorted(state.instances_first_seen.items())},

@@ -30,9 +30,7 @@ class GroupView:
     def name(self) -> str:
         return self.config.name
 
-    @property
-    def taints(self) -> tuple[Taint, ...]:
-        return self.config.domain_taints
+    taints: tuple[Taint, ...] = ()  # NoSchedule/NoExecute taints the group's nodes carry
 
     @property
     def min_size(self) -> int:
@@ -86,6 +84,7 @@ class Context:
     pods_on_node: dict[str, list[Pod]]
     dims: tuple[str, ...]
     dim_index: dict[str, int]
+    _requests: dict[Resources, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
     def vector(self, resources: Resources) -> tuple[int, ...]:
         """Resources as a dense tuple in this run's dimension order."""
@@ -95,8 +94,12 @@ class Context:
         return tuple(vec)
 
     def request(self, resources: Resources) -> tuple[tuple[int, int], ...]:
-        """Resources as non-zero (dimension, amount) pairs."""
-        return tuple((self.dim_index[name], value) for name, value in resources.items if value)
+        """Resources as non-zero (dimension, amount) pairs (cached: most pods share a few shapes)."""
+        found = self._requests.get(resources)
+        if found is None:
+            found = tuple((self.dim_index[name], value) for name, value in resources.items if value)
+            self._requests[resources] = found
+        return found
 
     def older_than(self, since: datetime | None, seconds: int) -> bool:
         """True when `since` is known and at least `seconds` ago."""
@@ -134,6 +137,7 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
             in_backoff=state.backoff_until is not None and state.backoff_until > now,
             nodes=registered,
             unregistered=unregistered,
+            taints=group_config.domain_taints,
         )
         groups.append(view)
         for node in registered:

@@ -36,6 +36,10 @@ def _protected(ctx: Context, node: Node) -> str | None:
     return None
 
 
+def _recent(ctx: Context, when: datetime | None, seconds: int) -> bool:
+    return when is not None and not ctx.older_than(when, seconds)
+
+
 def _replacements(ctx: Context, view: GroupView, out: ScaleDownResult) -> None:
     """Instances that never registered, or nodes stuck NotReady, past the provisioning deadline."""
     deadline = ctx.config.policy.max_node_provision_seconds
@@ -118,9 +122,13 @@ def plan_scale_down(
         budget = max(1, math.floor(policy.max_scale_in_fraction * max(len(view.nodes), desired)))
         notes = out.notes.setdefault(view.name, [])
 
-        # Terminate scaler-cordoned nodes that stayed idle through the settle time.
+        # Terminate scaler-cordoned nodes that stayed idle through the settle time; one batch
+        # (the scale-in budget) per scale_down_delay_after_delete_seconds.
         cordoned_idle.sort(key=lambda item: (item[0], item[1].name))
         terminated = 0
+        if _recent(ctx, view.state.last_scale_down, policy.scale_down_delay_after_delete_seconds):
+            notes.append(f"terminated nodes less than {policy.scale_down_delay_after_delete_seconds}s ago")
+            continue
         for cordoned_at, node in cordoned_idle:
             if not ctx.older_than(cordoned_at, policy.cordon_settle_seconds):
                 continue
@@ -141,16 +149,16 @@ def plan_scale_down(
             terminated += 1
 
         # Cordon nodes idle long enough, longest idle first, keeping headroom and min size.
-        if not ctx.older_than(view.state.last_scale_up, policy.scale_down_delay_after_add_seconds) and (
-            view.state.last_scale_up is not None
-        ):
+        if _recent(ctx, view.state.last_scale_up, policy.scale_down_delay_after_add_seconds):
             if idle_nodes:
                 notes.append(f"grew less than {policy.scale_down_delay_after_add_seconds}s ago")
             continue
         idle_nodes.sort(key=lambda item: (item[0], item[1].name))
         keep = view.config.headroom_nodes
         candidates = idle_nodes[: max(0, len(idle_nodes) - keep)]
-        room = min(budget, removable - terminated - (len(cordoned_idle) - terminated))
+        # Nodes already cordoned and waiting count against the budget: it limits scale-in in
+        # progress, so planning again right after applying a plan asks for nothing more.
+        room = min(budget - len(cordoned_idle), removable - len(cordoned_idle))
         for since, node in candidates:
             if not ctx.older_than(since, idle_seconds):
                 continue

@@ -20,14 +20,44 @@ class Unit:
     pods: list[Pod]
     requests: list[Request]
     gang: str | None = None
+    order: int = 0  # position in First Fit Decreasing order
+    gpus: int = 0
+    millicores: int = 0
+
+    def __post_init__(self) -> None:
+        self.gpus = sum(p.requests.gpus for p in self.pods)
+        self.millicores = sum(p.requests.get(CPU) for p in self.pods)
 
     @property
     def key(self) -> str:
         return self.pods[0].key
 
     @property
-    def gpus(self) -> int:
-        return sum(p.requests.gpus for p in self.pods)
+    def signature(self) -> tuple[int, ...]:
+        """Identity of the distinct scheduling specs of the members (what admission depends on)."""
+        return tuple(sorted({id(p.scheduling) for p in self.pods}))
+
+
+@dataclass
+class Bucket:
+    """Remaining units sharing one signature, with their summed requests (for cost estimates)."""
+
+    schedulings: tuple[Scheduling, ...]
+    units: dict[int, Unit] = field(default_factory=dict)  # by order
+    totals: list[int] = field(default_factory=list)
+    gpus: int = 0
+    millicores: int = 0
+
+    def add(self, unit: Unit, sign: int = 1) -> None:
+        for request in unit.requests:
+            for dim, amount in request:
+                self.totals[dim] += sign * amount
+        self.gpus += sign * unit.gpus
+        self.millicores += sign * unit.millicores
+        if sign > 0:
+            self.units[unit.order] = unit
+        else:
+            del self.units[unit.order]
 
 
 @dataclass
@@ -45,7 +75,7 @@ class GroupBins:
     view: GroupView
     bins: Bins
     inflight: int  # bins [0, inflight) are booting nodes; later ones are new
-    admits: Callable[[Pod], bool]
+    target_id: int  # admission cache key of the group
 
 
 @dataclass
@@ -105,6 +135,8 @@ def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome]]:
         members.sort(key=lambda p: p.key)
         units.append(Unit(members, [ctx.request(p.requests) for p in members], gang=gang_key))
     units.sort(key=lambda u: (*_size_key(u), u.key))
+    for order, unit in enumerate(units):
+        unit.order = order
     return units, skipped
 
 
@@ -140,8 +172,27 @@ def _booting(ctx: Context, view: GroupView, node: Node) -> bool:
     return missing and young
 
 
-def _existing_classes(ctx: Context, booting: set[str]) -> list[ExistingClass]:
-    used: dict[str, list[int]] = {}
+def _referenced_label_keys(units: list[Unit]) -> frozenset[str]:
+    """Node label keys any pending pod's selector or affinity looks at."""
+    keys: set[str] = set()
+    seen: set[int] = set()
+    for unit in units:
+        for pod in unit.pods:
+            scheduling = pod.scheduling
+            if id(scheduling) in seen:
+                continue
+            seen.add(id(scheduling))
+            keys.update(key for key, _ in scheduling.node_selector)
+            keys.update(req.key for term in scheduling.affinity_terms for req in term)
+    return frozenset(keys)
+
+
+def _existing_classes(ctx: Context, booting: set[str], label_keys: frozenset[str]) -> list[ExistingClass]:
+    """Registered nodes with room, grouped by what admission can see of them.
+
+    Only label keys some pending pod refers to matter, so nodes that differ only in, say, their
+    hostname label share a class and one admission test.
+    """
     classes: dict[tuple[object, ...], ExistingClass] = {}
     for node in sorted(ctx.snapshot.nodes, key=lambda n: n.name):
         if not node.ready or node.name in booting:
@@ -153,11 +204,11 @@ def _existing_classes(ctx: Context, booting: set[str]) -> list[ExistingClass]:
         for pod in ctx.pods_on_node.get(node.name, ()):
             for dim, amount in ctx.request(pod.requests):
                 free[dim] -= amount
-        used[node.name] = free
-        key = (tuple(sorted(node.labels.items())), node.taints, scaler_cordoned)
+        visible = {k: v for k, v in node.labels.items() if k in label_keys}
+        key = (tuple(sorted(visible.items())), node.taints, scaler_cordoned)
         cls = classes.get(key)
         if cls is None:
-            cls = classes[key] = ExistingClass(dict(node.labels), node.taints, Bins([], []), scaler_cordoned)
+            cls = classes[key] = ExistingClass(visible, node.taints, Bins([], []), scaler_cordoned)
         cls.bins.free.append(free)
         cls.bins.ids.append(node.name)
         cls.bins.placed.append(0)
@@ -165,9 +216,7 @@ def _existing_classes(ctx: Context, booting: set[str]) -> list[ExistingClass]:
     return sorted(classes.values(), key=lambda c: (c.uncordon, c.bins.ids[0] or ""))
 
 
-def _group_bins(
-    ctx: Context, view: GroupView, booting_nodes: list[str], admits: Callable[[Pod], bool]
-) -> GroupBins:
+def _group_bins(ctx: Context, view: GroupView, booting_nodes: list[str], target_id: int) -> GroupBins:
     assert view.shape is not None
     shape = ctx.vector(view.shape)
     free: list[list[int]] = []
@@ -187,19 +236,15 @@ def _group_bins(
         ids.append(None)
     can_grow = not view.in_backoff and view.unavailable_reason is None
     max_new = max(0, view.max_size - view.current_desired) if can_grow else 0
-    return GroupBins(view, Bins(free, ids, shape, max_new), inflight=len(free), admits=admits)
+    return GroupBins(view, Bins(free, ids, shape, max_new), inflight=len(free), target_id=target_id)
 
 
-def _place_unit(
-    unit: Unit, targets: list[tuple[Bins, Callable[[Pod], bool]]]
-) -> list[tuple[Bins, int]] | None:
+def _place_unit(unit: Unit, targets: Callable[[Pod], list[Bins]]) -> list[tuple[Bins, int]] | None:
     """Place every pod of the unit on the first bins that admit and fit it; all or nothing."""
     journal = Journal() if len(unit.pods) > 1 else None
     placements: list[tuple[Bins, int]] = []
     for pod, request in zip(unit.pods, unit.requests, strict=True):
-        for bins, admits in targets:
-            if not admits(pod):
-                continue
+        for bins in targets(pod):
             index = bins.place(request, journal)
             if index is not None:
                 placements.append((bins, index))
@@ -213,37 +258,48 @@ def _place_unit(
 
 @dataclass
 class _Estimate:
-    view: GroupView
-    units: list[Unit]
+    group_bins: GroupBins
+    buckets: list[Bucket]
     new_nodes: int
     cost_per_unit: float
+    in_flight_used: int  # demand the group's booting nodes would cover
     waste: float
 
+    @property
+    def rank(self) -> tuple[float, int, float, str]:
+        """Cheapest per GPU first; on a tie, the group whose booting nodes cover more of the demand."""
+        return (self.cost_per_unit, -self.in_flight_used, self.waste, self.group_bins.view.name)
 
-def _estimate(ctx: Context, gb: GroupBins, units: list[Unit]) -> _Estimate:
-    """Rough cost of serving `units` from this group: lower-bound node count from summed requests."""
+
+def _estimate(ctx: Context, gb: GroupBins, buckets: list[Bucket]) -> _Estimate:
+    """Rough cost of serving the buckets' units from this group: a lower bound on nodes from the
+    summed requests, less the booting nodes it already has, times its price, per GPU demanded."""
     view = gb.view
     assert view.shape is not None
     shape = ctx.vector(view.shape)
     totals = [0] * len(shape)
     gpus = millicores = 0
-    for unit in units:
-        for request in unit.requests:
-            for dim, amount in request:
-                totals[dim] += amount
-        gpus += unit.gpus
-        millicores += sum(p.requests.get(CPU) for p in unit.pods)
+    for bucket in buckets:
+        for dim, amount in enumerate(bucket.totals):
+            totals[dim] += amount
+        gpus += bucket.gpus
+        millicores += bucket.millicores
     nodes = max((math.ceil(t / s) for t, s in zip(totals, shape, strict=True) if s and t), default=1)
-    available = gb.inflight + gb.bins.max_new
-    nodes = min(nodes, available)
+    nodes = min(nodes, gb.inflight + gb.bins.max_new)
     new_nodes = max(0, nodes - gb.inflight)
     demand = gpus if gpus else millicores / 1000
     price = view.config.price_per_hour
-    cost_per_unit = (price * new_nodes / demand if demand else 0.0) if price is not None else math.inf
+    if new_nodes == 0:
+        cost_per_unit = 0.0
+    elif price is None:
+        cost_per_unit = math.inf  # unpriced groups come after priced ones in the same tier
+    else:
+        cost_per_unit = price * new_nodes / demand if demand else 0.0
     dominant = ctx.dim_index[GPU] if gpus and GPU in ctx.dim_index else ctx.dim_index.get(CPU, 0)
     capacity = shape[dominant] * max(nodes, 1)
     waste = 1 - min(totals[dominant], capacity) / capacity if capacity else 1.0
-    return _Estimate(view, units, new_nodes, 0.0 if new_nodes == 0 else cost_per_unit, waste)
+    covered = min(totals[dominant], shape[dominant] * gb.inflight)
+    return _Estimate(gb, buckets, new_nodes, cost_per_unit, covered, waste)
 
 
 def _describe_size(resources: Resources) -> str:
@@ -314,15 +370,15 @@ def _diagnose(ctx: Context, unit: Unit) -> tuple[ReasonCode, str]:
     return codes[0], "; ".join(reasons)
 
 
-def _fill_group(gb: GroupBins, units: list[Unit], result: ScaleUpResult) -> set[str]:
-    """First Fit Decreasing of `units` into the group's booting then new nodes; returns placed keys."""
-    target = [(gb.bins, gb.admits)]
-    placed_keys: set[str] = set()
+def _fill_group(gb: GroupBins, units: list[Unit], result: ScaleUpResult) -> list[Unit]:
+    """First Fit Decreasing of `units` into the group's booting then new nodes; returns those placed."""
+    target = [gb.bins]
+    placed: list[Unit] = []
     for unit in units:
-        placements = _place_unit(unit, target)
+        placements = _place_unit(unit, lambda _pod: target)
         if placements is None:
             continue
-        placed_keys.add(unit.key)
+        placed.append(unit)
         for pod, (_, index) in zip(unit.pods, placements, strict=True):
             if index < gb.inflight:
                 node = gb.bins.ids[index]
@@ -335,7 +391,7 @@ def _fill_group(gb: GroupBins, units: list[Unit], result: ScaleUpResult) -> set[
             result.outcomes[pod.key] = PodOutcome(
                 pod.key, outcome, gb.view.name, reason, ReasonCode.PLACED, pod.requests.gpus
             )
-    return placed_keys
+    return placed
 
 
 def plan_scale_up(ctx: Context) -> ScaleUpResult:
@@ -358,18 +414,21 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
     admission = _Admission()
 
     # 1. Free room on registered nodes (schedulable first, then scaler-cordoned ones).
-    classes = _existing_classes(ctx, booting_names)
-    targets: list[tuple[Bins, Callable[[Pod], bool]]] = []
-    for index, cls in enumerate(classes):
+    classes = _existing_classes(ctx, booting_names, _referenced_label_keys(units))
+    admitting: dict[int, list[Bins]] = {}
 
-        def admits(pod: Pod, cls: ExistingClass = cls, index: int = index) -> bool:
-            return admission.admits(pod.scheduling, index, cls.labels, cls.taints)
+    def existing_targets(pod: Pod) -> list[Bins]:
+        found = admitting.get(id(pod.scheduling))
+        if found is None:
+            found = admitting[id(pod.scheduling)] = [
+                cls.bins for cls in classes if pod.scheduling.admits(cls.labels, cls.taints)
+            ]
+        return found
 
-        targets.append((cls.bins, admits))
     uncordon_bins = {id(cls.bins) for cls in classes if cls.uncordon}
     remaining: list[Unit] = []
     for unit in units:
-        placements = _place_unit(unit, targets) if targets else None
+        placements = _place_unit(unit, existing_targets) if classes else None
         if placements is None:
             remaining.append(unit)
             continue
@@ -394,33 +453,48 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
     # 2. Booting and new nodes, one group at a time.
     group_bins: dict[str, GroupBins] = {}
     for position, view in enumerate(ctx.groups):
-        if view.shape is None or view.asg is None:
-            continue
+        if view.shape is not None and view.asg is not None:
+            group_bins[view.name] = _group_bins(ctx, view, booting.get(view.name, []), position)
 
-        def admits_group(pod: Pod, view: GroupView = view, target: int = len(classes) + position) -> bool:
-            return admission.admits(pod.scheduling, target, view.config.labels, view.taints)
+    buckets: dict[tuple[int, ...], Bucket] = {}
+    for unit in remaining:
+        signature = unit.signature
+        bucket = buckets.get(signature)
+        if bucket is None:
+            schedulings = tuple({id(p.scheduling): p.scheduling for p in unit.pods}.values())
+            bucket = buckets[signature] = Bucket(schedulings, totals=[0] * len(ctx.dims))
+        bucket.add(unit)
 
-        group_bins[view.name] = _group_bins(ctx, view, booting.get(view.name, []), admits_group)
+    def admitted_buckets(gb: GroupBins) -> list[Bucket]:
+        return [
+            bucket
+            for bucket in buckets.values()
+            if bucket.units
+            and all(
+                admission.admits(sched, gb.target_id, gb.view.config.labels, gb.view.taints)
+                for sched in bucket.schedulings
+            )
+        ]
 
     tiers = sorted({v.config.priority for v in ctx.groups}, reverse=True)
     for tier in tiers:
         candidates = [gb for gb in group_bins.values() if gb.view.config.priority == tier]
-        while remaining and candidates:
-            estimates: list[_Estimate] = []
-            for gb in candidates:
-                if not (gb.inflight or gb.bins.max_new):
-                    continue
-                admitted = [u for u in remaining if all(gb.admits(p) for p in u.pods)]
-                if admitted:
-                    estimates.append(_estimate(ctx, gb, admitted))
+        while candidates and any(b.units for b in buckets.values()):
+            estimates = [
+                _estimate(ctx, gb, admitted)
+                for gb in candidates
+                if (gb.inflight or gb.bins.max_new) and (admitted := admitted_buckets(gb))
+            ]
             if not estimates:
                 break
-            best = min(estimates, key=lambda e: (e.cost_per_unit, e.waste, e.view.name))
-            gb = group_bins[best.view.name]
-            candidates.remove(gb)
-            placed_keys = _fill_group(gb, best.units, result)
-            remaining = [u for u in remaining if u.key not in placed_keys]
+            best = min(estimates, key=lambda e: e.rank)
+            candidates.remove(best.group_bins)
+            units = sorted((u for b in best.buckets for u in b.units.values()), key=lambda u: u.order)
+            placed = _fill_group(best.group_bins, units, result)
+            for unit in placed:
+                buckets[unit.signature].add(unit, -1)
 
+    remaining = sorted((u for b in buckets.values() for u in b.units.values()), key=lambda u: u.order)
     for gb in group_bins.values():
         result.new_nodes[gb.view.name] = gb.bins.opened
         result.spare_bins[gb.view.name] = sum(1 for count in gb.bins.placed if count == 0)

@@ -1,0 +1,63 @@
+"""The scaler config: defaults, and errors that name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shared.config import load_config, parse_config
+from shared.domain.errors import ConfigError
+
+GROUP = {"name": "a100", "asg_name": "research-a100", "allocatable": {"cpu": "95", "nvidia.com/gpu": 8}}
+
+
+def doc(**overrides: object) -> dict[str, object]:
+    base: dict[str, object] = {"cluster_name": "research", "node_groups": [dict(GROUP)]}
+    base.update(overrides)
+    return base
+
+
+def test_the_example_config_loads_with_defaults() -> None:
+    config = load_config(Path(__file__).resolve().parents[2] / "examples" / "config.yaml")
+    assert config.group_names == ("a100", "v100")
+    assert config.policy.idle_seconds == 600
+    assert config.group("a100").shape is not None
+    assert config.group("a100").shape.gpus == 8  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [
+        ([GROUP, GROUP], "node_groups: duplicate node group name 'a100'"),
+        (
+            [{**GROUP, "taints": [{"key": "k", "effect": "Sometimes"}]}],
+            "node_groups[0].taints[0].effect: Input should be",
+        ),
+        ([{**GROUP, "max_size": -1}], "node_groups[0].max_size: Input should be greater than or equal to 0"),
+        (
+            [{**GROUP, "allocatable": {"memory": "lots"}}],
+            "node_groups[0].allocatable: memory: unparsable quantity",
+        ),
+        ([{"name": "x", "asg_name": "y"}], "node_groups[0]: give allocatable or instance_type"),
+        ([{**GROUP, "colour": "red"}], "node_groups[0].colour: Extra inputs are not permitted"),
+    ],
+)
+def test_bad_config_names_the_field_and_the_problem(groups: list[object], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(doc(node_groups=groups), "cfg.yaml")
+    assert f"cfg.yaml: {message}" in str(caught.value) or message in str(caught.value)
+
+
+def test_policy_fraction_must_be_a_fraction() -> None:
+    with pytest.raises(ConfigError, match=r"policy\.max_scale_in_fraction"):
+        parse_config(doc(policy={"max_scale_in_fraction": 1.5}))
+
+
+def test_unreadable_or_invalid_yaml_is_a_config_error(tmp_path: Path) -> None:
+    bad = tmp_path / "c.yaml"
+    bad.write_text("cluster_name: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
