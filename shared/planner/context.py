@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from shared.config import NodeGroupConfig, ScalerConfig
 from shared.domain.model import AsgInstance, AsgState, GroupState, Node, Pod, Snapshot, Taint
-from shared.domain.resources import PODS, Resources
+from shared.domain.resources import EPHEMERAL_STORAGE, PODS, Resources
 
 DEFAULT_MAX_PODS = 110
 
@@ -61,10 +61,18 @@ class GroupView:
         return None
 
 
+# An instance type says nothing about the root volume: unless a registered node tells, local
+# storage is not what limits placement on a shape derived from the type.
+UNKNOWN_EPHEMERAL_STORAGE = 2**50
+
+
 def _shape(group: NodeGroupConfig, snapshot: Snapshot, nodes: list[Node]) -> Resources | None:
     shape = group.shape
     if shape is None and group.instance_type:
         shape = snapshot.instance_shapes.get(group.instance_type)
+        if shape is not None and not shape.get(EPHEMERAL_STORAGE):
+            observed = max((n.allocatable.get(EPHEMERAL_STORAGE) for n in nodes), default=0)
+            shape = shape + Resources.of({EPHEMERAL_STORAGE: observed or UNKNOWN_EPHEMERAL_STORAGE})
     if shape is None:
         # Last resort: what registered nodes of the group advertise (largest of them).
         for node in nodes:

@@ -1,0 +1,394 @@
+"""`AsgFleet`: the `Fleet` port on EC2 Auto Scaling and EC2 instance-type data (boto3).
+
+One autoscaling and one ec2 client per region the groups live in. Errors are mapped by code in
+`clients.scaler_error`: reads raise FleetReadError (throttling included, as the port says) or
+AuthError; mutations raise FleetActionError, ThrottledError or AuthError.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from shared import constants
+from shared.adapters.aws import clients
+from shared.adapters.aws.clients import BOTO_ERRORS, AwsClient, error_code, scaler_error
+from shared.domain.errors import FleetActionError, FleetReadError
+from shared.domain.model import AsgState
+from shared.domain.operations import FailureKind, ScalingFailure
+from shared.domain.resources import CPU, EMPTY, GPU, MEMORY, PODS, Resources
+from shared.formats.aws import asg_from_json
+
+if TYPE_CHECKING:
+    from shared.config import ScalerConfig
+
+logger = logging.getLogger(__name__)
+
+ClientFactory = Callable[[str, str], AwsClient]
+"""Builds the client of (service, region); `clients.client` in production, moto or Stubber in tests."""
+
+# API limits: DescribeAutoScalingGroups pages hold at most 100 groups, DescribeScalingActivities 100
+# activities, DescribeInstanceTypes accepts 100 types per call.
+ASG_PAGE_SIZE = 100
+ASG_NAMES_PER_CALL = 100
+ACTIVITY_PAGE_SIZE = 100
+INSTANCE_TYPES_PER_CALL = 100
+
+FAILED_ACTIVITY_STATUSES = frozenset({"Failed", "Cancelled"})
+# An instance that is already leaving needs no second termination.
+_TERMINATING_STATES = frozenset({"Terminating", "Terminating:Wait", "Terminating:Proceed", "Terminated"})
+
+# The Kubernetes extended resource each GPU vendor's device plugin advertises.
+GPU_RESOURCE_BY_MANUFACTURER = {
+    "NVIDIA": GPU,
+    "AMD": "amd.com/gpu",
+    "Habana": "habana.ai/gaudi",
+}
+NEURON_RESOURCE = "aws.amazon.com/neuron"
+# The kubelet's own default when the instance type says nothing about its network interfaces.
+DEFAULT_MAX_PODS = 110
+
+# Failed activities carry no error code, only prose: these substrings (matched case-insensitively, first
+# match wins) are what EC2 and Auto Scaling write for the failures backing off can help with. Spot and
+# quota patterns come first because their messages often also contain the generic capacity wording.
+FAILURE_PATTERNS: tuple[tuple[str, FailureKind], ...] = (
+    ("There is no Spot capacity available", FailureKind.SPOT_CAPACITY),
+    ("SpotMaxPriceTooLow", FailureKind.SPOT_CAPACITY),
+    ("capacity-not-available", FailureKind.SPOT_CAPACITY),  # Spot request status code
+    # A quota, not a shortage: the fix is a limit increase, so it is reported as one.
+    ("MaxSpotInstanceCountExceeded", FailureKind.INSTANCE_LIMIT),
+    ("VcpuLimitExceeded", FailureKind.INSTANCE_LIMIT),
+    ("You have requested more vCPU capacity", FailureKind.INSTANCE_LIMIT),
+    ("InstanceLimitExceeded", FailureKind.INSTANCE_LIMIT),
+    ("You have requested more instances", FailureKind.INSTANCE_LIMIT),
+    ("InsufficientInstanceCapacity", FailureKind.INSUFFICIENT_CAPACITY),
+    ("We currently do not have sufficient", FailureKind.INSUFFICIENT_CAPACITY),
+    ("UnfulfillableCapacity", FailureKind.INSUFFICIENT_CAPACITY),
+)
+
+
+def classify_failure(*texts: str | None) -> FailureKind:
+    """The kind of a failed scaling activity, from its StatusMessage / Description / Cause."""
+    haystack = " ".join(t for t in texts if t).casefold()
+    for pattern, kind in FAILURE_PATTERNS:
+        if pattern.casefold() in haystack:
+            return kind
+    return FailureKind.OTHER
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceTypeInfo:
+    """What the scaler reads of one DescribeInstanceTypes entry."""
+
+    instance_type: str
+    vcpus: int
+    memory_mib: int
+    accelerators: Mapping[str, int]  # extended resource name -> count
+    gpu_model: str  # "A100", "" without GPUs
+    max_pods: int
+
+    def capacity(self) -> Resources:
+        """Capacity of one node before any reservation."""
+        amounts = {CPU: self.vcpus * 1000, MEMORY: self.memory_mib * 2**20, PODS: self.max_pods}
+        amounts.update(self.accelerators)
+        return Resources.of(amounts)
+
+
+def instance_type_from_json(obj: Mapping[str, Any]) -> InstanceTypeInfo:
+    """One InstanceTypes element of DescribeInstanceTypes."""
+    accelerators: dict[str, int] = {}
+    models: list[str] = []
+    for gpu in (obj.get("GpuInfo") or {}).get("Gpus") or ():
+        manufacturer = str(gpu.get("Manufacturer") or "")
+        name = GPU_RESOURCE_BY_MANUFACTURER.get(manufacturer, f"{manufacturer.lower() or 'unknown'}.com/gpu")
+        accelerators[name] = accelerators.get(name, 0) + int(gpu.get("Count") or 0)
+        if gpu.get("Name"):
+            models.append(str(gpu["Name"]))
+    neuron = sum(int(d.get("Count") or 0) for d in (obj.get("NeuronInfo") or {}).get("NeuronDevices") or ())
+    if neuron:
+        accelerators[NEURON_RESOURCE] = neuron
+    return InstanceTypeInfo(
+        instance_type=str(obj["InstanceType"]),
+        vcpus=int(obj["VCpuInfo"]["DefaultVCpus"]),
+        memory_mib=int(obj["MemoryInfo"]["SizeInMiB"]),
+        accelerators=accelerators,
+        gpu_model="/".join(dict.fromkeys(models)),
+        max_pods=max_pods(obj.get("NetworkInfo") or {}),
+    )
+
+
+def max_pods(network_info: Mapping[str, Any]) -> int:
+    """The EKS VPC CNI's pod limit: ENIs x (IPv4 addresses per ENI - 1) + 2 (as in eni-max-pods.txt).
+
+    Only the default network card's interfaces count: the others carry EFA traffic, not pods.
+    """
+    per_interface = int(network_info.get("Ipv4AddressesPerInterface") or 0)
+    interfaces = int(network_info.get("MaximumNetworkInterfaces") or 0)
+    default_card = int(network_info.get("DefaultNetworkCardIndex") or 0)
+    for card in network_info.get("NetworkCards") or ():
+        if int(card.get("NetworkCardIndex") or 0) == default_card:
+            interfaces = int(card.get("MaximumNetworkInterfaces") or interfaces)
+            break
+    if not per_interface or not interfaces:
+        return DEFAULT_MAX_PODS
+    return interfaces * (per_interface - 1) + 2
+
+
+class AsgFleet:
+    """The Auto Scaling groups of one cluster, in one or more regions."""
+
+    def __init__(
+        self,
+        asg_regions: Mapping[str, str],
+        *,
+        default_region: str,
+        reservation: Resources = EMPTY,
+        client_factory: ClientFactory = clients.client,
+    ) -> None:
+        self._asg_regions = dict(asg_regions)
+        self._default_region = default_region
+        self._reservation = reservation
+        self._client_factory = client_factory
+        self._lock = threading.Lock()
+        self._types: dict[tuple[str, str], InstanceTypeInfo | None] = {}  # None: unknown type
+
+    @classmethod
+    def from_config(cls, config: ScalerConfig, *, client_factory: ClientFactory = clients.client) -> AsgFleet:
+        """The fleet of a scaler config: its groups' regions and its node reservation."""
+        return cls(
+            {group.asg_name: config.region_of(group) for group in config.node_groups},
+            default_region=config.region,
+            reservation=config.reservation,
+            client_factory=client_factory,
+        )
+
+    # Reads
+
+    def describe_groups(self, asg_names: Iterable[str]) -> Mapping[str, AsgState]:
+        """Current state of the named groups; missing groups are absent. Raises FleetReadError, AuthError."""
+        by_region: dict[str, list[str]] = {}
+        for name in sorted(set(asg_names)):
+            by_region.setdefault(self._region_of(name), []).append(name)
+        out: dict[str, AsgState] = {}
+        for region, names in sorted(by_region.items()):
+            for start in range(0, len(names), ASG_NAMES_PER_CALL):
+                batch = names[start : start + ASG_NAMES_PER_CALL]
+                what = f"describe {len(batch)} groups from {batch[0]}"
+                out.update(self._describe(region, {"AutoScalingGroupNames": batch}, what))
+        return out
+
+    def discover_groups(self, cluster_name: str) -> Mapping[str, AsgState]:
+        """The groups tagged `TAG_CLUSTER=<cluster_name>` in every region of the fleet."""
+        filters = [{"Name": f"tag:{constants.TAG_CLUSTER}", "Values": [cluster_name]}]
+        out: dict[str, AsgState] = {}
+        for region in self._regions():
+            found = self._describe(region, {"Filters": filters}, f"discover groups of cluster {cluster_name}")
+            out.update(found)
+            with self._lock:
+                for name in found:
+                    self._asg_regions.setdefault(name, region)
+        return out
+
+    def discover_group_names(self, cluster_name: str) -> tuple[str, ...]:
+        """Names of the groups tagged `TAG_CLUSTER=<cluster_name>`, sorted."""
+        return tuple(sorted(self.discover_groups(cluster_name)))
+
+    def failed_activities(self, asg: AsgState, since: datetime) -> tuple[ScalingFailure, ...]:
+        """Failed or cancelled activities of one group started at or after `since`, newest first."""
+        region = asg.region or self._region_of(asg.name)
+        failures: list[ScalingFailure] = []
+        try:
+            pages = (
+                self._client("autoscaling", region)
+                .get_paginator("describe_scaling_activities")
+                .paginate(AutoScalingGroupName=asg.name, PaginationConfig={"PageSize": ACTIVITY_PAGE_SIZE})
+            )
+            # Activities come newest first, so the first one older than `since` ends the read without
+            # fetching the group's whole history (up to six weeks of it).
+            for activity in _until_older(pages, since):
+                if activity.get("StatusCode") not in FAILED_ACTIVITY_STATUSES:
+                    continue
+                message = str(activity.get("StatusMessage") or activity.get("Description") or "")
+                failures.append(
+                    ScalingFailure(
+                        asg_name=asg.name,
+                        activity_id=str(activity["ActivityId"]),
+                        at=activity["StartTime"].astimezone(UTC),
+                        kind=classify_failure(
+                            activity.get("StatusMessage"), activity.get("Description"), activity.get("Cause")
+                        ),
+                        message=message,
+                    )
+                )
+        except BOTO_ERRORS as exc:
+            raise scaler_error(
+                exc, FleetReadError, f"scaling activities of {asg.name}", throttled=FleetReadError
+            ) from exc
+        except (KeyError, TypeError) as exc:
+            raise FleetReadError(f"scaling activities of {asg.name}: malformed activity: {exc!r}") from exc
+        return tuple(failures)
+
+    def instance_shapes(self, instance_types: Iterable[str], region: str = "") -> Mapping[str, Resources]:
+        """Allocatable of one node per instance type: capacity minus the reservation, never below zero."""
+        shapes: dict[str, Resources] = {}
+        for name, info in self._instance_types(instance_types, region).items():
+            capacity = info.capacity()
+            shapes[name] = Resources.of(
+                {
+                    resource: max(0, amount - self._reservation.get(resource))
+                    for resource, amount in capacity.items
+                }
+            )
+        return shapes
+
+    def gpu_models(self, instance_types: Iterable[str], region: str = "") -> Mapping[str, str]:
+        """GPU model per instance type ("A100"); types without GPUs and unknown types are absent."""
+        return {
+            name: info.gpu_model
+            for name, info in self._instance_types(instance_types, region).items()
+            if info.gpu_model
+        }
+
+    # Mutations
+
+    def set_desired_capacity(self, asg: AsgState, desired: int) -> None:
+        """Set an absolute desired capacity, HonorCooldown=False.
+
+        Raises ValueError outside [min, max] (before any call), FleetActionError, ThrottledError, AuthError.
+        """
+        if not asg.min_size <= desired <= asg.max_size:
+            raise ValueError(
+                f"{asg.name}: desired {desired} is outside [{asg.min_size}, {asg.max_size}] (min, max)"
+            )
+        region = asg.region or self._region_of(asg.name)
+        try:
+            self._client("autoscaling", region).set_desired_capacity(
+                AutoScalingGroupName=asg.name, DesiredCapacity=desired, HonorCooldown=False
+            )
+        except BOTO_ERRORS as exc:
+            raise scaler_error(exc, FleetActionError, f"set desired of {asg.name} to {desired}") from exc
+
+    def terminate_instance(self, instance_id: str, *, decrement: bool, region: str = "") -> None:
+        """Terminate one instance of a group; an instance already gone or leaving is success.
+
+        Raises FleetActionError, ThrottledError, AuthError.
+        """
+        client = self._client("autoscaling", region or self._default_region)
+        try:
+            client.terminate_instance_in_auto_scaling_group(
+                InstanceId=instance_id, ShouldDecrementDesiredCapacity=decrement
+            )
+        except BOTO_ERRORS as exc:
+            # "Instance not found" and "not in InService or Standby" share the code ValidationError with
+            # real request errors and differ only in prose, so a fresh read decides instead of the message.
+            if error_code(exc) == "ValidationError" and self._already_leaving(client, instance_id):
+                logger.info("instance %s is already gone or terminating", instance_id)
+                return
+            raise scaler_error(exc, FleetActionError, f"terminate {instance_id}") from exc
+
+    # Internals
+
+    def _already_leaving(self, client: AwsClient, instance_id: str) -> bool:
+        try:
+            found = client.describe_auto_scaling_instances(InstanceIds=[instance_id])["AutoScalingInstances"]
+        except BOTO_ERRORS:
+            logger.warning(
+                "could not re-read instance %s after a failed termination", instance_id, exc_info=True
+            )
+            return False
+        return all(i.get("LifecycleState") in _TERMINATING_STATES for i in found)
+
+    def _describe(self, region: str, params: dict[str, Any], what: str) -> dict[str, AsgState]:
+        out: dict[str, AsgState] = {}
+        try:
+            paginator = self._client("autoscaling", region).get_paginator("describe_auto_scaling_groups")
+            for page in paginator.paginate(**params, PaginationConfig={"PageSize": ASG_PAGE_SIZE}):
+                for item in page["AutoScalingGroups"]:
+                    asg = asg_from_json(item, region)
+                    out[asg.name] = asg
+        except BOTO_ERRORS as exc:
+            raise scaler_error(exc, FleetReadError, what, throttled=FleetReadError) from exc
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FleetReadError(f"{what}: malformed group: {exc!r}") from exc
+        return out
+
+    def _instance_types(self, instance_types: Iterable[str], region: str) -> dict[str, InstanceTypeInfo]:
+        region = region or self._default_region
+        wanted = sorted({t for t in instance_types if t})
+        with self._lock:
+            missing = [t for t in wanted if (region, t) not in self._types]
+        if missing:
+            fetched = self._fetch_instance_types(region, missing)
+            with self._lock:
+                for name in missing:
+                    self._types[(region, name)] = fetched.get(name)
+        with self._lock:
+            known = {t: self._types[(region, t)] for t in wanted}
+        return {name: info for name, info in known.items() if info is not None}
+
+    def _fetch_instance_types(self, region: str, names: Sequence[str]) -> dict[str, InstanceTypeInfo]:
+        ec2 = self._client("ec2", region)
+        out: dict[str, InstanceTypeInfo] = {}
+        for start in range(0, len(names), INSTANCE_TYPES_PER_CALL):
+            batch = list(names[start : start + INSTANCE_TYPES_PER_CALL])
+            try:
+                out.update(_describe_instance_types(ec2, batch))
+            except BOTO_ERRORS as exc:
+                if error_code(exc) != "InvalidInstanceType":
+                    raise scaler_error(
+                        exc, FleetReadError, f"describe instance types {batch}", throttled=FleetReadError
+                    ) from exc
+                # One unknown name fails the whole call: ask type by type to keep the known ones.
+                if len(batch) > 1:
+                    out.update(self._fetch_instance_types_one_by_one(ec2, batch))
+        return out
+
+    def _fetch_instance_types_one_by_one(
+        self, ec2: AwsClient, names: Sequence[str]
+    ) -> dict[str, InstanceTypeInfo]:
+        out: dict[str, InstanceTypeInfo] = {}
+        for name in names:
+            try:
+                out.update(_describe_instance_types(ec2, [name]))
+            except BOTO_ERRORS as exc:
+                if error_code(exc) == "InvalidInstanceType":
+                    continue  # unknown types are absent from the result
+                raise scaler_error(
+                    exc, FleetReadError, f"describe instance type {name}", throttled=FleetReadError
+                ) from exc
+        return out
+
+    def _client(self, service: str, region: str) -> AwsClient:
+        return self._client_factory(service, region or self._default_region)
+
+    def _region_of(self, asg_name: str) -> str:
+        with self._lock:
+            return self._asg_regions.get(asg_name) or self._default_region
+
+    def _regions(self) -> tuple[str, ...]:
+        with self._lock:
+            return tuple(sorted({*self._asg_regions.values(), self._default_region} - {""}))
+
+
+def _describe_instance_types(ec2: AwsClient, names: list[str]) -> dict[str, InstanceTypeInfo]:
+    out: dict[str, InstanceTypeInfo] = {}
+    try:
+        for page in ec2.get_paginator("describe_instance_types").paginate(InstanceTypes=names):
+            for item in page["InstanceTypes"]:
+                info = instance_type_from_json(item)
+                out[info.instance_type] = info
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FleetReadError(f"describe instance types {names}: malformed entry: {exc!r}") from exc
+    return out
+
+
+def _until_older(pages: Iterable[Mapping[str, Any]], since: datetime) -> Iterator[Mapping[str, Any]]:
+    for page in pages:
+        for activity in page.get("Activities") or ():
+            if activity["StartTime"] < since:
+                return
+            yield activity

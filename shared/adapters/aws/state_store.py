@@ -1,0 +1,594 @@
+"""`DynamoDbStateStore`: the `StateStore` port on one DynamoDB table (single-table design).
+
+One partition per cluster, one item per fact; times are epoch seconds (exact to the microsecond):
+
+    pk                  sk                  attributes
+    CLUSTER#<cluster>   LEASE               owner, expires_at, fence, acquired_at, ttl (expiry + 1 h)
+    CLUSTER#<cluster>   NODE#<node>         node, idle_since, updated_at, ttl (+7 d without update)
+    CLUSTER#<cluster>   INSTANCE#<id>       instance_id, first_seen, updated_at, ttl (+7 d)
+    CLUSTER#<cluster>   GROUP#<group>       group, backoff_until, failures, last_failure,
+                                            last_scale_up, ttl (last write + backoff reset + 1 d)
+    CLUSTER#<cluster>   DRAIN#<group>       group, nodes, requested_at, expires_at, grace_seconds,
+                                            force, requested_by, ttl (expires_at + 1 d)
+
+Single writer: the LEASE item is taken with a conditional update that bumps the fencing counter
+`fence`; every write made under a lease is a transaction whose first item is a ConditionCheck on
+LEASE (owner and fence unchanged), so a run that lost its lease can no longer write (fencing).
+TTL only collects garbage (abandoned clusters, stale items); nothing depends on when it fires.
+
+Errors: ConditionalCheckFailed on the lease -> LeaseHeldError; other failures -> ReadError for reads
+(and lease acquisition), ActionError for writes, AuthError for denied credentials. Throttling folds
+into ReadError / ActionError, as the port's contracts say.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from shared import constants
+from shared.adapters.aws import clients
+from shared.adapters.aws.clients import BOTO_ERRORS, AwsClient, error_code, scaler_error
+from shared.config import PolicyConfig
+from shared.domain.errors import ActionError, LeaseHeldError, ReadError, ScalerError
+from shared.domain.model import GroupState, NodeState, ScalerState
+from shared.domain.operations import DrainIntent, Lease
+
+logger = logging.getLogger(__name__)
+
+PK = constants.TABLE_PARTITION_KEY
+SK = constants.TABLE_SORT_KEY
+TTL = constants.TABLE_TTL_ATTRIBUTE
+
+LEASE_SK = "LEASE"
+NODE_PREFIX = "NODE#"
+INSTANCE_PREFIX = "INSTANCE#"
+GROUP_PREFIX = "GROUP#"
+DRAIN_PREFIX = "DRAIN#"
+
+NODE_TTL = timedelta(days=7)
+INSTANCE_TTL = timedelta(days=7)
+GROUP_TTL_MARGIN = timedelta(days=1)
+DRAIN_TTL_MARGIN = timedelta(days=1)
+LEASE_TTL_MARGIN = timedelta(hours=1)
+
+# A transaction holds at most 100 items; one of them is the lease check.
+MAX_TRANSACTION_ITEMS = 100
+# Concurrent failure records of one group (reconcile and the AWS-events function) retry this often.
+MAX_BACKOFF_WRITE_ATTEMPTS = 5
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NO_TIME = "0"
+
+
+def create_table(client: AwsClient, table_name: str) -> None:
+    """Create the state table (pk/sk strings, on demand, TTL on); an existing table is kept."""
+    try:
+        client.create_table(
+            TableName=table_name,
+            KeySchema=[{"AttributeName": PK, "KeyType": "HASH"}, {"AttributeName": SK, "KeyType": "RANGE"}],
+            AttributeDefinitions=[
+                {"AttributeName": PK, "AttributeType": "S"},
+                {"AttributeName": SK, "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+    except BOTO_ERRORS as exc:
+        if error_code(exc) != "ResourceInUseException":
+            raise scaler_error(exc, ActionError, f"create table {table_name}") from exc
+    try:
+        client.get_waiter("table_exists").wait(
+            TableName=table_name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+        )
+        client.update_time_to_live(
+            TableName=table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL}
+        )
+    except BOTO_ERRORS as exc:
+        # Enabling TTL twice is refused with a ValidationException; the table is usable either way.
+        if error_code(exc) != "ValidationException":
+            raise scaler_error(exc, ActionError, f"enable TTL on {table_name}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """One NODE or INSTANCE item as stored: its time and when it expires."""
+
+    at: datetime | None
+    ttl: int
+
+
+class DynamoDbStateStore:
+    """The durable state of one cluster in a DynamoDB table."""
+
+    def __init__(
+        self,
+        table_name: str,
+        cluster: str,
+        policy: PolicyConfig,
+        client: AwsClient | None = None,
+        *,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self._table = table_name
+        self._cluster = cluster
+        self._policy = policy
+        self._client = client if client is not None else clients.client("dynamodb")
+        # Only TTLs of writes whose port method has no `now` read it.
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._pk = f"CLUSTER#{cluster}"
+
+    # Lease
+
+    def acquire_lease(self, owner: str, now: datetime, ttl_seconds: int) -> Lease:
+        """Take the lease if free, expired or ours, bumping its fencing token.
+
+        Raises LeaseHeldError, ReadError, AuthError.
+        """
+        if not owner:
+            raise ValueError("lease owner must not be empty")
+        if ttl_seconds <= 0:
+            raise ValueError(f"lease ttl must be positive, got {ttl_seconds}")
+        expires_at = now + timedelta(seconds=ttl_seconds)
+        try:
+            response = self._client.update_item(
+                TableName=self._table,
+                Key=self._key(LEASE_SK),
+                # A missing item starts its fence at the current time in milliseconds, not 0: once TTL
+                # removes an old lease item, tokens still only grow (acquisitions are far rarer than
+                # one per millisecond), so a holder from before the deletion can never match again.
+                UpdateExpression=(
+                    "SET #owner = :owner, #expires = :expires, #acquired = :now, #ttl = :ttl, "
+                    "#fence = if_not_exists(#fence, :seed) + :one"
+                ),
+                ConditionExpression="attribute_not_exists(#pk) OR #expires < :now OR #owner = :owner",
+                ExpressionAttributeNames={
+                    "#pk": PK,
+                    "#owner": "owner",
+                    "#expires": "expires_at",
+                    "#acquired": "acquired_at",
+                    "#fence": "fence",
+                    "#ttl": TTL,
+                },
+                ExpressionAttributeValues={
+                    ":owner": _s(owner),
+                    ":expires": _n(_epoch(expires_at)),
+                    ":now": _n(_epoch(now)),
+                    ":ttl": _n(str(_ttl(expires_at + LEASE_TTL_MARGIN))),
+                    ":seed": _n(str(_epoch_ms(now))),
+                    ":one": _n("1"),
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except BOTO_ERRORS as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise LeaseHeldError(self._held_by(exc)) from exc
+            raise scaler_error(
+                exc, ReadError, f"acquire lease of {self._cluster}", throttled=ReadError
+            ) from exc
+        item = response["Attributes"]
+        return Lease(
+            cluster=self._cluster,
+            owner=owner,
+            expires_at=expires_at,
+            fencing_token=int(item["fence"]["N"]),
+        )
+
+    def release_lease(self, lease: Lease) -> None:
+        """Give the lease back if still ours (expire it now, keep its fence); never raises."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=self._key(LEASE_SK),
+                UpdateExpression="SET #expires = :zero",
+                ConditionExpression="#owner = :owner AND #fence = :fence",
+                ExpressionAttributeNames={"#owner": "owner", "#fence": "fence", "#expires": "expires_at"},
+                ExpressionAttributeValues={
+                    ":zero": _n(_NO_TIME),
+                    ":owner": _s(lease.owner),
+                    ":fence": _n(str(lease.fencing_token)),
+                },
+            )
+        except BOTO_ERRORS as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                logger.info("lease of %s was no longer ours to release", self._cluster)
+            else:
+                logger.warning("could not release the lease of %s", self._cluster, exc_info=True)
+        except Exception:  # the contract says never raises: a failed release only delays the next run
+            logger.warning("could not release the lease of %s", self._cluster, exc_info=True)
+
+    # Reads
+
+    def load(self) -> ScalerState:
+        """Everything stored for the cluster, from one strongly consistent query. Raises ReadError."""
+        nodes: dict[str, NodeState] = {}
+        groups: dict[str, GroupState] = {}
+        first_seen: dict[str, datetime] = {}
+        for item in self._query(""):
+            sk = item[SK]["S"]
+            try:
+                if sk.startswith(NODE_PREFIX):
+                    nodes[sk.removeprefix(NODE_PREFIX)] = NodeState(idle_since=_time(item, "idle_since"))
+                elif sk.startswith(INSTANCE_PREFIX):
+                    seen = _time(item, "first_seen")
+                    if seen is not None:
+                        first_seen[sk.removeprefix(INSTANCE_PREFIX)] = seen
+                elif sk.startswith(GROUP_PREFIX):
+                    groups[sk.removeprefix(GROUP_PREFIX)] = GroupState(
+                        backoff_until=_time(item, "backoff_until"),
+                        last_scale_up=_time(item, "last_scale_up"),
+                        last_scale_down=_time(item, "last_scale_down"),
+                    )
+            except (KeyError, TypeError, ValueError, ArithmeticError):
+                # Every fact here degrades safely when forgotten (idleness restarts, no backoff, the
+                # instance looks new), so one hand-edited item must not stop the scaler.
+                logger.warning("ignoring malformed state item %s", sk, exc_info=True)
+        return ScalerState(nodes=nodes, groups=groups, instances_first_seen=first_seen)
+
+    def drain_intents(self) -> tuple[DrainIntent, ...]:
+        """Stored drain intents, by group. Raises ReadError."""
+        intents = []
+        for item in self._query(DRAIN_PREFIX):
+            try:
+                intents.append(_drain_from_item(item))
+            except (KeyError, TypeError, ValueError, ArithmeticError):
+                logger.warning("ignoring malformed drain intent %s", item.get(SK), exc_info=True)
+        return tuple(sorted(intents, key=lambda i: i.group))
+
+    # Writes under the lease
+
+    def save_node_idle_since(self, lease: Lease, idle_since: Mapping[str, datetime], now: datetime) -> None:
+        """Replace the idle-since map (writes only what changed). Raises LeaseHeldError, ActionError."""
+        self._replace(lease, NODE_PREFIX, "node", "idle_since", idle_since, now, NODE_TTL)
+
+    def save_instances_first_seen(self, lease: Lease, first_seen: Mapping[str, datetime]) -> None:
+        """Replace the first-seen map of instances. Raises LeaseHeldError, ActionError."""
+        self._replace(
+            lease, INSTANCE_PREFIX, "instance_id", "first_seen", first_seen, self._clock(), INSTANCE_TTL
+        )
+
+    def record_scale_up(self, lease: Lease, group: str, at: datetime) -> None:
+        """Remember when a group last grew. Raises LeaseHeldError, ActionError."""
+        self._record_group_time(lease, group, "last_scale_up", at, "scale-up")
+
+    def record_scale_down(self, lease: Lease, group: str, at: datetime) -> None:
+        """Remember when the scaler last terminated nodes of a group. Raises LeaseHeldError, ActionError."""
+        self._record_group_time(lease, group, "last_scale_down", at, "scale-down")
+
+    def _record_group_time(self, lease: Lease, group: str, attribute: str, at: datetime, what: str) -> None:
+        update = {
+            "Update": {
+                "TableName": self._table,
+                "Key": self._key(GROUP_PREFIX + group),
+                "UpdateExpression": "SET #group = :group, #at = :at, #ttl = :ttl",
+                "ExpressionAttributeNames": {"#group": "group", "#at": attribute, "#ttl": TTL},
+                "ExpressionAttributeValues": {
+                    ":group": _s(group),
+                    ":at": _n(_epoch(at)),
+                    ":ttl": _n(str(self._group_ttl(at))),
+                },
+            }
+        }
+        self._fenced_transaction(lease, [update], f"record {what} of {group}")
+
+    def record_capacity_failure(self, lease: Lease | None, group: str, at: datetime) -> datetime:
+        """Put a group in exponential backoff and return its end; idempotent per failure time.
+
+        Raises LeaseHeldError (lease given and lost), ActionError.
+        """
+        reset = timedelta(seconds=self._policy.backoff_reset_seconds)
+        for _ in range(MAX_BACKOFF_WRITE_ATTEMPTS):
+            item = self._get(GROUP_PREFIX + group)
+            last_failure = _time(item, "last_failure")
+            if last_failure is not None and at <= last_failure:
+                # Already counted (the same failure again, or an older one arriving late).
+                counted = _time(item, "backoff_until")
+                return counted or at + timedelta(seconds=self._backoff_seconds(1))
+            recent = last_failure is not None and at - last_failure <= reset
+            failures = _int(item, "failures", 0) + 1 if recent else 1
+            until = at + timedelta(seconds=self._backoff_seconds(failures))
+            if self._write_failure(lease, group, at, failures, until, item):
+                return until
+        raise ActionError(f"record capacity failure of {group}: too many concurrent updates")
+
+    # Writes without the lease (the force-scale-down function runs outside reconcile)
+
+    def put_drain_intent(self, intent: DrainIntent) -> None:
+        """Store (or replace) the forced scale-down of a group. Raises ActionError."""
+        try:
+            self._client.put_item(TableName=self._table, Item=self._drain_item(intent))
+        except BOTO_ERRORS as exc:
+            raise scaler_error(
+                exc, ActionError, f"store drain intent of {intent.group}", throttled=ActionError
+            ) from exc
+
+    def delete_drain_intent(self, group: str) -> None:
+        """Forget the drain intent of a group. Raises ActionError."""
+        try:
+            self._client.delete_item(TableName=self._table, Key=self._key(DRAIN_PREFIX + group))
+        except BOTO_ERRORS as exc:
+            raise scaler_error(
+                exc, ActionError, f"delete drain intent of {group}", throttled=ActionError
+            ) from exc
+
+    # Internals
+
+    def _key(self, sk: str) -> dict[str, Any]:
+        return {PK: _s(self._pk), SK: _s(sk)}
+
+    def _query(self, prefix: str) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {
+            "TableName": self._table,
+            "ConsistentRead": True,
+            "ExpressionAttributeNames": {"#pk": PK},
+            "ExpressionAttributeValues": {":pk": _s(self._pk)},
+            "KeyConditionExpression": "#pk = :pk",
+        }
+        if prefix:
+            params["KeyConditionExpression"] += " AND begins_with(#sk, :prefix)"
+            params["ExpressionAttributeNames"]["#sk"] = SK
+            params["ExpressionAttributeValues"][":prefix"] = _s(prefix)
+        try:
+            return [
+                item
+                for page in self._client.get_paginator("query").paginate(**params)
+                for item in page["Items"]
+            ]
+        except BOTO_ERRORS as exc:
+            raise scaler_error(exc, ReadError, f"load state of {self._cluster}", throttled=ReadError) from exc
+
+    def _get(self, sk: str) -> dict[str, Any] | None:
+        try:
+            response = self._client.get_item(TableName=self._table, Key=self._key(sk), ConsistentRead=True)
+        except BOTO_ERRORS as exc:
+            raise scaler_error(
+                exc, ActionError, f"read {sk} of {self._cluster}", throttled=ActionError
+            ) from exc
+        item: dict[str, Any] | None = response.get("Item")
+        return item
+
+    def _replace(
+        self,
+        lease: Lease,
+        prefix: str,
+        name_attribute: str,
+        time_attribute: str,
+        wanted: Mapping[str, datetime],
+        now: datetime,
+        lifetime: timedelta,
+    ) -> None:
+        stored: dict[str, _Stored] = {}
+        try:
+            for item in self._query(prefix):
+                stored[item[SK]["S"].removeprefix(prefix)] = _Stored(
+                    at=_time(item, time_attribute), ttl=_int(item, TTL, 0)
+                )
+        except ReadError as exc:
+            raise ActionError(str(exc)) from exc
+        # Unchanged items are rewritten only once half their lifetime has passed, to keep them alive.
+        refresh_before = _ttl(now + lifetime / 2)
+        ttl = _ttl(now + lifetime)
+        writes: list[dict[str, Any]] = []
+        for name, at in sorted(wanted.items()):
+            old = stored.get(name)
+            if old is not None and old.at == at and old.ttl >= refresh_before:
+                continue
+            item = {
+                **self._key(prefix + name),
+                name_attribute: _s(name),
+                time_attribute: _n(_epoch(at)),
+                "updated_at": _n(_epoch(now)),
+                TTL: _n(str(ttl)),
+            }
+            writes.append({"Put": {"TableName": self._table, "Item": item}})
+        for name in sorted(stored.keys() - wanted.keys()):
+            writes.append({"Delete": {"TableName": self._table, "Key": self._key(prefix + name)}})
+        self._fenced_transaction(lease, writes, f"save {prefix.rstrip('#').lower()} state")
+
+    def _fenced_transaction(self, lease: Lease, writes: Sequence[dict[str, Any]], what: str) -> None:
+        """Apply `writes` in transactions of up to 99, each guarded by the lease check."""
+        chunk = MAX_TRANSACTION_ITEMS - 1
+        for start in range(0, len(writes), chunk):
+            self._transact(lease, writes[start : start + chunk], what)
+
+    def _transact(self, lease: Lease, writes: Sequence[dict[str, Any]], what: str) -> None:
+        """One transaction guarded by the lease; raises _ConditionFailed(index) for a write's condition."""
+        try:
+            self._client.transact_write_items(TransactItems=[self._lease_check(lease), *writes])
+        except BOTO_ERRORS as exc:
+            reasons = _cancellation_codes(exc)
+            if reasons and reasons[0] == "ConditionalCheckFailed":
+                raise LeaseHeldError(
+                    f"{what}: the lease of {self._cluster} is no longer {lease.owner}'s "
+                    f"(fencing token {lease.fencing_token})"
+                ) from exc
+            if "ConditionalCheckFailed" in reasons[1:]:
+                raise _ConditionFailed(what) from exc
+            raise scaler_error(exc, ActionError, what, throttled=ActionError) from exc
+
+    def _lease_check(self, lease: Lease) -> dict[str, Any]:
+        if lease.cluster != self._cluster:
+            raise ValueError(f"lease of cluster {lease.cluster!r} used for {self._cluster!r}")
+        return {
+            "ConditionCheck": {
+                "TableName": self._table,
+                "Key": self._key(LEASE_SK),
+                "ConditionExpression": "#owner = :owner AND #fence = :fence",
+                "ExpressionAttributeNames": {"#owner": "owner", "#fence": "fence"},
+                "ExpressionAttributeValues": {
+                    ":owner": _s(lease.owner),
+                    ":fence": _n(str(lease.fencing_token)),
+                },
+            }
+        }
+
+    def _write_failure(
+        self,
+        lease: Lease | None,
+        group: str,
+        at: datetime,
+        failures: int,
+        until: datetime,
+        previous: Mapping[str, Any] | None,
+    ) -> bool:
+        """Write one failure if the item is unchanged since read; False when someone else wrote first."""
+        names = {
+            "#group": "group",
+            "#last": "last_failure",
+            "#failures": "failures",
+            "#until": "backoff_until",
+            "#ttl": TTL,
+        }
+        values = {
+            ":group": _s(group),
+            ":at": _n(_epoch(at)),
+            ":failures": _n(str(failures)),
+            ":until": _n(_epoch(until)),
+            ":ttl": _n(str(self._group_ttl(at))),
+        }
+        previous_failure = (previous or {}).get("last_failure")
+        if previous_failure is None:
+            condition = "attribute_not_exists(#last)"
+        else:
+            condition = "#last = :previous"
+            values[":previous"] = previous_failure
+        update = {
+            "TableName": self._table,
+            "Key": self._key(GROUP_PREFIX + group),
+            "UpdateExpression": (
+                "SET #group = :group, #last = :at, #failures = :failures, #until = :until, #ttl = :ttl"
+            ),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        what = f"record capacity failure of {group}"
+        if lease is not None:
+            try:
+                self._transact(lease, [{"Update": update}], what)
+            except _ConditionFailed:
+                return False
+            return True
+        try:
+            self._client.update_item(**update)
+        except BOTO_ERRORS as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise scaler_error(exc, ActionError, what, throttled=ActionError) from exc
+        return True
+
+    def _backoff_seconds(self, failures: int) -> int:
+        initial, ceiling = self._policy.backoff_initial_seconds, self._policy.backoff_max_seconds
+        # Capping the exponent keeps the arithmetic small after hundreds of failures.
+        return min(initial * 2 ** min(failures - 1, 32), ceiling)
+
+    def _group_ttl(self, at: datetime) -> int:
+        return _ttl(at + timedelta(seconds=self._policy.backoff_reset_seconds) + GROUP_TTL_MARGIN)
+
+    def _drain_item(self, intent: DrainIntent) -> dict[str, Any]:
+        return {
+            **self._key(DRAIN_PREFIX + intent.group),
+            "group": _s(intent.group),
+            "nodes": {"L": [_s(node) for node in intent.nodes]},
+            "requested_at": _n(_epoch(intent.requested_at)),
+            "expires_at": _n(_epoch(intent.expires_at)),
+            "grace_seconds": _n(str(intent.grace_seconds)),
+            "force": {"BOOL": intent.force},
+            "requested_by": _s(intent.requested_by),
+            TTL: _n(str(_ttl(intent.expires_at + DRAIN_TTL_MARGIN))),
+        }
+
+    def _held_by(self, exc: BaseException) -> str:
+        item = getattr(exc, "response", {}).get("Item") or {}
+        holder = item.get("owner", {}).get("S", "another run")
+        expires = item.get("expires_at", {}).get("N")
+        until = f" until {_from_epoch(expires).isoformat()}" if expires else ""
+        return f"the lease of {self._cluster} is held by {holder}{until}"
+
+
+class _ConditionFailed(ScalerError):
+    """A write's own condition (not the lease's) failed inside a transaction."""
+
+
+def _drain_from_item(item: Mapping[str, Any]) -> DrainIntent:
+    requested_at = _time(item, "requested_at")
+    expires_at = _time(item, "expires_at")
+    if requested_at is None or expires_at is None:
+        raise ValueError("drain intent without requested_at/expires_at")
+    return DrainIntent(
+        group=item["group"]["S"],
+        nodes=tuple(node["S"] for node in item.get("nodes", {}).get("L", ())),
+        requested_at=requested_at,
+        expires_at=expires_at,
+        grace_seconds=int(item.get("grace_seconds", {}).get("N", "300")),
+        force=bool(item.get("force", {}).get("BOOL", False)),
+        requested_by=item.get("requested_by", {}).get("S", ""),
+    )
+
+
+def _cancellation_codes(exc: BaseException) -> list[str]:
+    """Per-item reason codes of a cancelled transaction ([] for any other failure)."""
+    if error_code(exc) != "TransactionCanceledException":
+        return []
+    reasons = getattr(exc, "response", {}).get("CancellationReasons") or []
+    return [str(reason.get("Code") or "None") for reason in reasons]
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: str) -> dict[str, str]:
+    return {"N": value}
+
+
+def _aware(at: datetime) -> datetime:
+    if at.tzinfo is None:
+        raise ValueError(f"naive datetime {at.isoformat()}: the store needs timezone-aware times")
+    return at
+
+
+def _epoch(at: datetime) -> str:
+    """Exact epoch seconds ("1764675000.123456"); floats would lose the microseconds."""
+    delta = _aware(at) - _EPOCH
+    seconds = delta.days * 86400 + delta.seconds
+    # DynamoDB drops trailing zeros of numbers; writing them already dropped keeps values comparable.
+    return f"{seconds}.{delta.microseconds:06d}".rstrip("0") if delta.microseconds else str(seconds)
+
+
+def _epoch_ms(at: datetime) -> int:
+    delta = _aware(at) - _EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def _from_epoch(raw: str) -> datetime:
+    seconds, _, fraction = raw.partition(".")
+    return _EPOCH + timedelta(
+        seconds=int(seconds), microseconds=int((fraction + "000000")[:6]) if fraction else 0
+    )
+
+
+def _time(item: Mapping[str, Any] | None, attribute: str) -> datetime | None:
+    """A stored time; None when absent or unreadable (every stored time degrades safely to unknown)."""
+    raw = (item or {}).get(attribute, {}).get("N")
+    try:
+        return _from_epoch(raw) if raw else None
+    except (ValueError, OverflowError):
+        return None
+
+
+def _int(item: Mapping[str, Any] | None, attribute: str, default: int) -> int:
+    raw = (item or {}).get(attribute, {}).get("N")
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        return default
+
+
+def _ttl(at: datetime) -> int:
+    """A TTL value: whole epoch seconds, as DynamoDB's TTL requires."""
+    delta = _aware(at) - _EPOCH
+    return delta.days * 86400 + delta.seconds + (1 if delta.microseconds else 0)

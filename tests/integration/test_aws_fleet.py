@@ -1,0 +1,547 @@
+"""`AsgFleet` against moto's Auto Scaling and EC2, and against botocore's Stubber where moto has no data.
+
+moto 5.2.5 facts these tests rely on: it accepts a desired capacity above max (so only our own check is
+tested), records no scaling activities (failed activities are stubbed), and knows no p3 instance types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from shared import constants
+from shared.adapters.aws import clients
+from shared.adapters.aws.fleet import AsgFleet
+from shared.config import ScalerConfig
+from shared.domain.errors import AuthError, FleetActionError, FleetReadError, ThrottledError
+from shared.domain.model import AsgState
+from shared.domain.operations import FailureKind
+from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
+
+REGION = "us-east-1"
+OTHER_REGION = "us-west-2"
+CLUSTER = "research"
+GIB = 2**30
+# One session for every client of this module: it parses each service model once (a new session re-reads
+# the EC2 model, ~1 s). Created after `import moto`, so its clients go through moto's interception.
+SESSION = boto3.session.Session()
+
+
+@pytest.fixture(autouse=True)
+def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    # Loading moto's default AMIs costs ~0.2 s per test; launch templates here need no real AMI.
+    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+    clients.clear_clients()
+    yield
+    clients.clear_clients()
+
+
+class RecordingFactory:
+    """Builds real (moto-backed) clients and records every API call made through them."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+        self._clients: dict[tuple[str, str], Any] = {}
+
+    def __call__(self, service: str, region: str) -> Any:
+        key = (service, region)
+        if key not in self._clients:
+            client = SESSION.client(service, region_name=region, config=clients.client_config())
+
+            def record(params: dict[str, Any], model: Any, **_: Any) -> None:
+                self.calls.append((service, model.name, dict(params)))
+
+            client.meta.events.register("provide-client-params", record)
+            self._clients[key] = client
+        return self._clients[key]
+
+    def operations(self, name: str) -> list[dict[str, Any]]:
+        return [params for _, operation, params in self.calls if operation == name]
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def factory(aws: None) -> RecordingFactory:
+    return RecordingFactory()
+
+
+def create_group(
+    name: str,
+    *,
+    region: str = REGION,
+    desired: int = 0,
+    min_size: int = 0,
+    max_size: int = 5,
+    cluster: str | None = CLUSTER,
+    instance_type: str = "g5.xlarge",
+) -> None:
+    ec2 = SESSION.client("ec2", region_name=region)
+    template = f"lt-{name}"
+    ec2.create_launch_template(
+        LaunchTemplateName=template,
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": instance_type},
+    )
+    tags = [{"Key": "team", "Value": "ml", "PropagateAtLaunch": True}]
+    if cluster is not None:
+        tags.append({"Key": constants.TAG_CLUSTER, "Value": cluster, "PropagateAtLaunch": False})
+    SESSION.client("autoscaling", region_name=region).create_auto_scaling_group(
+        AutoScalingGroupName=name,
+        MinSize=min_size,
+        MaxSize=max_size,
+        DesiredCapacity=desired,
+        LaunchTemplate={"LaunchTemplateName": template},
+        AvailabilityZones=[f"{region}a"],
+        Tags=[{**tag, "ResourceId": name, "ResourceType": "auto-scaling-group"} for tag in tags],
+    )
+
+
+def read_group(name: str, region: str = REGION) -> dict[str, Any]:
+    client = SESSION.client("autoscaling", region_name=region)
+    group: dict[str, Any] = client.describe_auto_scaling_groups(AutoScalingGroupNames=[name])[
+        "AutoScalingGroups"
+    ][0]
+    return group
+
+
+def fleet_with(factory: Callable[[str, str], Any], **asg_regions: str) -> AsgFleet:
+    return AsgFleet(asg_regions, default_region=REGION, client_factory=factory)
+
+
+# describe / discover
+
+
+def test_describe_groups_reads_sizes_instances_and_tags(factory: RecordingFactory) -> None:
+    # Given a group with two instances and a tag
+    create_group("gpu-a", desired=2, min_size=1, max_size=6)
+    fleet = fleet_with(factory)
+
+    # When it is described together with a group that does not exist
+    groups = fleet.describe_groups(["gpu-a", "missing"])
+
+    # Then the group's sizes, live instances, tags and region are read; the missing one is absent
+    assert set(groups) == {"gpu-a"}
+    asg = groups["gpu-a"]
+    assert (asg.min_size, asg.desired, asg.max_size) == (1, 2, 6)
+    assert len(asg.live_instances) == 2
+    assert {i.instance_type for i in asg.instances} == {"g5.xlarge"}
+    assert {i.lifecycle_state for i in asg.instances} == {"InService"}
+    assert asg.tags["team"] == "ml"
+    assert asg.tags[constants.TAG_CLUSTER] == CLUSTER
+    assert asg.region == REGION
+
+
+def test_describe_groups_asks_for_at_most_100_names_per_call(factory: RecordingFactory) -> None:
+    # Given 105 groups
+    names = [f"gpu-{i:03d}" for i in range(105)]
+    ec2 = SESSION.client("ec2", region_name=REGION)
+    ec2.create_launch_template(
+        LaunchTemplateName="lt-many",
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "g5.xlarge"},
+    )
+    autoscaling = SESSION.client("autoscaling", region_name=REGION)
+    for name in names:
+        autoscaling.create_auto_scaling_group(
+            AutoScalingGroupName=name,
+            MinSize=0,
+            MaxSize=1,
+            DesiredCapacity=0,
+            LaunchTemplate={"LaunchTemplateName": "lt-many"},
+            AvailabilityZones=["us-east-1a"],
+        )
+    fleet = fleet_with(factory)
+
+    # When all of them are described
+    groups = fleet.describe_groups(reversed(names))
+
+    # Then every group is returned, from two calls of at most 100 names each
+    assert sorted(groups) == names
+    calls = factory.operations("DescribeAutoScalingGroups")
+    assert [len(c["AutoScalingGroupNames"]) for c in calls] == [100, 5]
+    assert all(c["MaxRecords"] == 100 for c in calls)
+
+
+def test_describe_groups_reads_each_group_in_its_region(factory: RecordingFactory) -> None:
+    # Given one group per region and a fleet that knows where each lives
+    create_group("gpu-east", region=REGION)
+    create_group("gpu-west", region=OTHER_REGION)
+    fleet = fleet_with(factory, **{"gpu-east": REGION, "gpu-west": OTHER_REGION})
+
+    # When both are described
+    groups = fleet.describe_groups(["gpu-east", "gpu-west"])
+
+    # Then each comes from its own region's client
+    assert {name: asg.region for name, asg in groups.items()} == {
+        "gpu-east": REGION,
+        "gpu-west": OTHER_REGION,
+    }
+
+
+def test_discover_group_names_by_cluster_tag(factory: RecordingFactory) -> None:
+    # Given groups of this cluster (in two regions), of another cluster, and untagged
+    create_group("gpu-a")
+    create_group("gpu-b")
+    create_group("gpu-west", region=OTHER_REGION)
+    create_group("other-cluster", cluster="someone-else")
+    create_group("untagged", cluster=None)
+    fleet = fleet_with(factory, **{"gpu-west": OTHER_REGION})
+
+    # When the cluster's groups are discovered
+    names = fleet.discover_group_names(CLUSTER)
+
+    # Then only the tagged groups are found, sorted, with a tag filter (not a full listing)
+    assert names == ("gpu-a", "gpu-b", "gpu-west")
+    filters = [c["Filters"] for c in factory.operations("DescribeAutoScalingGroups")]
+    assert filters == [[{"Name": f"tag:{constants.TAG_CLUSTER}", "Values": [CLUSTER]}]] * 2
+
+
+def test_from_config_takes_regions_and_reservation_from_the_scaler_config(factory: RecordingFactory) -> None:
+    # Given a config with a group in another region
+    create_group("gpu-west", region=OTHER_REGION)
+    config = ScalerConfig.model_validate(
+        {
+            "cluster_name": CLUSTER,
+            "region": REGION,
+            "node_groups": [
+                {"name": "west", "asg_name": "gpu-west", "instance_type": "g5.xlarge", "region": OTHER_REGION}
+            ],
+        }
+    )
+
+    # When the fleet is built from it and describes the group
+    fleet = AsgFleet.from_config(config, client_factory=factory)
+    groups = fleet.describe_groups(["gpu-west"])
+
+    # Then the group is read in its region
+    assert groups["gpu-west"].region == OTHER_REGION
+
+
+# set desired
+
+
+def test_set_desired_capacity_within_bounds(factory: RecordingFactory) -> None:
+    # Given a group at 1 of [0, 5]
+    create_group("gpu-a", desired=1)
+    fleet = fleet_with(factory)
+    asg = fleet.describe_groups(["gpu-a"])["gpu-a"]
+
+    # When desired is set to 3
+    fleet.set_desired_capacity(asg, 3)
+
+    # Then the group wants 3, set without honouring the cooldown
+    assert read_group("gpu-a")["DesiredCapacity"] == 3
+    (call,) = factory.operations("SetDesiredCapacity")
+    assert call == {"AutoScalingGroupName": "gpu-a", "DesiredCapacity": 3, "HonorCooldown": False}
+
+
+@pytest.mark.parametrize("desired", [-1, 6])
+def test_set_desired_capacity_outside_bounds_raises_before_any_call(
+    factory: RecordingFactory, desired: int
+) -> None:
+    # Given a group of [0, 5] (moto itself would accept 6)
+    asg = AsgState(name="gpu-a", min_size=0, max_size=5, desired=1, region=REGION)
+    fleet = fleet_with(factory)
+
+    # When desired outside the bounds is asked for
+    with pytest.raises(ValueError, match="outside"):
+        fleet.set_desired_capacity(asg, desired)
+
+    # Then no API call was made
+    assert factory.calls == []
+
+
+# terminate
+
+
+def test_terminate_instance_with_decrement_shrinks_the_group(factory: RecordingFactory) -> None:
+    # Given a group of two instances
+    create_group("gpu-a", desired=2)
+    fleet = fleet_with(factory)
+    victim = read_group("gpu-a")["Instances"][0]["InstanceId"]
+
+    # When one is terminated with decrement
+    fleet.terminate_instance(victim, decrement=True, region=REGION)
+
+    # Then the group wants one and no longer holds that instance
+    group = read_group("gpu-a")
+    assert group["DesiredCapacity"] == 1
+    assert victim not in {i["InstanceId"] for i in group["Instances"]}
+    (call,) = factory.operations("TerminateInstanceInAutoScalingGroup")
+    assert call == {"InstanceId": victim, "ShouldDecrementDesiredCapacity": True}
+
+
+def test_terminate_instance_without_decrement_lets_the_group_replace_it(factory: RecordingFactory) -> None:
+    # Given a group of two instances
+    create_group("gpu-a", desired=2)
+    fleet = fleet_with(factory)
+    victim = read_group("gpu-a")["Instances"][0]["InstanceId"]
+
+    # When one is terminated without decrement
+    fleet.terminate_instance(victim, decrement=False)
+
+    # Then desired stays 2 and a replacement took its place
+    group = read_group("gpu-a")
+    assert group["DesiredCapacity"] == 2
+    assert len(group["Instances"]) == 2
+    assert victim not in {i["InstanceId"] for i in group["Instances"]}
+
+
+def stubbed(service: str) -> tuple[Any, Stubber]:
+    client = SESSION.client(service, region_name=REGION, config=clients.client_config())
+    return client, Stubber(client)
+
+
+def only(client: Any) -> Callable[[str, str], Any]:
+    return lambda service, region: client
+
+
+def test_terminating_an_instance_already_gone_is_success() -> None:
+    # Given Auto Scaling answers ValidationError, and a fresh read shows no such managed instance
+    client, stub = stubbed("autoscaling")
+    stub.add_client_error(
+        "terminate_instance_in_auto_scaling_group",
+        service_error_code="ValidationError",
+        service_message="Instance Id not found - No managed instance found for instance ID: i-0abc",
+        http_status_code=400,
+    )
+    stub.add_response(
+        "describe_auto_scaling_instances", {"AutoScalingInstances": []}, {"InstanceIds": ["i-0abc"]}
+    )
+
+    # When the instance is terminated
+    with stub:
+        fleet_with(only(client)).terminate_instance("i-0abc", decrement=True)
+
+    # Then it succeeds, decided by the code and the re-read (not by the message)
+    stub.assert_no_pending_responses()
+
+
+def test_terminating_an_instance_already_terminating_is_success() -> None:
+    # Given ValidationError, and the re-read shows the instance leaving
+    client, stub = stubbed("autoscaling")
+    stub.add_client_error("terminate_instance_in_auto_scaling_group", "ValidationError", "not in InService")
+    stub.add_response(
+        "describe_auto_scaling_instances", {"AutoScalingInstances": [_instance("Terminating:Wait")]}
+    )
+
+    # When / Then it succeeds
+    with stub:
+        fleet_with(only(client)).terminate_instance("i-0abc", decrement=False)
+
+
+def test_a_validation_error_for_a_live_instance_is_a_fleet_action_error() -> None:
+    # Given ValidationError for an instance the re-read shows in service
+    client, stub = stubbed("autoscaling")
+    stub.add_client_error("terminate_instance_in_auto_scaling_group", "ValidationError", "some other problem")
+    stub.add_response("describe_auto_scaling_instances", {"AutoScalingInstances": [_instance("InService")]})
+
+    # When / Then the failure is reported
+    with stub, pytest.raises(FleetActionError, match="ValidationError"):
+        fleet_with(only(client)).terminate_instance("i-0abc", decrement=True)
+
+
+def _instance(state: str) -> dict[str, Any]:
+    return {
+        "InstanceId": "i-0abc",
+        "AutoScalingGroupName": "gpu-a",
+        "AvailabilityZone": "us-east-1a",
+        "LifecycleState": state,
+        "HealthStatus": "Healthy",
+        "ProtectedFromScaleIn": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "error"),
+    [
+        ("Throttling", 400, ThrottledError),
+        ("AccessDenied", 403, AuthError),
+        ("ScalingActivityInProgress", 400, FleetActionError),
+    ],
+)
+def test_set_desired_errors_are_mapped_by_code(code: str, status: int, error: type[Exception]) -> None:
+    # Given Auto Scaling answers with an error once
+    client, stub = stubbed("autoscaling")
+    stub.add_client_error("set_desired_capacity", code, "text", http_status_code=status)
+    asg = AsgState(name="gpu-a", min_size=0, max_size=5, desired=1, region=REGION)
+
+    # When desired is set
+    with stub, pytest.raises(error) as caught:
+        fleet_with(only(client)).set_desired_capacity(asg, 2)
+
+    # Then the project error is raised from the boto error, after exactly one call
+    assert caught.value.__cause__ is not None
+    stub.assert_no_pending_responses()
+
+
+# failed activities
+
+
+def _activity(activity_id: str, at: datetime, status: str, message: str = "") -> dict[str, Any]:
+    return {
+        "ActivityId": activity_id,
+        "AutoScalingGroupName": "gpu-a",
+        "Description": f"Launching a new EC2 instance. Status Reason: {message}" if message else "Launching",
+        "Cause": "At 2026-12-02T10:00:00Z a user request update of AutoScalingGroup constraints ...",
+        "StartTime": at,
+        "StatusCode": status,
+        "Progress": 100,
+        **({"StatusMessage": message} if message else {}),
+    }
+
+
+def test_failed_activities_are_read_newest_first_until_since() -> None:
+    # Given two pages of activities, newest first; the second page reaches past `since`
+    now = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    since = now - timedelta(minutes=30)
+    client, stub = stubbed("autoscaling")
+    stub.add_response(
+        "describe_scaling_activities",
+        {
+            "Activities": [
+                _activity(
+                    "a1", now - timedelta(minutes=1), "Failed", "InsufficientInstanceCapacity - We currently"
+                ),
+                _activity("a2", now - timedelta(minutes=2), "Successful"),
+                _activity(
+                    "a3", now - timedelta(minutes=3), "Cancelled", "There is no Spot capacity available"
+                ),
+            ],
+            "NextToken": "page-2",
+        },
+        {"AutoScalingGroupName": "gpu-a", "MaxRecords": 100},
+    )
+    stub.add_response(
+        "describe_scaling_activities",
+        {
+            "Activities": [
+                _activity("a4", since, "Failed", "VcpuLimitExceeded - You have requested more vCPU capacity"),
+                _activity("a5", since - timedelta(seconds=1), "Failed", "InsufficientInstanceCapacity"),
+                _activity("a6", since - timedelta(hours=1), "Failed", "InsufficientInstanceCapacity"),
+            ],
+            "NextToken": "page-3",  # never asked for: a5 is already older than `since`
+        },
+        {"AutoScalingGroupName": "gpu-a", "MaxRecords": 100, "NextToken": "page-2"},
+    )
+    asg = AsgState(name="gpu-a", min_size=0, max_size=5, desired=1, region=REGION)
+
+    # When the failed activities since `since` are read
+    with stub:
+        failures = fleet_with(only(client)).failed_activities(asg, since)
+
+    # Then failed and cancelled ones at or after `since` are kept, classified, and no third page is read
+    assert [(f.activity_id, f.kind) for f in failures] == [
+        ("a1", FailureKind.INSUFFICIENT_CAPACITY),
+        ("a3", FailureKind.SPOT_CAPACITY),
+        ("a4", FailureKind.INSTANCE_LIMIT),
+    ]
+    assert failures[0].at == now - timedelta(minutes=1)
+    assert failures[0].asg_name == "gpu-a"
+    assert "InsufficientInstanceCapacity" in failures[0].message
+    stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(("code", "error"), [("Throttling", FleetReadError), ("AccessDenied", AuthError)])
+def test_failed_activities_errors_follow_the_read_contract(code: str, error: type[Exception]) -> None:
+    # Given the activity read fails
+    client, stub = stubbed("autoscaling")
+    stub.add_client_error("describe_scaling_activities", code, "text")
+    asg = AsgState(name="gpu-a", min_size=0, max_size=5, desired=1, region=REGION)
+
+    # When / Then throttling is a FleetReadError (as the port says) and a denial an AuthError
+    with stub, pytest.raises(error):
+        fleet_with(only(client)).failed_activities(asg, datetime(2026, 12, 2, tzinfo=UTC))
+
+
+def test_moto_records_no_scaling_activities(factory: RecordingFactory) -> None:
+    # Given a moto group that scaled (why the tests above use the Stubber)
+    create_group("gpu-a", desired=1)
+    fleet = fleet_with(factory)
+    asg = fleet.describe_groups(["gpu-a"])["gpu-a"]
+
+    # When its failures are read / Then there are none, and nothing breaks
+    assert fleet.failed_activities(asg, datetime(2000, 1, 1, tzinfo=UTC)) == ()
+
+
+# instance shapes
+
+
+def test_instance_shapes_from_moto_instance_types(factory: RecordingFactory) -> None:
+    # Given the default reservation (500m cpu, 2Gi memory) and moto's instance-type data
+    fleet = AsgFleet(
+        {},
+        default_region=REGION,
+        reservation=Resources.of({CPU: 500, MEMORY: 2 * GIB}),
+        client_factory=factory,
+    )
+
+    # When the shapes of GPU types are asked, including one moto does not know (p3.16xlarge)
+    shapes = fleet.instance_shapes(["p4d.24xlarge", "p3.16xlarge", "g5.xlarge", "nope.large"])
+
+    # Then known types get vCPU/memory/GPU/pod counts minus the reservation; unknown ones are absent
+    assert set(shapes) == {"p4d.24xlarge", "g5.xlarge"}
+    assert shapes["p4d.24xlarge"] == Resources.of(
+        {CPU: 96_000 - 500, MEMORY: 1_179_648 * 2**20 - 2 * GIB, GPU: 8, PODS: 737}
+    )
+    assert shapes["g5.xlarge"] == Resources.of({CPU: 4_000 - 500, MEMORY: 14 * GIB, GPU: 1, PODS: 58})
+    assert fleet.gpu_models(["p4d.24xlarge", "g5.xlarge", "nope.large"]) == {
+        "p4d.24xlarge": "A100",
+        "g5.xlarge": "A10G",
+    }
+
+
+def test_instance_shapes_are_cached(factory: RecordingFactory) -> None:
+    # Given shapes already read once, unknown type included
+    fleet = fleet_with(factory)
+    fleet.instance_shapes(["g5.xlarge", "nope.large"])
+    calls = len(factory.operations("DescribeInstanceTypes"))
+
+    # When they are asked again
+    again = fleet.instance_shapes(["nope.large", "g5.xlarge"])
+
+    # Then no further call is made
+    assert set(again) == {"g5.xlarge"}
+    assert len(factory.operations("DescribeInstanceTypes")) == calls
+
+
+def test_reservation_never_drives_a_resource_below_zero(factory: RecordingFactory) -> None:
+    # Given a reservation larger than the instance's cpu and a pods reservation
+    fleet = AsgFleet(
+        {}, default_region=REGION, reservation=Resources.of({CPU: 100_000, PODS: 8}), client_factory=factory
+    )
+
+    # When the shape is computed
+    shape = fleet.instance_shapes(["g5.xlarge"])["g5.xlarge"]
+
+    # Then cpu is zero (absent), not negative, and pods are reduced
+    assert shape.get(CPU) == 0
+    assert shape.get(PODS) == 50
+    assert shape.get(GPU) == 1
+
+
+def test_instance_type_errors_are_read_errors() -> None:
+    # Given EC2 throttles the instance-type read
+    client, stub = stubbed("ec2")
+    stub.add_client_error("describe_instance_types", "RequestLimitExceeded", "slow down")
+
+    # When / Then it is a FleetReadError
+    with stub, pytest.raises(FleetReadError):
+        fleet_with(only(client)).instance_shapes(["g5.xlarge"])
