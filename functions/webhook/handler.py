@@ -1,0 +1,87 @@
+"""Webhook Lambda (Function URL or HTTP API; both send payload v2, which APIGatewayHttpResolver reads,
+stripping a named stage). POST routes, also under the `/webhook` prefix (`/webhook/admission`, ...):
+
+    /admission  AdmissionReview v1   -> 200 AdmissionReview, always allowed; GPU pods enqueue
+    /events     core/v1 Event(s)     -> 202 {"enqueued": true|false}
+    /poke       {"reason": "..."}    -> 202 {"enqueued": true}
+
+Every request is authenticated (auth.py); refusals: JSON `{"error": ...}`, 400/401/404/405/413/503
+in the order service.py gives. Queue message and delay design: queue.py.
+"""
+
+from __future__ import annotations
+
+import os
+from http import HTTPStatus
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from functions.webhook.errors import MethodNotAllowedError, RequestRejectedError, RouteNotFoundError
+from functions.webhook.request import is_known_route
+from functions.webhook.service import build_webhook
+from functions.webhook.settings import load_settings
+from shared.constants import SERVICE_NAME, WEBHOOK_PATH
+
+logger = Logger(service=SERVICE_NAME)
+webhook = build_webhook(load_settings(os.environ))  # cold start: a bad environment fails here, by name
+app = APIGatewayHttpResolver(strip_prefixes=[WEBHOOK_PATH])
+
+
+def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        status_code=int(status), content_type=content_types.APPLICATION_JSON, body=body, headers=headers
+    )
+
+
+def _authenticate(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response:
+    event = app.current_event  # runs for every request, routed or not
+    app.append_context(body=webhook.authenticate(event.headers, event.body, bool(event.is_base64_encoded)))
+    return next_middleware(app)
+
+
+app.use(middlewares=[_authenticate])
+
+
+@app.post("/admission")
+def admission() -> Response:
+    return _json(HTTPStatus.OK, webhook.admit(app.context["body"]))
+
+
+@app.post("/events")
+def events() -> Response:
+    return _json(HTTPStatus.ACCEPTED, {"enqueued": webhook.events(app.context["body"])})
+
+
+@app.post("/poke")
+def poke() -> Response:
+    return _json(HTTPStatus.ACCEPTED, {"enqueued": webhook.poke(app.context["body"])})
+
+
+@app.exception_handler(RequestRejectedError)
+def rejected(exc: RequestRejectedError) -> Response:
+    logger.info("request refused", extra={"status": int(exc.status_code), "error": exc.message})
+    allow = {"Allow": "POST"} if isinstance(exc, MethodNotAllowedError) else None
+    return _json(exc.status_code, {"error": exc.message}, allow)
+
+
+@app.not_found
+def not_found(_: Exception) -> Response:
+    if is_known_route(app.current_event.path):
+        method = app.current_event.http_method
+        return rejected(MethodNotAllowedError(f"method {method} not allowed: use POST"))
+    return rejected(RouteNotFoundError("no such route: use /admission, /events or /poke"))
+
+
+@app.exception_handler(Exception)
+def unexpected(exc: Exception) -> Response:
+    logger.exception("unexpected error")
+    return _json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": "internal error"})
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

@@ -1,0 +1,209 @@
+"""The three request bodies (pydantic models), their relevance and the AdmissionReview answer.
+
+- `/admission`: an AdmissionReview (admission.k8s.io/v1). Relevant when it is the CREATE of a Pod
+  (not a dry run) whose containers or init containers request or limit a resource with "gpu" in its
+  name (nvidia.com/gpu, amd.com/gpu, ...). The envelope is validated strictly (we must echo its uid);
+  the pod inside it leniently: a pod we cannot read is admitted and simply not relevant.
+- `/events`: Kubernetes core/v1 Events from an event forwarder: one Event, `{"events": [...]}` or an
+  EventList. Relevant when one of them says the scheduler could not place a pod (FailedScheduling)
+  or the cluster-autoscaler would not help it (NotTriggerScaleUp).
+- `/poke`: `{"reason": "..."}`, always relevant.
+
+Parse errors are BadRequestErrors naming the field (`request.uid: Field required`), never the value.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+import pydantic_core
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from functions.webhook.errors import BadRequestError
+from shared.config import format_validation_error
+
+ADMISSION_API_VERSION = "admission.k8s.io/v1"
+RELEVANT_EVENT_REASONS = frozenset({"FailedScheduling", "NotTriggerScaleUp"})
+MAX_REASON_CHARS = 256
+MAX_ERRORS_SHOWN = 5
+
+
+class _Lenient(BaseModel):
+    """Kubernetes objects carry far more than we read: ignore the rest."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+
+# AdmissionReview
+
+
+class GroupVersionKind(_Lenient):
+    group: str = ""
+    version: str = ""
+    kind: str = ""
+
+
+class AdmissionRequest(_Lenient):
+    uid: str = Field(min_length=1)
+    kind: GroupVersionKind | None = None
+    operation: str
+    name: str = ""
+    namespace: str = ""
+    dry_run: bool | None = Field(default=None, alias="dryRun")
+    object: dict[str, Any] | None = None
+
+
+class AdmissionReview(_Lenient):
+    api_version: Literal["admission.k8s.io/v1"] = Field(alias="apiVersion")
+    kind: Literal["AdmissionReview"]
+    request: AdmissionRequest
+
+
+class ResourceRequirements(_Lenient):
+    requests: dict[str, Any] | None = None
+    limits: dict[str, Any] | None = None
+
+
+class Container(_Lenient):
+    resources: ResourceRequirements | None = None
+
+
+class PodSpec(_Lenient):
+    containers: list[Container] | None = None
+    init_containers: list[Container] | None = Field(default=None, alias="initContainers")
+
+
+class ObjectMeta(_Lenient):
+    name: str | None = None
+    generate_name: str | None = Field(default=None, alias="generateName")
+    namespace: str | None = None
+
+
+class Pod(_Lenient):
+    metadata: ObjectMeta | None = None
+    spec: PodSpec | None = None
+
+
+# Events
+
+
+class ObjectReference(_Lenient):
+    kind: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+
+
+class CoreEvent(_Lenient):
+    api_version: Literal["v1"] | None = Field(default=None, alias="apiVersion")
+    kind: Literal["Event"] | None = None
+    reason: str
+    involved_object: ObjectReference = Field(alias="involvedObject")
+    message: str | None = None
+
+
+class EventBatch(_Lenient):
+    events: list[CoreEvent]
+
+
+class EventList(_Lenient):
+    api_version: Literal["v1"] | None = Field(default=None, alias="apiVersion")
+    kind: Literal["EventList"]
+    items: list[CoreEvent]
+
+
+# Poke
+
+
+class Poke(_Lenient):
+    reason: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_REASON_CHARS)
+    ]
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def _validate(model: type[ModelT], document: object, source: str) -> ModelT:
+    try:
+        return model.model_validate(document)
+    except ValidationError as exc:
+        lines = format_validation_error(exc, source).splitlines()
+        shown = "; ".join(lines[:MAX_ERRORS_SHOWN])
+        more = f" (+{len(lines) - MAX_ERRORS_SHOWN} more)" if len(lines) > MAX_ERRORS_SHOWN else ""
+        raise BadRequestError(shown + more) from exc
+
+
+def _json(body: bytes, source: str) -> object:
+    if not body.strip():
+        raise BadRequestError(f"{source}: empty body, expected a JSON object")
+    try:
+        return pydantic_core.from_json(body)  # bounded nesting depth: deep input is an error, not a crash
+    except ValueError as exc:
+        raise BadRequestError(f"{source}: body is not valid JSON: {exc}") from exc
+
+
+def parse_admission(body: bytes) -> AdmissionReview:
+    """The AdmissionReview in `body`; BadRequestError when it cannot be answered."""
+    return _validate(AdmissionReview, _json(body, "admission"), "admission")
+
+
+def _requests_gpu(container: Container) -> bool:
+    resources = container.resources
+    if resources is None:
+        return False
+    names = [*(resources.requests or {}), *(resources.limits or {})]
+    return any("gpu" in name.lower() for name in names)
+
+
+def admission_reason(review: AdmissionReview) -> str | None:
+    """Why this review should trigger a reconcile (None: not a GPU pod being created)."""
+    request = review.request
+    is_pod = request.kind is None or (request.kind.kind == "Pod" and request.kind.group == "")
+    if not is_pod or request.operation != "CREATE" or request.dry_run or request.object is None:
+        return None
+    try:
+        pod = Pod.model_validate(request.object)
+    except ValidationError:
+        return None  # the API server validated the pod already; this is not one we can read
+    spec = pod.spec or PodSpec()
+    if not any(_requests_gpu(c) for c in [*(spec.containers or ()), *(spec.init_containers or ())]):
+        return None
+    meta = pod.metadata or ObjectMeta()
+    namespace = request.namespace or meta.namespace or "default"
+    name = request.name or meta.name or f"{meta.generate_name or ''}*"
+    return f"GPU pod created: {namespace}/{name}"
+
+
+def admission_response(uid: str) -> dict[str, Any]:
+    """The answer that admits the pod (this webhook only observes; it never denies)."""
+    return {
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": "AdmissionReview",
+        "response": {"uid": uid, "allowed": True},
+    }
+
+
+def parse_events(body: bytes) -> tuple[CoreEvent, ...]:
+    """The Events in `body` (one Event, `{"events": [...]}` or an EventList); BadRequestError."""
+    document = _json(body, "events")
+    if isinstance(document, dict) and "events" in document:
+        return tuple(_validate(EventBatch, document, "events").events)
+    if isinstance(document, dict) and document.get("kind") == "EventList":
+        return tuple(_validate(EventList, document, "events").items)
+    return (_validate(CoreEvent, document, "event"),)
+
+
+def events_reason(events: tuple[CoreEvent, ...]) -> str | None:
+    """Why these events should trigger a reconcile (None: none says a pod cannot be placed)."""
+    relevant = [event for event in events if event.reason in RELEVANT_EVENT_REASONS]
+    if not relevant:
+        return None
+    first = relevant[0].involved_object
+    subject = f"{first.namespace or 'default'}/{first.name or '?'}"
+    more = f" (+{len(relevant) - 1} more)" if len(relevant) > 1 else ""
+    return f"{relevant[0].reason}: {subject}{more}"
+
+
+def parse_poke(body: bytes) -> Poke:
+    """The poke in `body`; BadRequestError when it has no usable reason."""
+    return _validate(Poke, _json(body, "poke"), "poke")

@@ -1,0 +1,67 @@
+"""The raw request: the body bytes as the sender sent them (size-checked) and the routed path.
+
+Function URLs and HTTP APIs hand the body over as text, or base64-encoded (`isBase64Encoded`) when it
+is not text; the signature covers the decoded bytes. The size limit is checked on the declared
+Content-Length first (cheap) and then on the decoded bytes (Content-Length may be absent or wrong).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+
+from functions.webhook.errors import BadRequestError, PayloadTooLargeError
+from shared.constants import WEBHOOK_MAX_BODY_BYTES, WEBHOOK_PATH
+
+CONTENT_LENGTH_HEADER = "content-length"
+ROUTES = ("/admission", "/events", "/poke")
+
+
+def _too_large(limit: int) -> PayloadTooLargeError:
+    return PayloadTooLargeError(f"request body larger than {limit} bytes")
+
+
+def read_body(
+    headers: Mapping[str, str],
+    body: str | None,
+    is_base64_encoded: bool,
+    limit: int = WEBHOOK_MAX_BODY_BYTES,
+) -> bytes:
+    """The body bytes; PayloadTooLargeError above `limit`, BadRequestError when undecodable."""
+    declared = next((v for k, v in headers.items() if str(k).lower() == CONTENT_LENGTH_HEADER), None)
+    if declared is not None:
+        text = str(declared).strip()
+        if not text.isascii() or not text.isdigit():
+            raise BadRequestError("Content-Length must be a non-negative integer")
+        if len(text.lstrip("0")) > len(str(limit)) or int(text) > limit:
+            raise _too_large(limit)
+    if not body:
+        return b""
+    if is_base64_encoded:
+        if len(body) > 4 * (limit // 3 + 1):  # longer than any encoding of `limit` bytes
+            raise _too_large(limit)
+        try:
+            data = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise BadRequestError("body is flagged base64 but is not valid base64") from exc
+    else:
+        if len(body) > limit:  # every character takes at least one byte
+            raise _too_large(limit)
+        # surrogatepass: a lone surrogate becomes bytes the JSON parser then rejects (400), not a crash.
+        data = body.encode("utf-8", errors="surrogatepass")
+    if len(data) > limit:
+        raise _too_large(limit)
+    return data
+
+
+def route_path(path: str) -> str:
+    """The path the routes see: the deployed API's `/webhook` prefix removed (as the resolver does)."""
+    if path == WEBHOOK_PATH:
+        return "/"
+    return path[len(WEBHOOK_PATH) :] if path.startswith(WEBHOOK_PATH + "/") else path
+
+
+def is_known_route(path: str) -> bool:
+    """True when `path` (as the event has it) names one of the webhook's routes."""
+    return route_path(path) in ROUTES

@@ -1,0 +1,69 @@
+"""The webhook's Lambda environment: one pydantic model, parsed once at cold start.
+
+    SCALER_QUEUE_URL           URL of the SQS FIFO queue of reconcile triggers (ends in .fifo)
+    SCALER_WEBHOOK_SECRET_ARN  Secrets Manager secret holding the shared webhook secret
+    SCALER_CONFIG              the scaler config (JSON); the webhook uses its cluster_name
+
+A missing or invalid variable is a ConfigError naming it, raised at import (cold start).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from shared.config import format_validation_error, parse_config
+from shared.constants import ENV_CONFIG, ENV_QUEUE_URL, ENV_WEBHOOK_SECRET_ARN
+from shared.domain.errors import ConfigError
+
+SOURCE = "webhook environment"
+
+
+class WebhookSettings(BaseModel):
+    """What the webhook needs from its environment, and nothing else."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    queue_url: str = Field(validation_alias=ENV_QUEUE_URL)
+    secret_arn: str = Field(validation_alias=ENV_WEBHOOK_SECRET_ARN, min_length=1)
+    cluster_name: str = Field(validation_alias=ENV_CONFIG)
+
+    @field_validator("queue_url")
+    @classmethod
+    def _fifo_queue(cls, value: str) -> str:
+        value = value.strip()
+        if not value.startswith(("https://", "http://")) or not value.endswith(".fifo"):
+            raise ValueError("must be the URL of an SQS FIFO queue (https://..., ending in .fifo)")
+        return value
+
+    @field_validator("secret_arn")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name the webhook secret (its ARN)")
+        return value.strip()
+
+    @field_validator("cluster_name", mode="before")
+    @classmethod
+    def _cluster_of_config(cls, value: object) -> str:
+        if not isinstance(value, str):
+            return value  # type: ignore[return-value]  # pydantic reports the type error
+        try:
+            document = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
+        try:
+            return parse_config(document, ENV_CONFIG).cluster_name
+        except ConfigError as exc:
+            problems = (line.removeprefix(f"{ENV_CONFIG}: ") for line in str(exc).splitlines())
+            raise ValueError("; ".join(problems)) from exc
+
+
+def load_settings(environ: Mapping[str, str]) -> WebhookSettings:
+    """The settings in `environ`; ConfigError naming every missing or invalid variable."""
+    try:
+        return WebhookSettings.model_validate(dict(environ))
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, SOURCE)) from exc
