@@ -1,0 +1,1 @@
+"""One capability per construct; props are keyword-only."""

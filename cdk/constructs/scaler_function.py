@@ -1,0 +1,141 @@
+"""One Lambda function of the scaler with its own role and log group (nothing shared between them)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from cdk.constructs.function_code import FunctionCode
+from cdk.nag import acknowledge
+from shared.domain.errors import ConfigError
+
+# Lambda caps the environment of a function at 4 KB (keys + values).
+LAMBDA_ENVIRONMENT_LIMIT_BYTES = 4 * 1024
+# Values resolved only at deploy time (ARNs, URLs, names) are counted at this generous size.
+UNRESOLVED_VALUE_ALLOWANCE_BYTES = 256
+
+
+@dataclass(frozen=True)
+class FunctionSizing:
+    memory_mb: int
+    timeout: cdk.Duration
+    reserved_concurrency: int | None = None
+
+
+@dataclass(frozen=True)
+class VpcPlacement:
+    vpc: ec2.IVpc
+    subnets: Sequence[ec2.ISubnet]
+    security_groups: Sequence[ec2.ISecurityGroup]
+
+
+def environment_size(environment: Mapping[str, str]) -> int:
+    """Bytes the environment takes against Lambda's 4 KB limit (deploy-time values estimated)."""
+    size = 0
+    for key, value in environment.items():
+        value_size = (
+            UNRESOLVED_VALUE_ALLOWANCE_BYTES if cdk.Token.is_unresolved(value) else len(value.encode())
+        )
+        size += len(key.encode()) + value_size
+    return size
+
+
+def check_environment_size(function_name: str, environment: Mapping[str, str], config_key: str) -> None:
+    """Fail the synth when the environment (mostly the config JSON) would exceed Lambda's limit."""
+    size = environment_size(environment)
+    if size > LAMBDA_ENVIRONMENT_LIMIT_BYTES:
+        config_size = len(environment.get(config_key, "").encode())
+        raise ConfigError(
+            f"cdk.json context 'scaler': the {function_name} function's environment would be about "
+            f"{size} bytes (the config JSON alone is {config_size}); Lambda allows "
+            f"{LAMBDA_ENVIRONMENT_LIMIT_BYTES} bytes. Shorten the config: drop `allocatable` where "
+            "`instance_type` gives the node shape, and settings that repeat their defaults."
+        )
+
+
+class ScalerFunction(Construct):
+    """`functions/<name>/handler.py:handler` on the shared code and layer, with a dedicated role."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        name: str,
+        description: str,
+        code: FunctionCode,
+        sizing: FunctionSizing,
+        environment: Mapping[str, str],
+        log_retention: logs.RetentionDays,
+        placement: VpcPlacement | None = None,
+        max_event_age: cdk.Duration | None = None,
+        retry_attempts: int | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        self.name = name
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"backlog-scaler {name} function",
+        )
+        # Our own log group: retention and removal are ours, and the role can write only here (no
+        # AWSLambdaBasicExecutionRole with its logs:* on every group).
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=log_retention,
+            # Logs expire by retention anyway; a destroyed stack should not leave orphaned groups.
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        self.log_group.grant_write(self.role)
+
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description=description,
+            runtime=code.runtime,
+            architecture=code.architecture,
+            handler=f"functions.{name}.handler.handler",
+            code=code.code,
+            layers=[code.layer],
+            memory_size=sizing.memory_mb,
+            timeout=sizing.timeout,
+            reserved_concurrent_executions=sizing.reserved_concurrency,
+            environment=dict(environment),
+            role=self.role,
+            log_group=self.log_group,
+            max_event_age=max_event_age,
+            retry_attempts=retry_attempts,
+            # The handlers trace with the Powertools Tracer; X-Ray needs active tracing to record it.
+            tracing=lambda_.Tracing.ACTIVE,
+            vpc=placement.vpc if placement else None,
+            vpc_subnets=ec2.SubnetSelection(subnets=list(placement.subnets)) if placement else None,
+            security_groups=list(placement.security_groups) if placement else None,
+        )
+
+        acknowledge(
+            self.function,
+            "AwsSolutions-L1",
+            f"The runtime is chosen by deployment.python_runtime ({code.runtime.name}); the dependency "
+            "layer is built for exactly that version, and the config model limits it to versions the "
+            "dependencies are tested with.",
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "xray:PutTraceSegments and xray:PutTelemetryRecords (added by active tracing) support no "
+            "resource-level permissions; AWS requires Resource '*'. They only write trace data.",
+        )
+
+    def depend_on(self, *policies: iam.Policy) -> None:
+        """Create the function only once separately attached policies exist (Lambda checks some)."""
+        for policy in policies:
+            self.function.node.add_dependency(policy)

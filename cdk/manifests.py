@@ -1,0 +1,111 @@
+"""Kubernetes manifests the operator applies after `cdk deploy`: pure functions returning YAML text.
+
+The RBAC rules are exactly what the functions do: list/watch pods and nodes, cordon (patch) and delete
+nodes, evict pods, and record Events on pending pods. Nothing reads secrets or touches workloads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from shared.constants import RBAC_GROUP, SERVICE_NAME
+
+RBAC_API = "rbac.authorization.k8s.io"
+ADMISSION_WEBHOOK_NAME = "pods.backlog-scaler.dev"  # any DNS name with three labels; identifies the hook
+WEBHOOK_URL_PLACEHOLDER = "__BACKLOG_SCALER_WEBHOOK_URL__"
+# Routes of the webhook function under WEBHOOK_PATH (functions/webhook/handler.py).
+ADMISSION_ROUTE = "/admission"
+EVENTS_ROUTE = "/events"
+
+# (api groups, resources, verbs). Events: the core group and events.k8s.io serve the same objects;
+# allowing both lets the client use either API version.
+RBAC_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = (
+    (("",), ("pods",), ("get", "list", "watch")),
+    (("",), ("pods/eviction",), ("create",)),
+    (("",), ("nodes",), ("get", "list", "watch", "patch", "delete")),
+    (("", "events.k8s.io"), ("events",), ("create", "patch")),
+)
+
+
+def _labels(cluster_name: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": SERVICE_NAME, "app.kubernetes.io/instance": cluster_name}
+
+
+def _dump(documents: list[dict[str, Any]]) -> str:
+    return yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False, width=1000)
+
+
+def rbac_manifest(cluster_name: str) -> str:
+    """ClusterRole + ClusterRoleBinding granting the scaler's Kubernetes group what the functions use."""
+    role = {
+        "apiVersion": f"{RBAC_API}/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": SERVICE_NAME, "labels": _labels(cluster_name)},
+        "rules": [
+            {"apiGroups": list(groups), "resources": list(resources), "verbs": list(verbs)}
+            for groups, resources, verbs in RBAC_RULES
+        ],
+    }
+    binding = {
+        "apiVersion": f"{RBAC_API}/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": SERVICE_NAME, "labels": _labels(cluster_name)},
+        "roleRef": {"apiGroup": RBAC_API, "kind": "ClusterRole", "name": SERVICE_NAME},
+        # The EKS access entries map the functions' IAM roles to this group.
+        "subjects": [{"apiGroup": RBAC_API, "kind": "Group", "name": RBAC_GROUP}],
+    }
+    return _dump([role, binding])
+
+
+# Only pods that ask for a GPU are sent to the webhook (matchConditions: Kubernetes >= 1.30).
+_GPU_POD_EXPRESSION = (
+    "object.spec.containers.exists(c, has(c.resources) && ("
+    "(has(c.resources.requests) && 'nvidia.com/gpu' in c.resources.requests) || "
+    "(has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits)))"
+)
+
+
+def admission_webhook_manifest(cluster_name: str, url: str = WEBHOOK_URL_PLACEHOLDER) -> str:
+    """ValidatingWebhookConfiguration that tells the scaler about new GPU pods (never blocks them).
+
+    `failurePolicy: Ignore` and a 2 s timeout: the webhook only wakes the scaler sooner, so an outage
+    must never stop pod creation; the 1-minute schedule catches anything it misses.
+    """
+    config = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": SERVICE_NAME, "labels": _labels(cluster_name)},
+        "webhooks": [
+            {
+                "name": ADMISSION_WEBHOOK_NAME,
+                "clientConfig": {"url": url},
+                "rules": [
+                    {
+                        "operations": ["CREATE"],
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "resources": ["pods"],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "namespaceSelector": {
+                    "matchExpressions": [
+                        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}
+                    ]
+                },
+                "matchConditions": [{"name": "requests-gpu", "expression": _GPU_POD_EXPRESSION}],
+                "failurePolicy": "Ignore",
+                "sideEffects": "None",
+                "timeoutSeconds": 2,
+                "admissionReviewVersions": ["v1"],
+            }
+        ],
+    }
+    return _dump([config])
+
+
+def rbac_manifest_filename(cluster_name: str) -> str:
+    """File name of the RBAC manifest written next to the templates in cdk.out."""
+    return f"{SERVICE_NAME}-{cluster_name}-rbac.yaml"

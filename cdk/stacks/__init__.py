@@ -1,0 +1,1 @@
+"""Stacks compose the constructs; they hold no resource details of their own."""
