@@ -6,6 +6,7 @@ are touched, and quantities go through a cached parser.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -44,8 +45,7 @@ def _add(total: dict[str, int], raw: Mapping[str, Any] | None) -> None:
             total[name] = total.get(name, 0) + quantity(name, value)
 
 
-def pod_requests(spec: Mapping[str, Any]) -> Resources:
-    """Sum over containers, max with each init container, plus spec.overhead."""
+def _requests_uncached(spec: Mapping[str, Any]) -> Resources:
     total: dict[str, int] = {}
     for container in spec.get("containers") or ():
         _add(total, (container.get("resources") or {}).get("requests"))
@@ -60,6 +60,41 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
     return Resources.of(total)
 
 
+def _requests_key(containers: Any) -> tuple[Any, ...]:
+    return tuple(
+        tuple(((c.get("resources") or {}).get("requests") or {}).items()) for c in containers or ()
+    )
+
+
+_requests_cache: dict[tuple[Any, ...], Resources] = {}
+_CACHE_LIMIT = 4096
+
+
+def pod_requests(spec: Mapping[str, Any]) -> Resources:
+    """Sum over containers, max with each init container, plus spec.overhead."""
+    # Thousands of pods share a handful of request shapes: key on the raw request items (cheap
+    # tuples of the decoded JSON) and parse each shape once.
+    try:
+        key = (
+            _requests_key(spec.get("containers")),
+            _requests_key(spec.get("initContainers")),
+            tuple((spec.get("overhead") or {}).items()),
+        )
+        cached = _requests_cache.get(key)
+    except (TypeError, AttributeError):  # unhashable/malformed values: the slow path reports them
+        return _requests_uncached(spec)
+    if cached is None:
+        cached = _requests_uncached(spec)
+        # Only all-string shapes are kept: 1 == True == 1.0 as dict keys, and the API sends strings.
+        if all(type(value) is str for part in key[:2] for items in part for _, value in items) and all(
+            type(value) is str for _, value in key[2]
+        ):
+            if len(_requests_cache) >= _CACHE_LIMIT:
+                _requests_cache.clear()
+            _requests_cache[key] = cached
+    return cached
+
+
 def _requirements(raw: Iterable[Mapping[str, Any]] | None) -> tuple[Requirement, ...]:
     return tuple(
         Requirement(str(expr["key"]), str(expr["operator"]), tuple(str(v) for v in expr.get("values") or ()))
@@ -70,7 +105,37 @@ def _requirements(raw: Iterable[Mapping[str, Any]] | None) -> tuple[Requirement,
 _scheduling_cache: dict[Scheduling, Scheduling] = {}
 
 
+_raw_scheduling_cache: dict[tuple[Any, ...], Scheduling] = {}
+
+
 def _scheduling(spec: Mapping[str, Any]) -> Scheduling:
+    selector = spec.get("nodeSelector")
+    tolerations = spec.get("tolerations")
+    affinity = spec.get("affinity")
+    if not selector and not tolerations and not affinity:
+        return _EMPTY_SCHEDULING
+    try:
+        key = (
+            tuple(selector.items()) if selector else (),
+            tuple(tuple(t.items()) for t in tolerations) if tolerations else (),
+            json.dumps(affinity.get("nodeAffinity"), sort_keys=True) if affinity else None,
+        )
+        cached = _raw_scheduling_cache.get(key)
+    except (TypeError, AttributeError, ValueError):
+        return _build_scheduling(spec)
+    if cached is None:
+        cached = _build_scheduling(spec)
+        # Only string values are kept (tolerationSeconds aside, which the planner does not read).
+        if all(type(v) is str for _, v in key[0]) and all(
+            type(v) is str or k == "tolerationSeconds" for items in key[1] for k, v in items
+        ):
+            if len(_raw_scheduling_cache) >= _CACHE_LIMIT:
+                _raw_scheduling_cache.clear()
+            _raw_scheduling_cache[key] = cached
+    return cached
+
+
+def _build_scheduling(spec: Mapping[str, Any]) -> Scheduling:
     selector = spec.get("nodeSelector") or {}
     affinity = (
         ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(

@@ -727,6 +727,9 @@ class FakeKubeApiServer:
         self._rv = 0
         self._stores: dict[str, dict[_Key, JsonObj]] = {r.store: {} for r in _RESOURCES.values()}
         self._sorted_keys: dict[str, list[_Key] | None] = {name: None for name in self._stores}
+        # Encoded list items by (store, key) with the resourceVersion they were encoded at: the real
+        # API server also serves lists from already-serialized objects in its watch cache.
+        self._encoded: dict[tuple[str, _Key], tuple[str, bytes]] = {}
         self._calls: list[RecordedCall] = []
         self._injections: list[_Injection] = []
         self._evictions: list[tuple[str, str]] = []
@@ -1184,7 +1187,7 @@ class FakeKubeApiServer:
                 hi = bisect.bisect_left(keys, (namespace + "\x00",))
             if start_after is not None:
                 lo = max(lo, bisect.bisect_right(keys, start_after, lo, hi))
-            items: list[JsonObj] = []
+            items: list[bytes] = []
             last_key: _Key | None = None
             more = False
             i = lo
@@ -1194,8 +1197,7 @@ class FakeKubeApiServer:
                     if limit and len(items) == limit:
                         more = True
                         break
-                    shown = self._present(res, obj)
-                    items.append({k: v for k, v in shown.items() if k not in ("kind", "apiVersion")})
+                    items.append(self._encoded_item(res, keys[i], obj))
                     last_key = keys[i]
                 i += 1
             meta: JsonObj = {"resourceVersion": str(self._rv)}
@@ -1203,13 +1205,19 @@ class FakeKubeApiServer:
                 meta["continue"] = self._encode_continue(self._rv, last_key)
                 if not filtering:
                     meta["remainingItemCount"] = hi - i
-            envelope = {
-                "kind": f"{res.kind}List",
-                "apiVersion": res.api_version,
-                "metadata": meta,
-                "items": items,
-            }
-            return _Response(200, _dumps(envelope))
+            head = _dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta})
+            return _Response(200, head[:-1] + b',"items":[' + b",".join(items) + b"]}")
+
+    def _encoded_item(self, res: _Resource, key: _Key, obj: JsonObj) -> bytes:
+        """One list item as JSON, reusing the encoding while its resourceVersion is unchanged."""
+        rv = str(obj.get("metadata", {}).get("resourceVersion", ""))
+        cached = self._encoded.get((res.store, key))
+        if cached is not None and cached[0] == rv and res.kind != "PodDisruptionBudget":
+            return cached[1]
+        shown = self._present(res, obj)  # PDB status is computed on every read: never cached
+        encoded = _dumps({k: v for k, v in shown.items() if k not in ("kind", "apiVersion")})
+        self._encoded[(res.store, key)] = (rv, encoded)
+        return encoded
 
     @staticmethod
     def _matches(

@@ -1,0 +1,244 @@
+"""Reaching the cluster: EKS bearer tokens, the cluster endpoint and CA, and a configured ApiClient.
+
+An EKS token is a presigned STS GetCallerIdentity URL that signs the `x-k8s-aws-id: <cluster>` header,
+base64url-encoded behind `k8s-aws-v1.` (what `aws eks get-token` prints). EKS accepts it for 15
+minutes after signing; `EksTokenSource` caches one and signs a new one well before that, and
+`install()` hooks it into a kubernetes `Configuration` so every request of a long-lived client
+carries a valid token.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import urllib3
+from botocore.exceptions import BotoCoreError, ClientError
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from shared.domain.errors import AuthError, ClusterReadError, ConfigError
+
+if TYPE_CHECKING:
+    from mypy_boto3_eks import EKSClient
+    from mypy_boto3_sts import STSClient
+else:
+    EKSClient = STSClient = Any
+
+TOKEN_PREFIX = "k8s-aws-v1."
+CLUSTER_ID_HEADER = "x-k8s-aws-id"
+PRESIGN_EXPIRES_SECONDS = 60  # what aws-iam-authenticator signs; EKS itself honours 15 minutes
+TOKEN_REFRESH_SECONDS = 600.0  # sign a new token after 10 of the 15 minutes EKS accepts one
+
+_AUTH_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AccessDeniedException",
+        "UnrecognizedClientException",
+        "InvalidClientTokenId",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "SignatureDoesNotMatch",
+    }
+)
+
+
+def _take_cluster_id(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+    # The cluster name travels from Params to the signer in the request context, so one STS client
+    # can sign tokens for several clusters (the same trick as aws-cli's `eks get-token`).
+    if CLUSTER_ID_HEADER in params:
+        context[CLUSTER_ID_HEADER] = params.pop(CLUSTER_ID_HEADER)
+
+
+def _add_cluster_id_header(request: Any, **_: Any) -> None:
+    if CLUSTER_ID_HEADER in request.context:
+        request.headers[CLUSTER_ID_HEADER] = request.context[CLUSTER_ID_HEADER]
+
+
+def _register_handlers(sts_client: STSClient) -> None:
+    events = sts_client.meta.events
+    events.register(
+        "provide-client-params.sts.GetCallerIdentity",
+        _take_cluster_id,
+        unique_id="backlog-scaler-take-cluster-id",
+    )
+    events.register(
+        "before-sign.sts.GetCallerIdentity",
+        _add_cluster_id_header,
+        unique_id="backlog-scaler-add-cluster-id-header",
+    )
+
+
+def eks_token(sts_client: STSClient, cluster_name: str) -> str:
+    """A fresh EKS bearer token for `cluster_name`, signed with the client's credentials.
+
+    Raises AuthError when no credentials are available.
+    """
+    _register_handlers(sts_client)
+    try:
+        url = sts_client.generate_presigned_url(
+            "get_caller_identity",
+            Params={CLUSTER_ID_HEADER: cluster_name},
+            ExpiresIn=PRESIGN_EXPIRES_SECONDS,
+            HttpMethod="GET",
+        )
+    except BotoCoreError as exc:  # NoCredentialsError and friends: nothing to sign with
+        raise AuthError(f"cannot sign an EKS token for {cluster_name!r}: {exc}") from exc
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+class EksTokenSource:
+    """Caches an EKS token and signs a new one after `refresh_seconds`; thread-safe."""
+
+    def __init__(
+        self,
+        cluster_name: str,
+        region: str,
+        sts_client: STSClient | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        refresh_seconds: float = TOKEN_REFRESH_SECONDS,
+    ) -> None:
+        # botocore resolves the regional endpoint (sts.<region>.amazonaws.com) by default.
+        self._sts = sts_client if sts_client is not None else boto3.client("sts", region_name=region)
+        self._cluster_name = cluster_name
+        self._clock = clock
+        self._refresh_seconds = refresh_seconds
+        self._lock = threading.Lock()
+        self._token: str | None = None
+        self._signed_at = 0.0
+
+    def token(self) -> str:
+        """The cached token, or a newly signed one once the cached one is `refresh_seconds` old."""
+        with self._lock:
+            now = self._clock()
+            if self._token is None or now - self._signed_at >= self._refresh_seconds:
+                self._token = eks_token(self._sts, self._cluster_name)
+                self._signed_at = now
+            return self._token
+
+    def install(self, configuration: k8s.Configuration) -> None:
+        """Make every request of clients built on `configuration` carry a current token."""
+        # Configuration.get_api_key_with_prefix calls the hook before each request; auth_settings
+        # only asks for the key when one is already set, hence the first token here.
+        configuration.api_key["authorization"] = self.token()
+        configuration.api_key_prefix["authorization"] = "Bearer"
+        configuration.refresh_api_key_hook = self._refresh  # type: ignore[assignment]
+
+    def _refresh(self, configuration: k8s.Configuration) -> None:
+        configuration.api_key["authorization"] = self.token()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEndpoint:
+    """Where the API server is and the CA that signs its certificate (PEM)."""
+
+    url: str
+    ca_pem: bytes | None = None
+
+
+def decode_certificate_authority(data: str) -> bytes:
+    """The base64 PEM of eks:DescribeCluster / the config as PEM bytes; ConfigError when invalid."""
+    try:
+        pem = base64.b64decode(data, validate=True)
+    except ValueError as exc:
+        raise ConfigError(f"kubernetes.certificate_authority is not valid base64: {exc}") from exc
+    if b"-----BEGIN CERTIFICATE-----" not in pem:
+        raise ConfigError("kubernetes.certificate_authority does not hold a PEM certificate")
+    return pem
+
+
+def describe_cluster_endpoint(eks_client: EKSClient, cluster_name: str) -> ClusterEndpoint:
+    """Endpoint and CA from eks:DescribeCluster.
+
+    Raises AuthError (access denied), ConfigError (no such cluster), ClusterReadError (other, incl.
+    a cluster still being created).
+    """
+    try:
+        cluster = eks_client.describe_cluster(name=cluster_name)["cluster"]
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in _AUTH_CODES:
+            raise AuthError(f"eks:DescribeCluster {cluster_name!r}: {code}") from exc
+        if code == "ResourceNotFoundException":
+            raise ConfigError(f"EKS cluster {cluster_name!r} does not exist") from exc
+        raise ClusterReadError(f"eks:DescribeCluster {cluster_name!r}: {code or exc}") from exc
+    except BotoCoreError as exc:
+        raise ClusterReadError(f"eks:DescribeCluster {cluster_name!r}: {exc}") from exc
+    endpoint = cluster.get("endpoint")
+    ca_data = (cluster.get("certificateAuthority") or {}).get("data")
+    if not endpoint or not ca_data:
+        raise ClusterReadError(
+            f"EKS cluster {cluster_name!r} has no endpoint yet (status {cluster.get('status')})"
+        )
+    try:
+        ca_pem = decode_certificate_authority(ca_data)
+    except ConfigError as exc:
+        raise ClusterReadError(f"eks:DescribeCluster {cluster_name!r}: {exc}") from exc
+    return ClusterEndpoint(endpoint, ca_pem)
+
+
+def default_retries() -> urllib3.Retry:
+    """urllib3 retries for transport failures only; HTTP statuses are handled by the adapter.
+
+    Connect failures are retried for every method (the request was not sent); a read failure (timeout,
+    dropped connection) only for GET, the one idempotent verb the adapter uses.
+    """
+    return urllib3.Retry(
+        total=3,
+        connect=2,
+        read=1,
+        status=0,
+        other=0,
+        redirect=0,
+        allowed_methods=frozenset({"GET", "HEAD"}),
+        backoff_factor=0.2,
+        raise_on_status=False,
+        respect_retry_after_header=False,
+    )
+
+
+def build_api_client(
+    host: str,
+    *,
+    token_source: EksTokenSource | None = None,
+    token: str | None = None,
+    ca_pem: bytes | None = None,
+    verify_ssl: bool = True,
+    retries: urllib3.Retry | None = None,
+) -> k8s.ApiClient:
+    """An ApiClient for `host` authenticating with a refreshing token source or a fixed token."""
+    configuration = k8s.Configuration(host=host.rstrip("/"))
+    configuration.verify_ssl = verify_ssl
+    if ca_pem is not None:
+        # urllib3 takes the CA in memory: no temp file to write or clean up in the Lambda's /tmp.
+        configuration.ca_cert_data = ca_pem.decode("ascii")
+    configuration.retries = retries if retries is not None else default_retries()
+    if token_source is not None:
+        token_source.install(configuration)
+    elif token is not None:
+        configuration.api_key["authorization"] = token
+        configuration.api_key_prefix["authorization"] = "Bearer"
+    return k8s.ApiClient(configuration)
+
+
+def api_client_from_kubeconfig(
+    path: str, *, context: str | None = None, retries: urllib3.Retry | None = None
+) -> k8s.ApiClient:
+    """An ApiClient from a kubeconfig file (local use); exec plugins such as `aws eks get-token` work.
+
+    Raises ConfigError when the file cannot be read or lacks what is needed.
+    """
+    configuration = k8s.Configuration()
+    try:
+        k8s_config.load_kube_config(
+            config_file=path, context=context, client_configuration=configuration, persist_config=False
+        )
+    except (k8s_config.ConfigException, OSError, ValueError) as exc:
+        raise ConfigError(f"kubeconfig {path}: {exc}") from exc
+    configuration.retries = retries if retries is not None else default_retries()
+    return k8s.ApiClient(configuration)

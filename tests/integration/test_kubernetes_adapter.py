@@ -1,0 +1,847 @@
+"""`KubernetesCluster` with the real kubernetes client against the fake API server (real HTTP, no mocks).
+
+429 on reads: the adapter retries a throttled GET (and patch/delete) up to `throttle_retries` times,
+waiting Retry-After (capped) or an exponential backoff, then raises ThrottledError. Evictions are
+never retried here: their 429 is a PodDisruptionBudget's answer, raised as EvictionBlockedError.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import time
+import zlib
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from kubernetes import client as k8s
+from moto import mock_aws
+
+from shared import constants
+from shared.adapters.kubernetes.auth import TOKEN_PREFIX, build_api_client
+from shared.adapters.kubernetes.cluster import (
+    ClusterOptions,
+    KubernetesCluster,
+    _peek_continue,
+    cluster_from_config,
+)
+from shared.config import parse_config
+from shared.domain.errors import (
+    AuthError,
+    ClusterActionError,
+    ClusterReadError,
+    ConflictError,
+    EvictionBlockedError,
+    NotFoundError,
+    ThrottledError,
+)
+from shared.domain.model import ANNOTATION_CORDONED_AT
+from shared.domain.operations import ClusterEvent, EventType, ObjectRef
+from shared.domain.resources import GPU
+from tests.fakes.kube_api_server import FakeKubeApiServer
+
+TOKEN = "test-token"
+NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
+PODS_PATH = r"^/api/v1/pods$"
+
+
+def pod(
+    name: str,
+    namespace: str = "batch",
+    *,
+    node: str | None = None,
+    phase: str = "Pending",
+    gpus: int = 1,
+    ready: bool = False,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    conditions = (
+        [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+        if not node
+        else [
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Ready", "status": "True" if ready else "False"},
+        ]
+    )
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels or {"app": "train"},
+            "ownerReferences": [
+                {"kind": "Job", "name": "train", "controller": True, "uid": "j1", "apiVersion": "batch/v1"}
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "trainer:1",
+                    "resources": {"requests": {"cpu": "4", "memory": "16Gi", GPU: str(gpus)}},
+                }
+            ],
+            "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+        },
+        "status": {"phase": phase, "conditions": conditions},
+    }
+
+
+def node(name: str, *, ready: bool = True) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"node.kubernetes.io/instance-type": "p4d.24xlarge"}},
+        "spec": {
+            "providerID": f"aws:///us-east-1a/i-0{zlib.crc32(name.encode()):012x}",
+            "taints": [{"key": GPU, "value": "present", "effect": "NoSchedule"}],
+        },
+        "status": {
+            "allocatable": {"cpu": "95", "memory": "1100Gi", GPU: "8", "pods": "110"},
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "lastTransitionTime": "2026-12-02T11:00:00Z",
+                }
+            ],
+        },
+    }
+
+
+@pytest.fixture
+def server() -> Iterator[FakeKubeApiServer]:
+    with FakeKubeApiServer() as fake:
+        fake.require_token(TOKEN)
+        yield fake
+
+
+@pytest.fixture
+def api(server: FakeKubeApiServer) -> Iterator[k8s.ApiClient]:
+    client = build_api_client(server.url, token=TOKEN)
+    yield client
+    client.close()
+
+
+class Sleeps(list[float]):
+    """Records the waits the adapter asks for instead of sleeping."""
+
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    return Sleeps()
+
+
+def make_cluster(api: k8s.ApiClient, sleeps: Sleeps, **options: Any) -> KubernetesCluster:
+    return KubernetesCluster(
+        api,
+        ClusterOptions(**{"page_size": 3, "read_timeout": 2.0, **options}),
+        sleep=sleeps,
+        clock=lambda: NOW,
+    )
+
+
+@pytest.fixture
+def cluster(api: k8s.ApiClient, sleeps: Sleeps) -> KubernetesCluster:
+    return make_cluster(api, sleeps)
+
+
+def list_calls(server: FakeKubeApiServer, path: str = "/api/v1/pods") -> list[Any]:
+    return [c for c in server.calls if c.method == "GET" and c.path == path]
+
+
+# ---------------------------------------------------------------------------------------------- reads
+
+
+def test_list_pods_reads_every_page_with_limit_and_continue(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given 8 pods and a page size of 3
+    for i in range(8):
+        server.add_pod(pod(f"p{i}"))
+
+    # When the pods are listed
+    pods = cluster.list_pods()
+
+    # Then all 8 come back, read in 3 pages chained by continue tokens
+    assert sorted(p.name for p in pods) == [f"p{i}" for i in range(8)]
+    calls = list_calls(server)
+    assert len(calls) == 3
+    assert all(c.query["limit"] == "3" for c in calls)
+    assert "continue" not in calls[0].query
+    assert calls[1].query["continue"] and calls[2].query["continue"] != calls[1].query["continue"]
+    assert all(c.headers["authorization"] == f"Bearer {TOKEN}" for c in calls)
+
+
+def continue_after(namespace: str, name: str) -> str:
+    """A continue token the fake API server accepts: the list resumes after namespace/name."""
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": 1, "start": [namespace, name]}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def test_list_body_with_items_before_metadata_is_read_to_the_end(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given 8 pods and a first page whose body puts items before metadata (legal JSON, unusual order)
+    for i in range(8):
+        server.add_pod(pod(f"p{i}"))
+    first_page = {
+        "items": [server.get_pod("batch", f"p{i}") for i in range(3)],
+        "kind": "PodList",
+        "apiVersion": "v1",
+        "metadata": {"continue": continue_after("batch", "p2")},
+    }
+    server.inject("GET", PODS_PATH, body=first_page)
+
+    # When the pods are listed
+    pods = cluster.list_pods()
+
+    # Then the continue token is taken from the decoded page and the list goes on
+    assert sorted(p.name for p in pods) == [f"p{i}" for i in range(8)]
+    assert len(list_calls(server)) == 3
+
+
+@pytest.mark.parametrize(
+    ("body", "token"),
+    [
+        (b'{"kind":"PodList","apiVersion":"v1","metadata":{"continue":"abc"},"items":[]}', "abc"),
+        (b'{ "kind" : "PodList" ,\n "metadata" : { "resourceVersion" : "7" } , "items" : [ ] }', None),
+        (b'{"items":[{"metadata":{"continue":"inner"}}],"metadata":{"continue":"abc"}}', None),  # unsure
+        (b'{"kind":"PodList","metadata":{"continue":"ab', None),  # cut off
+        (b"[]", None),
+    ],
+)
+def test_continue_token_is_peeked_only_from_the_envelope_head(body: bytes, token: str | None) -> None:
+    # Given a list body / When its head is peeked / Then the token, or None when the decode must decide
+    assert _peek_continue(body) == token
+
+
+def test_list_pods_leaves_out_terminal_pods_with_a_field_selector(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given a pending, a running, a succeeded and a failed pod
+    server.add_pod(pod("pending"))
+    server.add_pod(pod("running", node="n1", phase="Running"))
+    server.add_pod(pod("done", node="n1", phase="Succeeded"))
+    server.add_pod(pod("crashed", node="n1", phase="Failed"))
+
+    # When the pods are listed
+    pods = cluster.list_pods()
+
+    # Then the API server filtered out the terminal ones
+    assert sorted(p.name for p in pods) == ["pending", "running"]
+    assert list_calls(server)[0].query["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def test_listed_pods_are_domain_pods(server: FakeKubeApiServer, cluster: KubernetesCluster) -> None:
+    # Given an unschedulable pod asking for 2 GPUs
+    server.add_pod(pod("big", gpus=2, labels={"team": "llm"}))
+
+    # When the pods are listed
+    (big,) = cluster.list_pods()
+
+    # Then it is parsed into the planner's view of it
+    assert big.key == "batch/big"
+    assert (
+        big.requests.gpus == 2
+        and big.requests.get("cpu") == 4000
+        and big.requests.get("memory") == 16 * 2**30
+    )
+    assert big.is_pending_unschedulable
+    assert big.owner_kind == "Job"
+    assert big.labels == {"team": "llm"}
+    assert big.scheduling.tolerations[0].key == GPU
+    assert big.uid and big.created_at is not None
+
+
+def test_a_second_list_reuses_unchanged_pods_and_reparses_changed_ones(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given pods listed once, then one changed, one deleted, one added, and a per-node list in between
+    for i in range(5):
+        server.add_pod(pod(f"p{i}", node="n1" if i < 2 else None, phase="Running" if i < 2 else "Pending"))
+    first = {p.name: p for p in cluster.list_pods()}
+    cluster.list_pods_on_node("n1")
+    server.update_pod("batch", "p3", lambda obj: obj["metadata"]["labels"].update(team="vision"))
+    server.delete_pod("batch", "p4")
+    server.add_pod(pod("p5"))
+
+    # When the pods are listed again
+    second = {p.name: p for p in cluster.list_pods()}
+
+    # Then unchanged pods are the very same objects, the changed one is new, the deleted one gone
+    assert sorted(second) == ["p0", "p1", "p2", "p3", "p5"]
+    assert all(second[name] is first[name] for name in ("p0", "p1", "p2"))
+    assert second["p3"] is not first["p3"] and second["p3"].labels["team"] == "vision"
+
+
+def test_list_nodes_pages_and_parses(server: FakeKubeApiServer, cluster: KubernetesCluster) -> None:
+    # Given 7 GPU nodes, one not ready
+    for i in range(6):
+        server.add_node(node(f"gpu-{i}"))
+    server.add_node(node("gpu-6", ready=False))
+
+    # When the nodes are listed
+    nodes = {n.name: n for n in cluster.list_nodes()}
+
+    # Then all come back over 3 pages, with instance id, allocatable, taints and readiness
+    assert len(nodes) == 7
+    assert len(list_calls(server, "/api/v1/nodes")) == 3
+    gpu0 = nodes["gpu-0"]
+    assert gpu0.instance_id and gpu0.instance_id.startswith("i-")
+    assert gpu0.allocatable.gpus == 8
+    assert gpu0.taints[0].key == GPU
+    assert gpu0.ready and not nodes["gpu-6"].ready
+    assert gpu0.resource_version
+
+
+def test_list_pods_on_node_selects_by_node_name(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given pods on two nodes
+    server.add_pod(pod("a", node="n1", phase="Running"))
+    server.add_pod(pod("b", node="n2", phase="Running"))
+    server.add_pod(pod("c", node="n1", phase="Succeeded"))
+
+    # When the pods of n1 are listed
+    pods = cluster.list_pods_on_node("n1")
+
+    # Then only its live pods come back, selected by the API server
+    assert [p.name for p in pods] == ["a"]
+    selector = list_calls(server)[0].query["fieldSelector"]
+    assert selector.split(",") == ["spec.nodeName=n1", "status.phase!=Succeeded", "status.phase!=Failed"]
+
+
+def test_get_node_reads_one_node(server: FakeKubeApiServer, cluster: KubernetesCluster) -> None:
+    # Given a node
+    stored = server.add_node(node("gpu-0"))
+
+    # When it is read
+    got = cluster.get_node("gpu-0")
+
+    # Then it is fresh, with the resourceVersion a conditional cordon needs
+    assert got is not None and got.name == "gpu-0"
+    assert got.resource_version == stored["metadata"]["resourceVersion"]
+
+
+def test_get_missing_node_is_none(cluster: KubernetesCluster) -> None:
+    # Given no node named ghost
+    # When / Then
+    assert cluster.get_node("ghost") is None
+
+
+def test_malformed_object_is_a_read_error_naming_it(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given a pod whose request cannot be parsed, on the second page
+    for i in range(4):
+        server.add_pod(pod(f"p{i}"))
+    server.update_pod(
+        "batch", "p3", lambda obj: obj["spec"]["containers"][0]["resources"]["requests"].update(cpu="lots")
+    )
+
+    # When / Then the list fails rather than returning a partial picture, and says where
+    with pytest.raises(ClusterReadError, match=r"page 2.*items\[0\].*cpu"):
+        cluster.list_pods()
+
+
+# ---------------------------------------------------------------------------------------------- read failures
+
+
+def test_unauthorized_is_an_auth_error(server: FakeKubeApiServer, sleeps: Sleeps) -> None:
+    # Given a client with a token the API server rejects
+    api = build_api_client(server.url, token="wrong")
+    cluster = make_cluster(api, sleeps)
+
+    # When / Then
+    with pytest.raises(AuthError, match="401"):
+        cluster.list_nodes()
+    api.close()
+
+
+def test_forbidden_is_an_auth_error(server: FakeKubeApiServer, cluster: KubernetesCluster) -> None:
+    # Given RBAC forbids listing nodes
+    server.inject("GET", r"^/api/v1/nodes$", status=403)
+
+    # When / Then
+    with pytest.raises(AuthError, match="403"):
+        cluster.list_nodes()
+
+
+def test_server_error_mid_pagination_is_a_read_error(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given 7 pods (3 pages) and an API server failing on the second page only
+    for i in range(7):
+        server.add_pod(pod(f"p{i}"))
+    server.inject("GET", PODS_PATH, times=1)  # the first page passes (no status: served normally)
+    server.inject("GET", PODS_PATH, status=500, times=1)
+
+    # When / Then the whole list fails: never act on the first page alone
+    with pytest.raises(ClusterReadError, match=r"page 2.*500"):
+        cluster.list_pods()
+    assert len(list_calls(server)) == 2
+
+
+def test_expired_continue_token_restarts_the_list_once(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given 7 pods and a continue token that expires on the second page
+    for i in range(7):
+        server.add_pod(pod(f"p{i}"))
+    server.inject("GET", PODS_PATH, times=1)
+    server.inject("GET", PODS_PATH, status=410, times=1)
+
+    # When the pods are listed
+    pods = cluster.list_pods()
+
+    # Then the list started over without a token and read all pages
+    assert len(pods) == 7
+    calls = list_calls(server)
+    assert ["continue" in c.query for c in calls] == [False, True, False, True, True]
+
+
+def test_continue_token_expiring_twice_is_a_read_error(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given a continue token that expires on every restart
+    for i in range(7):
+        server.add_pod(pod(f"p{i}"))
+    for _ in range(2):
+        server.inject("GET", PODS_PATH, times=1)
+        server.inject("GET", PODS_PATH, status=410, times=1)
+
+    # When / Then
+    with pytest.raises(ClusterReadError, match="expired twice"):
+        cluster.list_pods()
+
+
+def test_read_timeout_is_a_read_error(server: FakeKubeApiServer, api: k8s.ApiClient, sleeps: Sleeps) -> None:
+    # Given an API server slower than the read timeout
+    server.add_node(node("gpu-0"))
+    server.inject("GET", r"^/api/v1/nodes$", delay=1.0, times=-1)
+    cluster = make_cluster(api, sleeps, read_timeout=0.2)
+
+    # When / Then (urllib3 retries a GET once on a read error, then the adapter maps the failure)
+    started = time.monotonic()
+    with pytest.raises(ClusterReadError, match=r"(?i)timeout|timed out"):
+        cluster.list_nodes()
+    assert time.monotonic() - started < 2.0
+    assert len(list_calls(server, "/api/v1/nodes")) == 2
+
+
+def test_dropped_connection_is_a_read_error(server: FakeKubeApiServer, cluster: KubernetesCluster) -> None:
+    # Given an API server that closes every connection without answering
+    server.inject("GET", r"^/api/v1/nodes$", drop=True, times=-1)
+
+    # When / Then
+    with pytest.raises(ClusterReadError, match="list nodes"):
+        cluster.list_nodes()
+
+
+def test_one_dropped_connection_on_a_read_is_retried(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given an API server that drops one connection
+    server.add_node(node("gpu-0"))
+    server.inject("GET", r"^/api/v1/nodes$", drop=True, times=1)
+
+    # When the nodes are listed
+    nodes = cluster.list_nodes()
+
+    # Then urllib3 retried the idempotent GET
+    assert [n.name for n in nodes] == ["gpu-0"]
+    assert len(list_calls(server, "/api/v1/nodes")) == 2
+
+
+def test_refused_connection_is_a_read_error(sleeps: Sleeps) -> None:
+    # Given an address nobody listens on
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    api = build_api_client(f"http://127.0.0.1:{port}", token=TOKEN)
+
+    # When / Then
+    with pytest.raises(ClusterReadError, match="list pods"):
+        make_cluster(api, sleeps).list_pods()
+    api.close()
+
+
+def test_throttled_list_is_retried_after_retry_after(
+    server: FakeKubeApiServer, cluster: KubernetesCluster, sleeps: Sleeps
+) -> None:
+    # Given an API server that throttles two requests, asking to come back in 2 s
+    server.add_node(node("gpu-0"))
+    server.inject("GET", r"^/api/v1/nodes$", status=429, retry_after=2, times=2)
+
+    # When the nodes are listed
+    nodes = cluster.list_nodes()
+
+    # Then the adapter waited as asked and got the list
+    assert [n.name for n in nodes] == ["gpu-0"]
+    assert sleeps == [2.0, 2.0]
+
+
+def test_persistent_throttling_is_a_throttled_error(
+    server: FakeKubeApiServer, cluster: KubernetesCluster, sleeps: Sleeps
+) -> None:
+    # Given an API server that throttles every request, without Retry-After
+    server.inject("GET", r"^/api/v1/nodes$", status=429, times=-1)
+
+    # When / Then: 3 retries with exponential backoff, then ThrottledError
+    with pytest.raises(ThrottledError):
+        cluster.list_nodes()
+    assert sleeps == [0.5, 1.0, 2.0]
+    assert len(list_calls(server, "/api/v1/nodes")) == 4
+
+
+# ---------------------------------------------------------------------------------------------- cordon
+
+
+def test_cordon_merge_patches_annotation_and_unschedulable(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given a schedulable node
+    server.add_node(node("gpu-0"))
+
+    # When it is cordoned
+    cluster.cordon("gpu-0", NOW)
+
+    # Then one JSON merge patch set unschedulable and the cordoned-at annotation (RFC 3339, UTC)
+    (patch,) = [c for c in server.calls if c.method == "PATCH"]
+    assert patch.path == "/api/v1/nodes/gpu-0"
+    assert patch.headers["content-type"] == "application/merge-patch+json"
+    assert patch.body == {
+        "metadata": {"annotations": {ANNOTATION_CORDONED_AT: "2026-12-02T12:00:00Z"}},
+        "spec": {"unschedulable": True},
+    }
+    stored = server.get_node("gpu-0")
+    assert stored is not None and stored["spec"]["unschedulable"] is True
+    got = cluster.get_node("gpu-0")
+    assert got is not None and got.cordoned_by_scaler and got.cordoned_at == NOW
+    assert stored["metadata"]["labels"]  # a merge patch leaves the rest alone
+
+
+def test_cordon_with_current_resource_version_applies(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given a node read just now
+    server.add_node(node("gpu-0"))
+    read = cluster.get_node("gpu-0")
+    assert read is not None
+
+    # When it is cordoned on that read
+    cluster.cordon("gpu-0", NOW, resource_version=read.resource_version)
+
+    # Then the precondition travelled in the patch and held
+    (patch,) = [c for c in server.calls if c.method == "PATCH"]
+    assert patch.body["metadata"]["resourceVersion"] == read.resource_version
+    stored = server.get_node("gpu-0")
+    assert stored is not None and stored["spec"]["unschedulable"] is True
+
+
+def test_cordon_on_a_stale_read_is_a_conflict(server: FakeKubeApiServer, cluster: KubernetesCluster) -> None:
+    # Given a node read, then changed by someone else (say, a pod was bound and its labels changed)
+    server.add_node(node("gpu-0"))
+    read = cluster.get_node("gpu-0")
+    assert read is not None
+    server.update_node("gpu-0", lambda obj: obj["metadata"]["labels"].update(changed="yes"))
+
+    # When it is cordoned on the stale read
+    with pytest.raises(ConflictError, match="409"):
+        cluster.cordon("gpu-0", NOW, resource_version=read.resource_version)
+
+    # Then nothing was written
+    stored = server.get_node("gpu-0")
+    assert stored is not None and not stored["spec"].get("unschedulable")
+    assert ANNOTATION_CORDONED_AT not in (stored["metadata"].get("annotations") or {})
+
+
+def test_cordon_missing_node_is_not_found(cluster: KubernetesCluster) -> None:
+    # Given no node named ghost
+    # When / Then
+    with pytest.raises(NotFoundError):
+        cluster.cordon("ghost", NOW)
+
+
+def test_uncordon_clears_annotation_and_unschedulable(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given a node the scaler cordoned
+    server.add_node(node("gpu-0"))
+    cluster.cordon("gpu-0", NOW)
+
+    # When it is uncordoned
+    cluster.uncordon("gpu-0")
+
+    # Then the annotation is removed (merge patch null) and the node schedulable again
+    patch = [c for c in server.calls if c.method == "PATCH"][-1]
+    assert patch.body == {
+        "metadata": {"annotations": {ANNOTATION_CORDONED_AT: None}},
+        "spec": {"unschedulable": False},
+    }
+    got = cluster.get_node("gpu-0")
+    assert got is not None and not got.unschedulable and got.cordoned_at is None
+
+
+def test_failed_patch_is_an_action_error_and_not_retried(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given an API server that drops the connection of one PATCH
+    server.add_node(node("gpu-0"))
+    server.inject("PATCH", r"^/api/v1/nodes/gpu-0$", drop=True, times=1)
+
+    # When / Then the write is not replayed blindly by the transport
+    with pytest.raises(ClusterActionError, match="cordon node gpu-0"):
+        cluster.cordon("gpu-0", NOW)
+    assert len([c for c in server.calls if c.method == "PATCH"]) == 1
+
+
+# ------------------------------------------------------------------------------------------- evict / delete
+
+
+def add_pdb(server: FakeKubeApiServer, min_available: int) -> None:
+    server.add_pdb(
+        {
+            "metadata": {"name": "train", "namespace": "batch"},
+            "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "train"}}},
+        }
+    )
+
+
+def test_evict_allowed_by_the_budget_removes_the_pod(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given two ready pods and a budget that needs one
+    server.add_pod(pod("a", node="n1", phase="Running", ready=True))
+    server.add_pod(pod("b", node="n1", phase="Running", ready=True))
+    add_pdb(server, 1)
+
+    # When one is evicted
+    cluster.evict("batch", "a")
+
+    # Then the Eviction API took it (a policy/v1 Eviction POSTed to the subresource)
+    assert server.evictions == [("batch", "a")]
+    (call,) = [c for c in server.calls if c.method == "POST"]
+    assert call.path == "/api/v1/namespaces/batch/pods/a/eviction"
+    assert call.body["apiVersion"] == "policy/v1" and call.body["kind"] == "Eviction"
+
+
+def test_evict_blocked_by_the_budget_is_eviction_blocked(
+    server: FakeKubeApiServer, cluster: KubernetesCluster, sleeps: Sleeps
+) -> None:
+    # Given a ready pod whose budget allows no disruption
+    server.add_pod(pod("a", node="n1", phase="Running", ready=True))
+    add_pdb(server, 1)
+
+    # When / Then: a distinct, retry-later error, raised at once (no waiting inside the run)
+    with pytest.raises(EvictionBlockedError, match="disruption budget"):
+        cluster.evict("batch", "a")
+    assert server.get_pod("batch", "a") is not None
+    assert sleeps == []
+
+
+def test_evict_missing_pod_is_success(cluster: KubernetesCluster) -> None:
+    # Given no such pod
+    # When / Then no error: the pod is gone, which is what eviction wanted
+    cluster.evict("batch", "ghost")
+
+
+def test_delete_pod_bypasses_budgets_and_missing_is_success(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given a pod protected by a budget
+    server.add_pod(pod("a", node="n1", phase="Running", ready=True))
+    add_pdb(server, 1)
+
+    # When it is deleted (forced drain), twice
+    cluster.delete_pod("batch", "a", grace_seconds=30)
+    cluster.delete_pod("batch", "a", grace_seconds=30)
+
+    # Then it is gone, with the grace period sent, and the second delete was a no-op
+    assert server.get_pod("batch", "a") is None
+    delete = next(c for c in server.calls if c.method == "DELETE")
+    assert delete.query["gracePeriodSeconds"] == "30"
+
+
+def test_delete_node_and_missing_node_is_success(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given a node
+    server.add_node(node("gpu-0"))
+
+    # When it is deleted twice
+    cluster.delete_node("gpu-0")
+    cluster.delete_node("gpu-0")
+
+    # Then it is gone and the 404 of the second delete counted as success
+    assert server.get_node("gpu-0") is None
+
+
+def test_delete_node_server_error_is_an_action_error(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given an API server failing deletes
+    server.add_node(node("gpu-0"))
+    server.inject("DELETE", r"^/api/v1/nodes/", status=503)
+
+    # When / Then
+    with pytest.raises(ClusterActionError, match="503"):
+        cluster.delete_node("gpu-0")
+
+
+# ---------------------------------------------------------------------------------------------- events
+
+
+def test_events_are_written_on_pods_and_nodes(server: FakeKubeApiServer, cluster: KubernetesCluster) -> None:
+    # Given an event about a pod and one about a node
+    events = [
+        ClusterEvent(
+            ObjectRef("Pod", "big", "batch", "uid-1"),
+            "NotTriggerScaleUp",
+            "no group matches the node selector",
+            EventType.WARNING,
+        ),
+        ClusterEvent(ObjectRef("Node", "gpu-0"), "ScaleDown", "cordoned: idle for 10 min"),
+    ]
+
+    # When they are recorded
+    written = cluster.record_events(events)
+
+    # Then both exist as core/v1 Events (the node's in "default"), from our component
+    assert written == 2
+    by_kind = {e["involvedObject"]["kind"]: e for e in server.events()}
+    pod_event, node_event = by_kind["Pod"], by_kind["Node"]
+    assert pod_event["metadata"]["namespace"] == "batch"
+    assert pod_event["involvedObject"] == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": "big",
+        "namespace": "batch",
+        "uid": "uid-1",
+    }
+    assert pod_event["reason"] == "NotTriggerScaleUp" and pod_event["type"] == "Warning"
+    assert pod_event["source"] == {"component": constants.EVENT_SOURCE}
+    assert pod_event["reportingComponent"] == constants.EVENT_SOURCE
+    assert pod_event["count"] == 1
+    assert datetime.fromisoformat(pod_event["firstTimestamp"]) == NOW
+    assert node_event["metadata"]["namespace"] == "default"
+    assert "namespace" not in node_event["involvedObject"]
+    assert node_event["type"] == "Normal"
+
+
+def test_events_are_bounded_and_messages_truncated(
+    server: FakeKubeApiServer, api: k8s.ApiClient, sleeps: Sleeps
+) -> None:
+    # Given more events than one call may write, with a 5 KB message
+    cluster = make_cluster(api, sleeps, max_events_per_call=4)
+    events = [
+        ClusterEvent(ObjectRef("Pod", f"p{i}", "batch"), "NotTriggerScaleUp", "é" * 2500) for i in range(6)
+    ]
+
+    # When they are recorded
+    written = cluster.record_events(events)
+
+    # Then only the first 4 were written, each message cut to 1 KB
+    assert written == 4
+    stored = server.events()
+    assert len(stored) == 4
+    assert all(len(e["message"].encode()) <= 1024 for e in stored)
+
+
+def test_failing_event_endpoint_does_not_raise(server: FakeKubeApiServer, cluster: KubernetesCluster) -> None:
+    # Given an API server failing every event write
+    server.inject("POST", r"/events$", status=500, times=-1)
+    events = [ClusterEvent(ObjectRef("Pod", f"p{i}", "batch"), "R", "m") for i in range(10)]
+
+    # When they are recorded
+    written = cluster.record_events(events)
+
+    # Then nothing is written, nothing raised, and it gave up after 3 failures in a row
+    assert written == 0
+    assert len([c for c in server.calls if c.method == "POST"]) == 3
+
+
+def test_events_stop_at_the_first_auth_failure(server: FakeKubeApiServer, cluster: KubernetesCluster) -> None:
+    # Given RBAC forbidding event creation
+    server.inject("POST", r"/events$", status=403, times=-1)
+    events = [ClusterEvent(ObjectRef("Pod", f"p{i}", "batch"), "R", "m") for i in range(10)]
+
+    # When they are recorded
+    written = cluster.record_events(events)
+
+    # Then the first refusal ends the call
+    assert written == 0
+    assert len([c for c in server.calls if c.method == "POST"]) == 1
+
+
+def test_one_failed_event_does_not_stop_the_others(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given one failing event write
+    server.inject("POST", r"/events$", status=500, times=1)
+    events = [ClusterEvent(ObjectRef("Pod", f"p{i}", "batch"), "R", "m") for i in range(3)]
+
+    # When / Then the other two are written
+    assert cluster.record_events(events) == 2
+
+
+# ---------------------------------------------------------------------------------------------- factory
+
+
+def test_cluster_from_config_authenticates_with_an_eks_token(server: FakeKubeApiServer) -> None:
+    # Given a config naming the endpoint and CA (no DescribeCluster needed) and STS credentials
+    server.require_token(None)
+    server.add_node(node("gpu-0"))
+    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
+    config = parse_config(
+        {
+            "cluster_name": "gpu-cluster",
+            "region": "us-west-2",
+            "node_groups": [{"name": "a100", "asg_name": "asg-a100", "instance_type": "p4d.24xlarge"}],
+            "kubernetes": {"endpoint": server.url, "certificate_authority": ca},
+        }
+    )
+    with mock_aws():
+        sts = boto3.client("sts", region_name="us-west-2")
+
+        # When the cluster is built from config and listed
+        cluster = cluster_from_config(config, sts_client=sts)
+        nodes = cluster.list_nodes()
+
+    # Then the request carried an EKS token bound to the cluster name
+    assert [n.name for n in nodes] == ["gpu-0"]
+    authorization = list_calls(server, "/api/v1/nodes")[0].headers["authorization"]
+    assert authorization.startswith("Bearer " + TOKEN_PREFIX)
+    encoded = authorization.removeprefix("Bearer " + TOKEN_PREFIX)
+    url = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+    assert url.startswith("https://sts.us-west-2.amazonaws.com/?Action=GetCallerIdentity")
+    assert "x-k8s-aws-id" in url
+
+
+def test_status_message_is_kept_in_errors(server: FakeKubeApiServer, cluster: KubernetesCluster) -> None:
+    # Given a 409 with the API server's explanation
+    server.inject(
+        "PATCH",
+        r"^/api/v1/nodes/",
+        status=409,
+        body={
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "reason": "Conflict",
+            "code": 409,
+            "message": 'Operation cannot be fulfilled on nodes "gpu-0": the object has been modified',
+        },
+    )
+    server.add_node(node("gpu-0"))
+
+    # When / Then the message names what happened (for the operator's log, never for branching)
+    with pytest.raises(ConflictError, match="the object has been modified"):
+        cluster.cordon("gpu-0", NOW)
+    assert server.calls[-1].body["spec"]["unschedulable"] is True

@@ -1,0 +1,290 @@
+"""EKS bearer tokens, cluster endpoint discovery and the kubernetes client wiring (no network)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from kubernetes import client as k8s
+from moto import mock_aws
+
+from shared.adapters.kubernetes.auth import (
+    CLUSTER_ID_HEADER,
+    TOKEN_PREFIX,
+    EksTokenSource,
+    api_client_from_kubeconfig,
+    build_api_client,
+    decode_certificate_authority,
+    describe_cluster_endpoint,
+    eks_token,
+)
+from shared.domain.errors import AuthError, ClusterReadError, ConfigError
+
+REGION = "eu-west-1"
+CA_PEM = b"-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
+
+
+def presigned_url(token: str) -> str:
+    encoded = token.removeprefix(TOKEN_PREFIX)
+    return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+
+
+def query_of(token: str) -> dict[str, str]:
+    return {key: values[0] for key, values in parse_qs(urlsplit(presigned_url(token)).query).items()}
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def sts() -> Iterator[Any]:
+    with mock_aws():
+        yield boto3.client("sts", region_name=REGION)
+
+
+def count_signings(sts_client: Any) -> list[str]:
+    """Record the cluster header of every GetCallerIdentity request signed by `sts_client`."""
+    signed: list[str] = []
+    sts_client.meta.events.register_last(  # after the adapter's handler has added the header
+        "before-sign.sts.GetCallerIdentity",
+        lambda request, **_: signed.append(request.headers.get(CLUSTER_ID_HEADER)),
+        unique_id="test-count-signings",
+    )
+    return signed
+
+
+def test_token_is_a_base64url_presigned_get_caller_identity_url(sts: Any) -> None:
+    # Given an STS client for a region
+    # When a token is made for a cluster
+    token = eks_token(sts, "gpu-cluster")
+
+    # Then it is "k8s-aws-v1." + unpadded base64url of a presigned regional GetCallerIdentity GET
+    assert token.startswith(TOKEN_PREFIX)
+    assert "=" not in token and "+" not in token and "/" not in token
+    url = urlsplit(presigned_url(token))
+    assert url.scheme == "https" and url.netloc == f"sts.{REGION}.amazonaws.com"
+    query = query_of(token)
+    assert query["Action"] == "GetCallerIdentity"
+    assert query["Version"] == "2011-06-15"
+    assert query["X-Amz-Expires"] == "60"
+    assert query["X-Amz-Algorithm"] == "AWS4-HMAC-SHA256"
+    assert f"/{REGION}/sts/aws4_request" in query["X-Amz-Credential"]
+
+
+def test_token_signs_the_cluster_id_header(sts: Any) -> None:
+    # Given an STS client
+    # When tokens are made for two clusters with the same client
+    first, second = eks_token(sts, "cluster-a"), eks_token(sts, "cluster-b")
+
+    # Then the x-k8s-aws-id header is among the signed headers, and it is part of the signature
+    # (the name never appears in the URL, so only a signed header can bind the token to a cluster)
+    assert query_of(first)["X-Amz-SignedHeaders"].split(";") == ["host", CLUSTER_ID_HEADER]
+    assert "cluster-a" not in presigned_url(first)
+    if query_of(first)["X-Amz-Date"] == query_of(second)["X-Amz-Date"]:
+        assert query_of(first)["X-Amz-Signature"] != query_of(second)["X-Amz-Signature"]
+
+
+def test_cluster_name_is_not_left_in_the_request_params(sts: Any) -> None:
+    # Given an STS client used for a token
+    signed = count_signings(sts)
+    eks_token(sts, "gpu-cluster")
+
+    # When the same client calls GetCallerIdentity normally (moto answers)
+    identity = sts.get_caller_identity()
+
+    # Then the header went only into the presigned request, and the client still works
+    assert signed == ["gpu-cluster", None]
+    assert identity["Account"]
+
+
+def test_token_source_reuses_the_token_until_the_refresh_age(sts: Any) -> None:
+    # Given a token source with an injected clock
+    clock = FakeClock()
+    signed = count_signings(sts)
+    source = EksTokenSource("gpu-cluster", REGION, sts_client=sts, clock=clock, refresh_seconds=600)
+
+    # When the token is asked for repeatedly within 10 minutes
+    first = source.token()
+    clock.now += 599
+    again = source.token()
+
+    # Then it was signed once
+    assert again == first
+    assert signed == ["gpu-cluster"]
+
+
+def test_token_source_signs_a_new_token_after_the_refresh_age(sts: Any) -> None:
+    # Given a token source whose token is 10 minutes old
+    clock = FakeClock()
+    signed = count_signings(sts)
+    source = EksTokenSource("gpu-cluster", REGION, sts_client=sts, clock=clock, refresh_seconds=600)
+    source.token()
+    clock.now += 600
+
+    # When the token is asked for
+    token = source.token()
+
+    # Then a new one is signed (well before EKS's 15-minute limit)
+    assert signed == ["gpu-cluster", "gpu-cluster"]
+    assert token.startswith(TOKEN_PREFIX)
+
+
+def test_installed_token_source_refreshes_the_bearer_header_of_a_long_lived_client(sts: Any) -> None:
+    # Given a kubernetes Configuration wired to a token source
+    clock = FakeClock()
+    signed = count_signings(sts)
+    source = EksTokenSource("gpu-cluster", REGION, sts_client=sts, clock=clock)
+    configuration = k8s.Configuration(host="https://example.invalid")
+    source.install(configuration)
+
+    # When the client builds the auth header for requests 5 and 11 minutes later
+    clock.now += 300
+    early = configuration.auth_settings()["BearerToken"]
+    clock.now += 360
+    late = configuration.auth_settings()["BearerToken"]
+
+    # Then each request carries "Bearer <token>", re-signed once the token is 10 minutes old
+    assert early["key"] == "authorization"
+    assert str(early["value"]).startswith("Bearer " + TOKEN_PREFIX)
+    assert str(late["value"]).startswith("Bearer " + TOKEN_PREFIX)
+    assert len(signed) == 2
+
+
+def test_missing_credentials_are_an_auth_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    # Given a process without any AWS credentials
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
+    sts = boto3.session.Session().client("sts", region_name=REGION)
+
+    # When / Then signing a token fails with the project's error
+    with pytest.raises(AuthError, match="gpu-cluster"):
+        eks_token(sts, "gpu-cluster")
+
+
+class FakeEks:
+    """Records DescribeCluster calls; answers with a canned cluster or raises a ClientError code."""
+
+    def __init__(self, cluster: dict[str, Any] | None = None, error_code: str | None = None) -> None:
+        self.cluster = cluster
+        self.error_code = error_code
+        self.calls: list[str] = []
+
+    def describe_cluster(self, *, name: str) -> dict[str, Any]:
+        self.calls.append(name)
+        if self.error_code:
+            raise ClientError({"Error": {"Code": self.error_code, "Message": "no"}}, "DescribeCluster")
+        return {"cluster": self.cluster}
+
+
+def test_describe_cluster_gives_endpoint_and_decoded_ca() -> None:
+    # Given an EKS cluster with an endpoint and a base64 CA
+    eks = FakeEks(
+        {
+            "endpoint": "https://abc.gr7.eu-west-1.eks.amazonaws.com",
+            "status": "ACTIVE",
+            "certificateAuthority": {"data": base64.b64encode(CA_PEM).decode()},
+        }
+    )
+
+    # When its endpoint is described
+    endpoint = describe_cluster_endpoint(eks, "gpu-cluster")
+
+    # Then the URL and the PEM come back
+    assert eks.calls == ["gpu-cluster"]
+    assert endpoint.url == "https://abc.gr7.eu-west-1.eks.amazonaws.com"
+    assert endpoint.ca_pem == CA_PEM
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        ("AccessDeniedException", AuthError),
+        ("ResourceNotFoundException", ConfigError),
+        ("ServerException", ClusterReadError),
+    ],
+)
+def test_describe_cluster_failures_map_to_project_errors(code: str, error: type[Exception]) -> None:
+    # Given DescribeCluster failing with an AWS error code
+    eks = FakeEks(error_code=code)
+
+    # When / Then the failure is mapped at the boundary
+    with pytest.raises(error):
+        describe_cluster_endpoint(eks, "gpu-cluster")
+
+
+def test_cluster_still_creating_is_a_read_error() -> None:
+    # Given a cluster without an endpoint yet
+    eks = FakeEks({"status": "CREATING"})
+
+    # When / Then
+    with pytest.raises(ClusterReadError, match="CREATING"):
+        describe_cluster_endpoint(eks, "gpu-cluster")
+
+
+@pytest.mark.parametrize("data", ["not base64!", base64.b64encode(b"just text").decode()])
+def test_invalid_certificate_authority_is_a_config_error(data: str) -> None:
+    # Given a CA that is not base64 of a PEM certificate
+    # When / Then
+    with pytest.raises(ConfigError, match="certificate_authority"):
+        decode_certificate_authority(data)
+
+
+def test_api_client_takes_the_ca_in_memory_and_transport_retries_for_gets_only() -> None:
+    # Given an endpoint, a CA and a fixed token
+    # When the ApiClient is built
+    api = build_api_client("https://k8s.example/", token="abc", ca_pem=CA_PEM)
+
+    # Then it verifies TLS against the CA data and retries reads only on idempotent methods
+    configuration = api.configuration
+    assert configuration.host == "https://k8s.example"
+    assert configuration.ca_cert_data == CA_PEM.decode()
+    assert configuration.verify_ssl
+    assert configuration.auth_settings()["BearerToken"]["value"] == "Bearer abc"
+    retries = configuration.retries
+    assert retries.status == 0 and retries.read == 1 and retries.connect == 2
+    assert "GET" in retries.allowed_methods and "POST" not in retries.allowed_methods
+    assert "PATCH" not in retries.allowed_methods
+
+
+def test_kubeconfig_gives_an_api_client(tmp_path: Any) -> None:
+    # Given a kubeconfig with a token user
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        """
+apiVersion: v1
+kind: Config
+current-context: local
+clusters: [{name: local, cluster: {server: "http://127.0.0.1:6443"}}]
+users: [{name: me, user: {token: secret-token}}]
+contexts: [{name: local, context: {cluster: local, user: me}}]
+"""
+    )
+
+    # When it is loaded
+    api = api_client_from_kubeconfig(str(path))
+
+    # Then the client points at its server with its token
+    assert api.configuration.host == "http://127.0.0.1:6443"
+    assert api.configuration.auth_settings()["BearerToken"]["value"] == "Bearer secret-token"
+
+
+def test_unreadable_kubeconfig_is_a_config_error(tmp_path: Any) -> None:
+    # Given a kubeconfig path that does not exist
+    # When / Then
+    with pytest.raises(ConfigError, match="kubeconfig"):
+        api_client_from_kubeconfig(str(tmp_path / "missing"))
