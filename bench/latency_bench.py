@@ -1,0 +1,290 @@
+"""Wake-up latency and cold-start import cost of the functions. Prints figures; not a test.
+
+Latency: in one process, moto (`mock_aws`) and the fake Kubernetes API server (real HTTP): a signed
+AdmissionReview goes through the real webhook handler onto the SQS FIFO queue, the message is received
+and handed to the real reconcile handler (as the Lambda event source would), and the clock stops when
+the reconcile calls SetDesiredCapacity. 200 pending GPU pods, 50 busy GPU nodes. The queue's delivery
+delay (deployment.webhook_queue_delay_seconds, there so the scheduler marks the pod first) is set to 0:
+this measures our processing, not the deliberate wait. p50/p99 over the warm runs; the first run (which
+builds the controller) is shown apart. Target: p99 <= 2 s.
+
+Cold start: each handler module imported in a fresh interpreter (median of N), against a bare
+`import kubernetes.client, boto3` measured in the same run. Target: ratio <= 1.3. The X-Ray SDK that
+Powertools' Tracer loads is shown on its own line (it builds a botocore client at import).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+REGION = "us-west-2"
+CLUSTER = "bench"
+SECRET = "bench-webhook-secret-0123456789abcdef"
+BUSY_ASG, GPU_ASG = "bench-busy", "bench-gpu"
+SHAPE = {"cpu": "95", "memory": "1100Gi", "nvidia.com/gpu": "8", "pods": "110"}
+TOKEN = "bench-token"
+
+
+def _environment() -> None:
+    os.environ.update(
+        {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing",
+            "AWS_DEFAULT_REGION": REGION,
+            "POWERTOOLS_TRACE_DISABLED": "1",
+            "POWERTOOLS_LOG_LEVEL": "WARNING",
+            "POWERTOOLS_METRICS_DISABLED": "1",
+        }
+    )
+
+
+def _config() -> dict[str, Any]:
+    return {
+        "cluster_name": CLUSTER,
+        "region": REGION,
+        "node_groups": [
+            {
+                "name": "busy",
+                "asg_name": BUSY_ASG,
+                "allocatable": SHAPE,
+                "labels": {"gpu": "busy"},
+                "max_size": 64,
+            },
+            {
+                "name": "gpu",
+                "asg_name": GPU_ASG,
+                "allocatable": SHAPE,
+                "labels": {"gpu": "a100"},
+                "max_size": 400,
+            },
+        ],
+    }
+
+
+def _admission_event(body: str, headers: dict[str, str]) -> dict[str, Any]:
+    """A Lambda Function URL (payload v2) request, as tests/events/webhook_function_url_admission.json."""
+    template = json.loads((ROOT / "tests" / "events" / "webhook_function_url_admission.json").read_text())
+    template["headers"] = {**template["headers"], **headers, "content-length": str(len(body))}
+    template["body"] = body
+    return template
+
+
+def _sqs_event(message: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "messageId": message["MessageId"],
+                "receiptHandle": message["ReceiptHandle"],
+                "body": message["Body"],
+                "attributes": message.get("Attributes", {}),
+                "messageAttributes": {},
+                "md5OfBody": message["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:{CLUSTER}-triggers.fifo",
+                "awsRegion": REGION,
+            }
+        ]
+    }
+
+
+def wake_up_latency(runs: int, pending: int, busy_nodes: int) -> tuple[float, list[float]]:
+    """Seconds from the signed webhook request to SetDesiredCapacity: (first run, warm runs)."""
+    _environment()
+    import boto3
+    from moto import mock_aws
+
+    from shared.adapters.aws import clients
+    from shared.adapters.aws.state_store import create_table
+    from tests.builders import node, pod
+    from tests.fakes.kube_api_server import FakeKubeApiServer
+    from tests.fakes.memory import FakeLambdaContext
+
+    with mock_aws(), FakeKubeApiServer() as server, tempfile.TemporaryDirectory() as tmp:
+        server.require_token(TOKEN)
+        create_table(boto3.client("dynamodb", region_name=REGION), "bench-state")
+        secret_arn = boto3.client("secretsmanager", region_name=REGION).create_secret(
+            Name="bench-webhook", SecretString=SECRET
+        )["ARN"]
+        sqs = boto3.client("sqs", region_name=REGION)
+        queue_url = sqs.create_queue(
+            QueueName=f"{CLUSTER}-triggers.fifo", Attributes={"FifoQueue": "true", "DelaySeconds": "0"}
+        )["QueueUrl"]
+        boto3.client("ec2", region_name=REGION).create_launch_template(
+            LaunchTemplateName="gpu",
+            LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "p4d.24xlarge"},
+        )
+        autoscaling = boto3.client("autoscaling", region_name=REGION)
+        for name, desired in ((BUSY_ASG, busy_nodes), (GPU_ASG, 0)):
+            autoscaling.create_auto_scaling_group(
+                AutoScalingGroupName=name,
+                MinSize=0,
+                MaxSize=400,
+                DesiredCapacity=desired,
+                LaunchTemplate={"LaunchTemplateName": "gpu"},
+                AvailabilityZones=[f"{REGION}a"],
+            )
+        group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[BUSY_ASG])[
+            "AutoScalingGroups"
+        ][0]
+        for index, instance in enumerate(group["Instances"]):
+            server.add_node(node(f"busy-{index}", instance["InstanceId"], labels={"gpu": "busy"}, taints=[]))
+            server.add_pod(pod(f"running-{index}", gpus=8, node=f"busy-{index}", tolerations=[]))
+        sizes = itertools.cycle((1, 1, 1, 2, 4, 8, 1, 8))
+        for index in range(pending):
+            server.add_pod(
+                pod(f"pending-{index}", gpus=next(sizes), node_selector={"gpu": "a100"}, tolerations=[])
+            )
+        kubeconfig = Path(tmp) / "kubeconfig"
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
+                    "users": [{"name": "scaler", "user": {"token": TOKEN}}],
+                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "scaler"}}],
+                    "current-context": "fake",
+                }
+            )
+        )
+        os.environ.update(
+            {
+                "SCALER_CONFIG": json.dumps(_config()),
+                "SCALER_TABLE_NAME": "bench-state",
+                "SCALER_KUBECONFIG": str(kubeconfig),
+                "SCALER_QUEUE_URL": queue_url,
+                "SCALER_WEBHOOK_SECRET_ARN": secret_arn,
+            }
+        )
+        clients.clear_clients()
+        from functions.reconcile import handler as reconcile
+        from functions.webhook import handler as webhook
+        from functions.webhook.auth import sign
+        from functions.webhook.service import build_webhook
+        from functions.webhook.settings import load_settings
+
+        # Each run lands in its own 5 s deduplication window, as separate pod bursts would.
+        offset = [0.0]
+
+        def webhook_clock() -> float:
+            return time.time() + offset[0]
+
+        webhook.webhook = build_webhook(load_settings(os.environ), clock=webhook_clock)
+        # The AdmissionReview of an 8-GPU training pod, as the API server sends it.
+        body = json.loads((ROOT / "tests" / "events" / "webhook_function_url_admission.json").read_text())[
+            "body"
+        ]
+        stops: list[float] = []
+        clients.client("autoscaling", REGION).meta.events.register(
+            "before-call.auto-scaling.SetDesiredCapacity", lambda **_: stops.append(time.perf_counter())
+        )
+        context: Any = FakeLambdaContext()
+        latencies: list[float] = []
+        for run in range(runs + 1):
+            offset[0] = run * 6.0
+            stops.clear()
+            start = time.perf_counter()
+            response = webhook.handler(
+                _admission_event(body, sign(SECRET, int(webhook_clock()), body)), context
+            )
+            if response["statusCode"] != 200:
+                raise RuntimeError(f"webhook refused the request: {response}")
+            messages = sqs.receive_message(
+                QueueUrl=queue_url, MaxNumberOfMessages=10, AttributeNames=["All"]
+            ).get("Messages", [])
+            if not messages:
+                raise RuntimeError("the webhook enqueued nothing")
+            batch = reconcile.handler(_sqs_event(messages[0]), context)
+            if batch["batchItemFailures"] or not stops:
+                raise RuntimeError(f"the reconcile did not set desired capacity: {batch}")
+            latencies.append(stops[0] - start)
+            for message in messages:
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+            autoscaling.set_desired_capacity(AutoScalingGroupName=GPU_ASG, DesiredCapacity=0)
+        return latencies[0], latencies[1:]
+
+
+def import_seconds(statement: str, repeats: int, env: dict[str, str]) -> float:
+    """Median wall time of `statement` (imports) in a fresh interpreter."""
+    code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
+    samples = []
+    for _ in range(repeats):
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env
+        )
+        samples.append(float(out.stdout.strip().splitlines()[-1]))
+    return statistics.median(samples)
+
+
+def import_report(repeats: int) -> list[tuple[str, float]]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "AWS_DEFAULT_REGION": REGION,
+        # The webhook reads its environment at import; the scaling functions at first use.
+        "SCALER_QUEUE_URL": f"https://sqs.{REGION}.amazonaws.com/123456789012/{CLUSTER}-triggers.fifo",
+        "SCALER_WEBHOOK_SECRET_ARN": f"arn:aws:secretsmanager:{REGION}:123456789012:secret:webhook",
+        "SCALER_CONFIG": json.dumps(_config()),
+    }
+    env.pop("POWERTOOLS_TRACE_DISABLED", None)
+    statements = [
+        ("baseline: import kubernetes.client, boto3", "import kubernetes.client, boto3"),
+        ("functions.reconcile.handler", "import functions.reconcile.handler"),
+        ("functions.aws_events.handler", "import functions.aws_events.handler"),
+        ("functions.force_scale_down.handler", "import functions.force_scale_down.handler"),
+        ("functions.webhook.handler", "import functions.webhook.handler"),
+        ("(part of each: aws_xray_sdk.core)", "import aws_xray_sdk.core"),
+    ]
+    return [(label, import_seconds(statement, repeats, env)) for label, statement in statements]
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--pending", type=int, default=200)
+    parser.add_argument("--nodes", type=int, default=50)
+    parser.add_argument("--import-repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    imports = import_report(args.import_repeats)
+    first, warm = wake_up_latency(args.runs, args.pending, args.nodes)
+    p50, p99 = statistics.median(warm), percentile(warm, 0.99)
+    print(f"wake-up latency: webhook -> SetDesiredCapacity, {args.pending} pending pods, {args.nodes} nodes")
+    print(f"  first run (builds the controller): {first * 1000:8.1f} ms")
+    print(
+        f"  warm runs: {len(warm)}  p50 {p50 * 1000:7.1f} ms  p99 {p99 * 1000:7.1f} ms  (target <= 2000 ms)"
+    )
+    baseline = imports[0][1]
+    print("cold-start import time (fresh interpreter, median):")
+    for label, seconds in imports:
+        ratio = (
+            "" if label.startswith(("baseline", "(")) else f"  ratio {seconds / baseline:.2f} (target <= 1.3)"
+        )
+        print(f"  {label:44s} {seconds * 1000:8.1f} ms{ratio}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,40 @@
+"""AWS-events Lambda: EventBridge events about the cluster's groups and instances (see events.py).
+
+A failed launch backs its group off at once (the same run then spills the backlog to other groups);
+a spot interruption warning cordons the instance's node; a rebalance recommendation just reconciles.
+Events about other groups or instances are ignored. Failures raise: EventBridge retries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from functions.aws_events.events import LaunchUnsuccessful, SpotInterruption, parse_aws_event
+from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
+from functions.common.wiring import Dependencies, controller_from_environment
+from shared.adapters.aws.fleet import classify_failure
+from shared.controller import InterruptionKind
+
+dependencies = Dependencies(controller_from_environment)
+set_dependencies = dependencies.override
+
+
+@logger.inject_lambda_context(correlation_id_path=CORRELATION_ID_PATH)
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    parsed = parse_aws_event(event)
+    controller = dependencies.controller()
+    if isinstance(parsed, LaunchUnsuccessful):
+        detail = parsed.detail
+        kind = classify_failure(detail.status_message, detail.cause)
+        result = controller.handle_capacity_event(
+            detail.asg_name, parsed.failed_at, kind, detail.status_message
+        )
+    else:
+        kind_of = InterruptionKind.SPOT_INTERRUPTION if isinstance(parsed, SpotInterruption) else None
+        result = controller.handle_interruption(
+            parsed.detail.instance_id, parsed.time, kind_of or InterruptionKind.REBALANCE_RECOMMENDATION
+        )
+    return result.to_json()

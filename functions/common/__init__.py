@@ -1,0 +1,1 @@
+"""What the reconcile, force-scale-down and AWS-events handlers share: Powertools and dependency wiring."""

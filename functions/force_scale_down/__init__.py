@@ -1,0 +1,1 @@
+"""Force-scale-down function: an operator's manual `aws lambda invoke` drains and removes nodes."""

@@ -1,0 +1,52 @@
+"""Force-scale-down Lambda, invoked by hand:
+
+    aws lambda invoke --function-name <fn> --cli-binary-format raw-in-base64-out \
+        --payload '{"group": "a100", "target": 0, "grace_seconds": 600}' out.json
+
+Payload: `group` and exactly one of `target` (node count) or `nodes` (node names); optional `dry_run`,
+`grace_seconds` (default 300), `force` (delete pods PDBs still protect once the grace is over),
+`requested_by`. The response is the report (`"ok": true`, chosen/refused nodes, actions, what is still
+draining). Mistakes and operational refusals are answered, not raised, so the operator reads them in
+out.json: `{"ok": false, "error": "...", "field": "target", "fields": [...], "retryable": false}`.
+Only bugs raise (a FunctionError with a stack trace in the logs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
+from functions.common.wiring import Dependencies, controller_from_environment
+from shared.domain.errors import LeaseHeldError, ReadError, ScalerError, ThrottledError
+from shared.drain import InvalidRequestError
+
+dependencies = Dependencies(controller_from_environment)
+set_dependencies = dependencies.override
+
+
+def error_response(exc: ScalerError) -> dict[str, Any]:
+    fields = list(exc.fields) if isinstance(exc, InvalidRequestError) else []
+    retryable = isinstance(exc, LeaseHeldError | ReadError | ThrottledError)
+    return {
+        "ok": False,
+        "error": str(exc),
+        "error_type": type(exc).__name__,
+        "field": fields[0] if fields else None,
+        "fields": fields,
+        "retryable": retryable,
+    }
+
+
+@logger.inject_lambda_context(correlation_id_path=CORRELATION_ID_PATH)
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    try:
+        report = dependencies.controller().force_scale_down(event)
+    except ScalerError as exc:
+        logger.warning(
+            "forced scale-down refused", extra={"error": str(exc), "error_type": type(exc).__name__}
+        )
+        return error_response(exc)
+    return report.to_json()

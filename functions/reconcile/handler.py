@@ -1,0 +1,46 @@
+"""Reconcile Lambda: one level-triggered reconcile per invocation (see triggers.py for the events).
+
+SQS batches: every record is validated through Powertools' BatchProcessor (a malformed one is a
+partial failure: retried, then parked in the dead-letter queue) and one reconcile answers them all.
+If that reconcile fails (a read failed, nothing was changed), every record goes back to the queue.
+Schedule and direct invokes return the reconcile's result; a failed reconcile raises.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
+from functions.common.wiring import Dependencies, controller_from_environment
+from functions.reconcile.triggers import SQS, all_failed, trigger_of, validate_wake_up
+from shared.domain.errors import ScalerError
+
+dependencies = Dependencies(controller_from_environment)
+set_dependencies = dependencies.override
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+def record_handler(record: SQSRecord) -> None:
+    validate_wake_up(record.body, dependencies.controller().config.cluster_name)
+
+
+@logger.inject_lambda_context(correlation_id_path=CORRELATION_ID_PATH)
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    trigger = trigger_of(event)
+    controller = dependencies.controller()
+    if trigger != SQS:
+        return controller.reconcile(trigger).to_json()
+    response = process_partial_response(event, record_handler, processor, context)
+    if len(response["batchItemFailures"]) == len(event["Records"]):
+        return dict(response)  # nothing valid asked for a reconcile
+    try:
+        controller.reconcile(SQS)
+    except ScalerError:
+        logger.exception("reconcile failed: the whole batch goes back to the queue")
+        return all_failed(event)
+    return dict(response)

@@ -1,0 +1,81 @@
+"""What can invoke the reconcile function, as pydantic models (Powertools parser models where AWS has one).
+
+    EventBridge schedule   {"detail-type": "Scheduled Event", "source": "aws.events", ...}
+    SQS (wake-up queue)    {"Records": [{"eventSource": "aws:sqs", "body": <wake-up>, ...}, ...]}
+    direct invoke          {} or {"trigger": "<name>"}  (e.g. `aws lambda invoke --payload '{}'`)
+
+A wake-up body is what the webhook enqueues (functions/webhook/queue.py):
+`{"source": "admission" | "events" | "poke", "cluster": "<name>", "reason": "...", "at": "<ISO 8601>"}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel, SqsModel
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from shared.config import format_validation_error
+from shared.domain.errors import InputError
+
+SQS = "sqs"
+SCHEDULE = "schedule"
+
+
+class ScheduledEvent(EventBridgeModel):
+    detail_type: Literal["Scheduled Event"] = Field(alias="detail-type")
+    source: Literal["aws.events", "aws.scheduler"]
+
+
+class DirectInvoke(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    trigger: Annotated[str, Field(min_length=1, max_length=100)] = "manual"
+
+
+class WakeUp(BaseModel):
+    """One message of the wake-up queue."""
+
+    source: Literal["admission", "events", "poke"]
+    cluster: str = Field(min_length=1)
+    reason: str = ""
+    at: datetime
+
+
+_SQS = TypeAdapter(SqsModel)
+_SCHEDULE = TypeAdapter(ScheduledEvent)
+_DIRECT = TypeAdapter(DirectInvoke)
+
+
+def trigger_of(event: object) -> str:
+    """ "sqs", "schedule" or the direct invoke's trigger name; InputError for anything else."""
+    if not isinstance(event, Mapping):
+        raise InputError(f"event: expected a JSON object, got {type(event).__name__}")
+    try:
+        if "Records" in event:
+            _SQS.validate_python(event)
+            return SQS
+        if "detail-type" in event:
+            _SCHEDULE.validate_python(event)
+            return SCHEDULE
+        return _DIRECT.validate_python(event).trigger
+    except ValidationError as exc:
+        raise InputError(format_validation_error(exc, "event")) from exc
+
+
+def validate_wake_up(body: str, cluster: str) -> WakeUp:
+    """A wake-up message for `cluster`; InputError when malformed or meant for another cluster."""
+    try:
+        wake_up = WakeUp.model_validate_json(body)
+    except ValidationError as exc:
+        raise InputError(format_validation_error(exc, "message")) from exc
+    if wake_up.cluster != cluster:
+        raise InputError(f"message: cluster: {wake_up.cluster!r} is not this function's cluster {cluster!r}")
+    return wake_up
+
+
+def all_failed(event: Mapping[str, Any]) -> dict[str, list[dict[str, str]]]:
+    """The partial-batch response that hands every record back to the queue."""
+    return {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in event.get("Records", ())]}

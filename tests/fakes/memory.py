@@ -1,0 +1,601 @@
+"""In-memory fakes of the ports: they keep real state, record every call and inject errors.
+
+In the style of Karpenter's fake cloud provider: each fake behaves like the real thing for the
+controller's purposes (a cordon marks the node, a termination with decrement lowers desired, a lease
+is exclusive), records `calls`, and takes faults:
+
+    fleet.fail_next("describe_groups", FleetReadError("throttled"))          # raise instead of acting
+    cluster.fail_after_next("cordon", RuntimeError("crash"))                 # act, then raise
+    cluster.before("get_node", lambda name: cluster.add_pod(pod(..., node=name)))  # race a change in
+
+Pods and nodes are stored as Kubernetes JSON (build them with tests.builders) and parsed with the
+real parsers on every read, so the controller sees exactly what the adapter would give it.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from shared.config import PolicyConfig
+from shared.domain.errors import (
+    ConflictError,
+    EvictionBlockedError,
+    FleetActionError,
+    LeaseHeldError,
+    NotFoundError,
+)
+from shared.domain.model import (
+    ANNOTATION_CORDONED_AT,
+    AsgInstance,
+    AsgState,
+    GroupState,
+    Node,
+    NodeState,
+    Pod,
+)
+from shared.domain.model import ScalerState as ScalerStateModel
+from shared.domain.operations import ClusterEvent, DrainIntent, Lease, ScalingFailure
+from shared.domain.resources import Resources
+from shared.formats.aws import asg_from_json
+from shared.formats.kubernetes import node_from_json, pod_from_json
+from shared.reporting import ActionRecord, LogLevel, MetricUnit
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+
+
+@dataclass
+class _Fault:
+    error: BaseException
+    times: int | None  # None: every call
+    after: bool  # act first, then raise (the response was lost, or the process died)
+
+
+class Faults:
+    """Recorded calls, injected errors and before-hooks, shared by every fake."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self._faults: dict[str, list[_Fault]] = {}
+        self._hooks: dict[str, list[Callable[..., object]]] = {}
+        self._lock = threading.RLock()
+
+    def fail_next(self, method: str, error: BaseException, *, times: int | None = 1) -> None:
+        """The next `times` calls of `method` raise `error` without acting (None: every call)."""
+        self._faults.setdefault(method, []).append(_Fault(error, times, after=False))
+
+    def fail_after_next(self, method: str, error: BaseException, *, times: int | None = 1) -> None:
+        """The next calls of `method` act, then raise `error` (a lost response or a crash)."""
+        self._faults.setdefault(method, []).append(_Fault(error, times, after=True))
+
+    def before(self, method: str, hook: Callable[..., object]) -> None:
+        """Run `hook(*args)` before each call of `method` (e.g. to race a change in)."""
+        self._hooks.setdefault(method, []).append(hook)
+
+    def clear_faults(self) -> None:
+        self._faults.clear()
+        self._hooks.clear()
+
+    def calls_of(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    def _enter(self, method: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> _Fault | None:
+        with self._lock:
+            self.calls.append(Call(method, args, dict(kwargs)))
+            hooks = list(self._hooks.get(method, ()))
+        for hook in hooks:
+            hook(*args)
+        with self._lock:
+            queue = self._faults.get(method)
+            if not queue:
+                return None
+            fault = queue[0]
+            if fault.times is not None:
+                fault.times -= 1
+                if fault.times <= 0:
+                    queue.pop(0)
+        if not fault.after:
+            raise fault.error
+        return fault
+
+    @staticmethod
+    def _exit(fault: _Fault | None) -> None:
+        if fault is not None:
+            raise fault.error
+
+
+def _recorded(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Record the call, apply faults and hooks around a fake's method."""
+
+    def wrapper(self: Faults, *args: Any, **kwargs: Any) -> Any:
+        fault = self._enter(method.__name__, args, kwargs)
+        result = method(self, *args, **kwargs)
+        self._exit(fault)
+        return result
+
+    wrapper.__name__ = method.__name__
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
+def _iso(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class FakeCluster(Faults):
+    """The Kubernetes API in memory: pods and nodes as JSON, cordons, evictions, PDB blocks, events."""
+
+    def __init__(self, pods: Iterable[Json] = (), nodes: Iterable[Json] = ()) -> None:
+        super().__init__()
+        self.pods: dict[str, Json] = {}
+        self.nodes: dict[str, Json] = {}
+        self.events: list[ClusterEvent] = []
+        self.evicted: list[str] = []
+        self.deleted_pods: list[str] = []
+        self._blocked: dict[str, int | None] = {}  # pod key -> evictions still refused (None: always)
+        self._version = 0
+        for obj in pods:
+            self.add_pod(obj)
+        for obj in nodes:
+            self.add_node(obj)
+
+    # Test set-up
+
+    def add_pod(self, obj: Json) -> None:
+        with self._lock:
+            meta = obj["metadata"]
+            self.pods[f"{meta.get('namespace', 'default')}/{meta['name']}"] = copy.deepcopy(obj)
+
+    def add_node(self, obj: Json) -> None:
+        with self._lock:
+            self.nodes[obj["metadata"]["name"]] = copy.deepcopy(obj)
+            self._touch(self.nodes[obj["metadata"]["name"]])
+
+    def remove_pod(self, key: str) -> None:
+        with self._lock:
+            self.pods.pop(key, None)
+
+    def block_evictions(self, pod_key: str, times: int | None = None) -> None:
+        """A PodDisruptionBudget refuses to evict `pod_key` (the next `times` attempts; None: always)."""
+        self._blocked[pod_key] = times
+
+    def unblock_evictions(self, pod_key: str) -> None:
+        self._blocked.pop(pod_key, None)
+
+    def node_obj(self, name: str) -> Json:
+        return self.nodes[name]
+
+    def is_cordoned(self, name: str) -> bool:
+        return bool(self.nodes[name]["spec"].get("unschedulable"))
+
+    def _touch(self, obj: Json) -> None:
+        self._version += 1
+        obj["metadata"]["resourceVersion"] = str(self._version)
+
+    # Reads
+
+    @_recorded
+    def list_pods(self) -> tuple[Pod, ...]:
+        with self._lock:
+            items = [copy.deepcopy(p) for p in self.pods.values()]
+        return tuple(
+            pod_from_json(p) for p in items if p["status"].get("phase") not in ("Succeeded", "Failed")
+        )
+
+    @_recorded
+    def list_nodes(self) -> tuple[Node, ...]:
+        with self._lock:
+            items = [copy.deepcopy(n) for n in self.nodes.values()]
+        return tuple(node_from_json(n) for n in items)
+
+    @_recorded
+    def get_node(self, name: str) -> Node | None:
+        with self._lock:
+            obj = copy.deepcopy(self.nodes.get(name))
+        return node_from_json(obj) if obj else None
+
+    @_recorded
+    def list_pods_on_node(self, name: str) -> tuple[Pod, ...]:
+        return tuple(p for p in self._pods() if p.node_name == name and not p.is_terminal)
+
+    def _pods(self) -> tuple[Pod, ...]:
+        with self._lock:
+            items = [copy.deepcopy(p) for p in self.pods.values()]
+        return tuple(pod_from_json(p) for p in items)
+
+    # Writes
+
+    @_recorded
+    def cordon(self, name: str, at: datetime, *, resource_version: str | None = None) -> None:
+        with self._lock:
+            obj = self.nodes.get(name)
+            if obj is None:
+                raise NotFoundError(f"cordon node {name}: HTTP 404")
+            if resource_version and obj["metadata"]["resourceVersion"] != resource_version:
+                raise ConflictError(f"cordon node {name}: HTTP 409")
+            obj["spec"]["unschedulable"] = True
+            obj["metadata"].setdefault("annotations", {})[ANNOTATION_CORDONED_AT] = _iso(at)
+            self._touch(obj)
+
+    @_recorded
+    def uncordon(self, name: str) -> None:
+        with self._lock:
+            obj = self.nodes.get(name)
+            if obj is None:
+                raise NotFoundError(f"uncordon node {name}: HTTP 404")
+            obj["spec"]["unschedulable"] = False
+            (obj["metadata"].get("annotations") or {}).pop(ANNOTATION_CORDONED_AT, None)
+            self._touch(obj)
+
+    @_recorded
+    def evict(self, namespace: str, name: str) -> None:
+        key = f"{namespace}/{name}"
+        with self._lock:
+            if key in self._blocked:
+                remaining = self._blocked[key]
+                if remaining is None or remaining > 0:
+                    if remaining is not None:
+                        self._blocked[key] = remaining - 1
+                    raise EvictionBlockedError(f"evict pod {key}: HTTP 429: disruption budget")
+            if self.pods.pop(key, None) is not None:
+                self.evicted.append(key)
+
+    @_recorded
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        key = f"{namespace}/{name}"
+        with self._lock:
+            if self.pods.pop(key, None) is not None:
+                self.deleted_pods.append(key)
+
+    @_recorded
+    def delete_node(self, name: str) -> None:
+        with self._lock:
+            self.nodes.pop(name, None)
+
+    @_recorded
+    def record_events(self, events: Sequence[ClusterEvent]) -> int:
+        with self._lock:
+            self.events.extend(events)
+        return len(events)
+
+
+class FakeFleet(Faults):
+    """Auto Scaling groups in memory. Instances launch only when the test says so (`launch`)."""
+
+    def __init__(self, groups: Iterable[Json | AsgState] = ()) -> None:
+        super().__init__()
+        self.groups: dict[str, AsgState] = {}
+        self.failures: dict[str, list[ScalingFailure]] = {}
+        self.shapes: dict[str, Resources] = {}
+        self.terminated: list[str] = []
+        for group in groups:
+            self.add_group(group)
+
+    def add_group(self, group: Json | AsgState) -> None:
+        asg = group if isinstance(group, AsgState) else asg_from_json(group)
+        with self._lock:
+            self.groups[asg.name] = asg
+
+    def add_failure(self, failure: ScalingFailure) -> None:
+        self.failures.setdefault(failure.asg_name, []).append(failure)
+
+    def launch(self, asg_name: str, *instance_ids: str, instance_type: str = "p4d.24xlarge") -> None:
+        """Instances come up (what the ASG does after desired grew)."""
+        with self._lock:
+            asg = self.groups[asg_name]
+            new = tuple(AsgInstance(i, instance_type=instance_type) for i in instance_ids)
+            self.groups[asg_name] = replace(asg, instances=asg.instances + new)
+
+    def desired(self, asg_name: str) -> int:
+        return self.groups[asg_name].desired
+
+    def instance_ids(self, asg_name: str) -> list[str]:
+        return [i.instance_id for i in self.groups[asg_name].live_instances]
+
+    @_recorded
+    def describe_groups(self, asg_names: Iterable[str]) -> Mapping[str, AsgState]:
+        with self._lock:
+            return {name: self.groups[name] for name in asg_names if name in self.groups}
+
+    @_recorded
+    def set_desired_capacity(self, asg: AsgState, desired: int) -> None:
+        if not asg.min_size <= desired <= asg.max_size:
+            raise ValueError(f"{asg.name}: desired {desired} outside [{asg.min_size}, {asg.max_size}]")
+        with self._lock:
+            self.groups[asg.name] = replace(self.groups[asg.name], desired=desired)
+
+    @_recorded
+    def terminate_instance(self, instance_id: str, *, decrement: bool, region: str = "") -> None:
+        with self._lock:
+            for name, asg in self.groups.items():
+                if not any(i.instance_id == instance_id for i in asg.instances):
+                    continue
+                desired = asg.desired - 1 if decrement else asg.desired
+                if desired < asg.min_size:
+                    raise FleetActionError(f"terminate {instance_id}: ValidationError: below min size")
+                instances = tuple(i for i in asg.instances if i.instance_id != instance_id)
+                self.groups[name] = replace(asg, desired=desired, instances=instances)
+                self.terminated.append(instance_id)
+                return
+
+    @_recorded
+    def failed_activities(self, asg: AsgState, since: datetime) -> tuple[ScalingFailure, ...]:
+        return tuple(f for f in self.failures.get(asg.name, ()) if f.at >= since)
+
+    @_recorded
+    def instance_shapes(self, instance_types: Iterable[str], region: str = "") -> Mapping[str, Resources]:
+        return {t: self.shapes[t] for t in instance_types if t in self.shapes}
+
+
+@dataclass
+class _GroupRecord:
+    backoff_until: datetime | None = None
+    failures: int = 0
+    last_failure: datetime | None = None
+    last_scale_up: datetime | None = None
+    last_scale_down: datetime | None = None
+
+
+class MemoryStateStore(Faults):
+    """The StateStore with real lease semantics (exclusive, expiring, fenced) and backoff doubling."""
+
+    def __init__(self, cluster: str = "research", policy: PolicyConfig | None = None) -> None:
+        super().__init__()
+        self.cluster = cluster
+        self.policy = policy or PolicyConfig()
+        self.lease: Lease | None = None
+        self.idle_since: dict[str, datetime] = {}
+        self.first_seen: dict[str, datetime] = {}
+        self.groups: dict[str, _GroupRecord] = {}
+        self.intents: dict[str, DrainIntent] = {}
+        self._fence = 0
+        self.acquisitions = 0
+
+    # Lease
+
+    @_recorded
+    def acquire_lease(self, owner: str, now: datetime, ttl_seconds: int) -> Lease:
+        with self._lock:
+            held = self.lease
+            if held is not None and held.owner != owner and held.expires_at > now:
+                raise LeaseHeldError(f"lease held by {held.owner} until {held.expires_at.isoformat()}")
+            self._fence += 1
+            self.acquisitions += 1
+            self.lease = Lease(self.cluster, owner, now + timedelta(seconds=ttl_seconds), self._fence)
+            return self.lease
+
+    @_recorded
+    def release_lease(self, lease: Lease) -> None:
+        with self._lock:
+            if self.lease is not None and self.lease.fencing_token == lease.fencing_token:
+                self.lease = None
+
+    def _fenced(self, lease: Lease | None) -> None:
+        if lease is None:
+            return
+        if self.lease is None or self.lease.fencing_token != lease.fencing_token:
+            raise LeaseHeldError(f"lease of {lease.owner} (fence {lease.fencing_token}) was lost")
+
+    # State
+
+    @_recorded
+    def load(self) -> ScalerStateModel:
+        with self._lock:
+            return ScalerStateModel(
+                nodes={k: NodeState(v) for k, v in self.idle_since.items()},
+                groups={
+                    k: GroupState(v.backoff_until, v.last_scale_up, v.last_scale_down)
+                    for k, v in self.groups.items()
+                },
+                instances_first_seen=dict(self.first_seen),
+            )
+
+    @_recorded
+    def save_node_idle_since(self, lease: Lease, idle_since: Mapping[str, datetime], now: datetime) -> None:
+        with self._lock:
+            self._fenced(lease)
+            self.idle_since = dict(idle_since)
+
+    @_recorded
+    def save_instances_first_seen(self, lease: Lease, first_seen: Mapping[str, datetime]) -> None:
+        with self._lock:
+            self._fenced(lease)
+            self.first_seen = dict(first_seen)
+
+    @_recorded
+    def record_scale_up(self, lease: Lease, group: str, at: datetime) -> None:
+        with self._lock:
+            self._fenced(lease)
+            self.groups.setdefault(group, _GroupRecord()).last_scale_up = at
+
+    @_recorded
+    def record_scale_down(self, lease: Lease, group: str, at: datetime) -> None:
+        with self._lock:
+            self._fenced(lease)
+            self.groups.setdefault(group, _GroupRecord()).last_scale_down = at
+
+    @_recorded
+    def record_capacity_failure(self, lease: Lease | None, group: str, at: datetime) -> datetime:
+        with self._lock:
+            self._fenced(lease)
+            record = self.groups.setdefault(group, _GroupRecord())
+            if record.last_failure is not None and at <= record.last_failure and record.backoff_until:
+                return record.backoff_until  # idempotent per failure time
+            quiet = record.last_failure is None or at - record.last_failure >= timedelta(
+                seconds=self.policy.backoff_reset_seconds
+            )
+            record.failures = 1 if quiet else record.failures + 1
+            seconds = min(
+                self.policy.backoff_initial_seconds * 2 ** (record.failures - 1),
+                self.policy.backoff_max_seconds,
+            )
+            record.last_failure = at
+            record.backoff_until = at + timedelta(seconds=seconds)
+            return record.backoff_until
+
+    @_recorded
+    def put_drain_intent(self, intent: DrainIntent) -> None:
+        with self._lock:
+            self.intents[intent.group] = intent
+
+    @_recorded
+    def drain_intents(self) -> tuple[DrainIntent, ...]:
+        with self._lock:
+            return tuple(self.intents[g] for g in sorted(self.intents))
+
+    @_recorded
+    def delete_drain_intent(self, group: str) -> None:
+        with self._lock:
+            self.intents.pop(group, None)
+
+    def backoff_until(self, group: str) -> datetime | None:
+        record = self.groups.get(group)
+        return record.backoff_until if record else None
+
+
+class FakeClock:
+    """A settable clock; `sleep` advances it instead of waiting."""
+
+    def __init__(self, now: datetime) -> None:
+        self._now = now
+        self._lock = threading.Lock()
+        self.slept: list[float] = []
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.advance(seconds)
+
+    def advance(self, seconds: float) -> datetime:
+        with self._lock:
+            self._now += timedelta(seconds=seconds)
+            return self._now
+
+    def set(self, now: datetime) -> None:
+        with self._lock:
+            self._now = now
+
+
+@dataclass
+class RecordingNotifier:
+    messages: list[tuple[str, list[str]]] = field(default_factory=list)
+    fail: bool = False
+
+    def notify(self, subject: str, lines: Sequence[str]) -> bool:
+        self.messages.append((subject, list(lines)))
+        return not self.fail
+
+
+@dataclass(frozen=True)
+class MetricPoint:
+    name: str
+    value: float
+    unit: str
+    group: str | None
+
+
+class RecordingReporter:
+    """Keeps every log line, action and metric."""
+
+    def __init__(self) -> None:
+        self.logs: list[tuple[LogLevel, str, dict[str, Any]]] = []
+        self.actions: list[ActionRecord] = []
+        self.metrics: list[MetricPoint] = []
+        self.flushes = 0
+
+    def log(self, level: LogLevel, message: str, **fields: Any) -> None:
+        self.logs.append((level, message, fields))
+
+    def log_action(self, action: ActionRecord) -> None:
+        self.actions.append(action)
+
+    def metric(
+        self, name: str, value: float, *, unit: MetricUnit = "Count", group: str | None = None
+    ) -> None:
+        self.metrics.append(MetricPoint(name, value, unit, group))
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+    def metric_values(self, name: str, group: str | None = None) -> list[float]:
+        return [m.value for m in self.metrics if m.name == name and m.group == group]
+
+    def messages(self, level: LogLevel | None = None) -> list[str]:
+        return [m for lvl, m, _ in self.logs if level is None or lvl == level]
+
+
+@dataclass
+class FakeWorld:
+    """Every fake of one cluster, and controllers built on them."""
+
+    config: Any  # ScalerConfig
+    cluster: FakeCluster = field(default_factory=FakeCluster)
+    fleet: FakeFleet = field(default_factory=FakeFleet)
+    state: MemoryStateStore = field(default_factory=MemoryStateStore)
+    clock: FakeClock = field(default_factory=lambda: FakeClock(datetime(2026, 12, 2, 12, 0, tzinfo=UTC)))
+    notifier: RecordingNotifier = field(default_factory=RecordingNotifier)
+    reporter: RecordingReporter = field(default_factory=RecordingReporter)
+
+    def __post_init__(self) -> None:
+        self.state.policy = self.config.policy
+        self.state.cluster = self.config.cluster_name
+
+    def controller(self, *, dry_run: bool = False, owner: str = "test") -> Any:
+        from shared.controller import Controller
+
+        return Controller(
+            config=self.config,
+            cluster=self.cluster,
+            fleet=self.fleet,
+            state=self.state,
+            clock=self.clock,
+            notifier=self.notifier,
+            reporter=self.reporter,
+            owner=owner,
+            dry_run=dry_run,
+        )
+
+    def write_calls(self) -> list[str]:
+        """Every call that changes the cluster, the fleet or the state."""
+        reads = {
+            "list_pods",
+            "list_nodes",
+            "get_node",
+            "list_pods_on_node",
+            "describe_groups",
+            "failed_activities",
+            "instance_shapes",
+            "load",
+            "drain_intents",
+        }
+        calls = [*self.cluster.calls, *self.fleet.calls, *self.state.calls]
+        return [c.method for c in calls if c.method not in reads]
+
+
+@dataclass
+class FakeLambdaContext:
+    """The parts of a Lambda context object Powertools reads."""
+
+    function_name: str = "backlog-scaler-reconcile"
+    memory_limit_in_mb: int = 1024
+    invoked_function_arn: str = "arn:aws:lambda:us-west-2:123456789012:function:backlog-scaler-reconcile"
+    aws_request_id: str = "52fdfc07-2182-454f-963f-5f0f9a621d72"
+    log_group_name: str = "/aws/lambda/backlog-scaler-reconcile"
+    log_stream_name: str = "2026/12/02/[$LATEST]0123456789abcdef"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000

@@ -1,0 +1,269 @@
+"""Forced scale-down: validation, the choice of nodes, min size, drain start and its continuation."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from shared.domain.errors import LeaseHeldError
+from shared.domain.operations import DrainIntent
+from shared.drain import (
+    ForceScaleDownRequest,
+    InvalidRequestError,
+    candidates_of,
+    choose,
+    parse_force_scale_down,
+    rank,
+)
+from shared.formats.aws import asg_from_json
+from shared.formats.kubernetes import node_from_json, pod_from_json
+from shared.reporting import ActionKind, ActionStatus
+from tests.builders import NOW, asg, config, node, pod
+from tests.fakes.memory import FakeCluster, FakeFleet, FakeWorld
+
+A100 = "research-a100"
+
+
+def fleet_world(*, min_size: int = 0) -> FakeWorld:
+    """Four a100 nodes: busy with two pods, busy with one 1-GPU pod, idle and old, idle and new."""
+    nodes = [
+        node("busy-2", "i-1", created=NOW - timedelta(hours=5)),
+        node("busy-1", "i-2", created=NOW - timedelta(hours=4)),
+        node("idle-old", "i-3", created=NOW - timedelta(hours=3)),
+        node("idle-new", "i-4", created=NOW - timedelta(hours=1)),
+    ]
+    pods = [
+        pod("a", gpus=4, node="busy-2"),
+        pod("b", gpus=4, node="busy-2"),
+        pod("c", gpus=1, node="busy-1"),
+        *(
+            pod(f"plugin-{n}", gpus=0, node=n, owner_kind="DaemonSet")
+            for n in ("busy-2", "busy-1", "idle-old", "idle-new")
+        ),
+    ]
+    group = asg(A100, desired=4, instances=["i-1", "i-2", "i-3", "i-4"], min_size=min_size)
+    return FakeWorld(config=config(), cluster=FakeCluster(pods, nodes), fleet=FakeFleet([group]))
+
+
+# ------------------------------------------------------------------------------------------ validation
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"target": 0}, "group"),
+        ({"group": "a100"}, "nodes"),
+        ({"group": "a100", "target": -1}, "target"),
+        ({"group": "a100", "target": "two"}, "target"),
+        ({"group": "a100", "target": 1, "nodes": ["n1"]}, "nodes"),
+        ({"group": "a100", "nodes": []}, "nodes"),
+        ({"group": "a100", "nodes": ["n1", "n1"]}, "nodes"),
+        ({"group": "a100", "target": 0, "grace_seconds": -5}, "grace_seconds"),
+        ({"group": "a100", "target": 0, "force": "maybe"}, "force"),
+        ({"group": "a100", "target": 0, "tagret": 0}, "tagret"),
+        ({"group": "v100", "target": 0}, "group"),
+    ],
+)
+def test_invalid_payload_names_the_field(payload: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidRequestError) as caught:
+        parse_force_scale_down(payload, config())
+    assert caught.value.fields == (field,)
+    assert f"request: {field}" in str(caught.value)
+
+
+def test_payload_that_is_not_an_object_is_refused() -> None:
+    with pytest.raises(InvalidRequestError, match="expected a JSON object"):
+        parse_force_scale_down(["a100"], config())
+
+
+def test_valid_payload_gets_defaults() -> None:
+    request = parse_force_scale_down({"group": "a100", "target": 0}, config())
+    assert (request.grace_seconds, request.force, request.dry_run) == (300, False, None)
+
+
+def test_invalid_request_does_nothing() -> None:
+    w = fleet_world()
+    with pytest.raises(InvalidRequestError):
+        w.controller().force_scale_down({"group": "a100", "target": -1})
+    assert w.cluster.calls == [] and w.write_calls() == []
+
+
+# ------------------------------------------------------------------------------------------ choice
+
+
+def test_nodes_are_chosen_idle_first_then_least_busy_then_newest() -> None:
+    w = fleet_world()
+    group = asg_from_json(asg(A100, desired=4, instances=["i-1", "i-2", "i-3", "i-4"]))
+    candidates = candidates_of(group, w.cluster.list_nodes(), w.cluster.list_pods())
+    assert [c.name for c in rank(candidates)] == ["idle-new", "idle-old", "busy-1", "busy-2"]
+    request = ForceScaleDownRequest(group="a100", target=1)
+    assert [c.name for c in choose(request, group, candidates).chosen] == ["idle-new", "idle-old", "busy-1"]
+
+
+def test_instances_that_never_registered_are_chosen_first() -> None:
+    group = asg_from_json(asg(A100, desired=2, instances=["i-1", "i-booting"]))
+    candidates = candidates_of(group, [node_from_json(node("n1", "i-1"))], [])
+    chosen = choose(ForceScaleDownRequest(group="a100", target=1), group, candidates).chosen
+    assert [c.instance.instance_id for c in chosen] == ["i-booting"]
+
+
+def test_fewer_gpus_breaks_a_tie_in_pod_count() -> None:
+    group = asg_from_json(asg(A100, desired=2, instances=["i-1", "i-2"]))
+    nodes = [node_from_json(node("big", "i-1")), node_from_json(node("small", "i-2"))]
+    pods = [pod_from_json(pod("x", gpus=8, node="big")), pod_from_json(pod("y", gpus=1, node="small"))]
+    assert [c.name for c in rank(candidates_of(group, nodes, pods))] == ["small", "big"]
+
+
+def test_target_never_goes_below_min_size_and_says_what_was_refused() -> None:
+    w = fleet_world(min_size=3)
+    report = w.controller().force_scale_down({"group": "a100", "target": 0})
+    assert [c.to_json()["node"] for c in report.chosen] == ["idle-new"]
+    reasons = " ".join(r.reason for r in report.refused)
+    assert "below the group's min size 3" in reasons
+    assert w.fleet.desired(A100) == 3
+
+
+def test_named_nodes_beyond_min_size_are_refused() -> None:
+    w = fleet_world(min_size=3)
+    report = w.controller().force_scale_down({"group": "a100", "nodes": ["busy-1", "busy-2"]})
+    assert [c.name for c in report.chosen] == ["busy-1"]
+    assert [r.target for r in report.refused] == ["busy-2"]
+
+
+def test_nodes_not_in_the_group_are_named_and_nothing_is_done() -> None:
+    w = fleet_world()
+    with pytest.raises(InvalidRequestError) as caught:
+        w.controller().force_scale_down({"group": "a100", "nodes": ["idle-new", "ip-10-0-0-1", "ghost"]})
+    assert caught.value.fields == ("nodes",)
+    assert "ip-10-0-0-1, ghost" in str(caught.value)
+    assert w.cluster.calls_of("cordon") == [] and w.fleet.terminated == []
+    assert w.state.lease is None  # released
+
+
+def test_protected_nodes_are_not_chosen_for_a_target() -> None:
+    w = fleet_world()
+    w.cluster.node_obj("idle-new")["metadata"]["annotations"] = {"backlog-scaler/scale-down-disabled": "true"}
+    report = w.controller().force_scale_down({"group": "a100", "target": 3})
+    assert [c.name for c in report.chosen] == ["idle-old"]
+    assert ("idle-new", "scale-down disabled by annotation") in [(r.target, r.reason) for r in report.refused]
+
+
+# ------------------------------------------------------------------------------------------ acting
+
+
+def test_target_cordons_terminates_idle_nodes_and_drains_busy_ones() -> None:
+    # Given four nodes and a target of one
+    w = fleet_world()
+    report = w.controller().force_scale_down({"group": "a100", "target": 1, "requested_by": "alice"})
+    # Then the idle nodes are terminated now (with decrement), the busy one is cordoned and evicted
+    assert sorted(report.terminated) == ["idle-new", "idle-old"]
+    assert all(c.kwargs["decrement"] for c in w.fleet.calls_of("terminate_instance"))
+    assert report.draining == ("busy-1",)
+    assert w.cluster.is_cordoned("busy-1") and w.cluster.evicted == ["research/c"]
+    # And the drain is stored for the reconcile runs to finish
+    intent = w.state.intents["a100"]
+    assert intent.nodes == ("busy-1",) and intent.requested_by == "alice"
+    assert report.intent_expires_at == NOW + timedelta(seconds=300) + timedelta(hours=1)
+    assert report.desired_after == 2 and w.fleet.desired(A100) == 2
+    assert report.ok
+    # And the report is JSON-able
+    body = report.to_json()
+    assert body["ok"] and body["draining"] == ["busy-1"] and body["request"]["target"] == 1
+    # And one notification tells the operators
+    assert len(w.notifier.messages) == 1
+
+
+def test_reconcile_finishes_the_drain_started_by_a_forced_scale_down() -> None:
+    w = fleet_world()
+    w.cluster.block_evictions("research/c", times=1)
+    report = w.controller().force_scale_down({"group": "a100", "nodes": ["busy-1"]})
+    assert report.blocked == ("research/c",)
+    controller = w.controller()
+    for _ in range(3):
+        w.clock.advance(60)
+        controller.reconcile("schedule")
+    assert "busy-1" not in w.cluster.nodes and w.fleet.terminated == ["i-2"]
+    assert w.state.intents == {}
+    assert w.fleet.desired(A100) == 3
+
+
+def test_force_with_zero_grace_deletes_pods_through_pdbs_at_once() -> None:
+    w = fleet_world()
+    w.cluster.block_evictions("research/c")
+    report = w.controller().force_scale_down(
+        {"group": "a100", "nodes": ["busy-1"], "force": True, "grace_seconds": 0}
+    )
+    assert w.cluster.deleted_pods == ["research/c"]
+    assert [(a.kind, a.status) for a in report.actions if a.target == "research/c"] == [
+        (ActionKind.DELETE_POD, ActionStatus.DONE)
+    ]
+
+
+def test_dry_run_request_changes_nothing_and_reports_the_plan() -> None:
+    w = fleet_world()
+    report = w.controller().force_scale_down({"group": "a100", "target": 1, "dry_run": True})
+    assert w.write_calls() == []
+    assert report.dry_run and sorted(report.terminated) == ["idle-new", "idle-old"]
+    assert {a.status for a in report.actions} == {ActionStatus.DRY_RUN}
+    assert (ActionKind.EVICT, "research/c") in {(a.kind, a.target) for a in report.actions}
+
+
+def test_dry_run_function_cannot_be_made_live_by_a_request() -> None:
+    w = fleet_world()
+    report = w.controller(dry_run=True).force_scale_down({"group": "a100", "target": 1, "dry_run": False})
+    assert report.dry_run and w.write_calls() == []
+
+
+def test_pending_launches_are_cancelled_down_to_the_target() -> None:
+    # Given desired 6 with 4 instances (2 still launching) and a target of 4
+    w = fleet_world()
+    w.fleet.set_desired_capacity(w.fleet.groups[A100], 6)
+    report = w.controller().force_scale_down({"group": "a100", "target": 4})
+    assert report.chosen == () and report.desired_after == 4
+    assert w.fleet.desired(A100) == 4
+
+
+def test_a_second_request_adds_to_the_drain_in_progress() -> None:
+    w = fleet_world()
+    w.cluster.block_evictions("research/c")
+    w.cluster.block_evictions("research/a")
+    w.controller().force_scale_down({"group": "a100", "nodes": ["busy-1"]})
+    report = w.controller().force_scale_down({"group": "a100", "nodes": ["busy-2"]})
+    assert w.state.intents["a100"].nodes == ("busy-1", "busy-2")
+    assert report.draining == ("busy-1", "busy-2")
+
+
+def test_target_counts_nodes_already_draining() -> None:
+    w = fleet_world()
+    w.cluster.block_evictions("research/c")
+    w.controller().force_scale_down({"group": "a100", "nodes": ["busy-1"]})
+    report = w.controller().force_scale_down({"group": "a100", "target": 2})
+    assert [c.name for c in report.chosen] == ["idle-new"]
+
+
+def test_lease_held_by_a_long_run_is_waited_for_then_reported() -> None:
+    w = fleet_world()
+    w.state.acquire_lease("reconcile", NOW, 3600)
+    with pytest.raises(LeaseHeldError):
+        w.controller().force_scale_down({"group": "a100", "target": 0})
+    assert len(w.clock.slept) == 4 and w.cluster.calls_of("cordon") == []
+
+
+def test_lease_freed_while_waiting_is_taken() -> None:
+    w = fleet_world()
+    w.state.acquire_lease("reconcile", NOW, 3)
+    report = w.controller().force_scale_down({"group": "a100", "target": 3})
+    assert report.terminated == ("idle-new",)
+
+
+def test_existing_hold_of_an_interrupted_node_is_kept() -> None:
+    w = fleet_world()
+    w.state.intents["a100"] = DrainIntent(
+        "a100", ("busy-2",), NOW, NOW + timedelta(minutes=10), 0, False, "spot-interruption"
+    )
+    w.cluster.block_evictions("research/c")
+    w.controller().force_scale_down({"group": "a100", "nodes": ["busy-1"]})
+    intent = w.state.intents["a100"]
+    assert intent.nodes == ("busy-1", "busy-2") and intent.requested_by == "operator"
