@@ -14,14 +14,24 @@ from collections.abc import Callable
 from functions.common.powertools import logger
 from shared.controller import Controller
 from shared.observability import PowertoolsReporter
+from shared.ports import Clock
+from shared.reporting import Reporter
 from shared.runtime import build_controller, load_settings
 
 
-def controller_from_environment() -> Controller:
-    """The Controller on the real adapters, configured by the function's environment."""
+def controller_from_environment(
+    *, clock: Clock | None = None, wrap_reporter: Callable[[Reporter], Reporter] | None = None
+) -> Controller:
+    """The Controller on the real adapters, configured by the function's environment.
+
+    The local run passes its simulated clock and a reporter wrapper that keeps the timeline.
+    """
     settings = load_settings(os.environ)
-    reporter = PowertoolsReporter(logger=logger, cluster=settings.config.cluster_name)
-    return build_controller(settings, reporter=reporter)
+    reporter: Reporter = PowertoolsReporter(logger=logger, cluster=settings.config.cluster_name)
+    if wrap_reporter is not None:
+        reporter = wrap_reporter(reporter)
+    overrides = {"clock": clock} if clock is not None else {}
+    return build_controller(settings, reporter=reporter, **overrides)
 
 
 class Dependencies:
