@@ -61,9 +61,7 @@ def _requests_uncached(spec: Mapping[str, Any]) -> Resources:
 
 
 def _requests_key(containers: Any) -> tuple[Any, ...]:
-    return tuple(
-        tuple(((c.get("resources") or {}).get("requests") or {}).items()) for c in containers or ()
-    )
+    return tuple(tuple(((c.get("resources") or {}).get("requests") or {}).items()) for c in containers or ())
 
 
 _requests_cache: dict[tuple[Any, ...], Resources] = {}
