@@ -17,6 +17,9 @@ ADMISSION_WEBHOOK_NAME = "pods.backlog-scaler.dev"  # any DNS name with three la
 WEBHOOK_URL_PLACEHOLDER = "__BACKLOG_SCALER_WEBHOOK_URL__"
 # Routes of the webhook function under WEBHOOK_PATH (functions/webhook/handler.py).
 ADMISSION_ROUTE = "/admission"
+# The admission URL ends in a path token derived from the webhook secret, which only exists after
+# deploy: the operator fills it in with `backlog-scaler admission-token` (see the Deploy docs).
+ADMISSION_TOKEN_PLACEHOLDER = "__ADMISSION_PATH_TOKEN__"
 EVENTS_ROUTE = "/events"
 
 # (api groups, resources, verbs). Events: the core group and events.k8s.io serve the same objects;

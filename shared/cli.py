@@ -18,6 +18,7 @@ from shared.formats.kubernetes import nodes_from_list, pods_from_list
 from shared.formats.plan_output import plan_to_json, plan_to_table
 from shared.formats.state import state_from_json
 from shared.planner import plan
+from shared.webhook_auth import admission_path_token, secret_value
 
 
 def _read_json(path: str) -> Any:
@@ -58,6 +59,15 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_admission_token(args: argparse.Namespace) -> int:
+    """`backlog-scaler admission-token`: the path token of the admission webhook URL."""
+    secret = sys.stdin.read().strip()
+    if not secret:
+        raise InputError("stdin: expected the webhook secret (the SecretString of WebhookSecretArn)")
+    print(admission_path_token(secret_value(secret)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="backlog-scaler", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -70,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--now", help="evaluate at this time (ISO 8601; default: now)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(func=run_plan)
+    t = commands.add_parser(
+        "admission-token", help="print the admission webhook's path token for the secret read on stdin"
+    )
+    t.set_defaults(func=run_admission_token)
     _add_optional_commands(commands)
     return parser
 

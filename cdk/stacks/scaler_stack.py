@@ -24,6 +24,7 @@ from cdk.context import LOG_RETENTION_DAYS
 from cdk.environment import function_environments
 from cdk.manifests import (
     ADMISSION_ROUTE,
+    ADMISSION_TOKEN_PLACEHOLDER,
     EVENTS_ROUTE,
     WEBHOOK_URL_PLACEHOLDER,
     admission_webhook_manifest,
@@ -211,7 +212,7 @@ class BacklogScalerStack(cdk.Stack):
         before, after = admission_webhook_manifest(config.cluster_name).split(WEBHOOK_URL_PLACEHOLDER)
         output(
             "AdmissionWebhookManifest",
-            cdk.Fn.join("", [before, f"{api.url}{ADMISSION_ROUTE}", after]),
+            cdk.Fn.join("", [before, f"{api.url}{ADMISSION_ROUTE}/{ADMISSION_TOKEN_PLACEHOLDER}", after]),
             "kubectl apply -f - (optional: wake the scaler when a GPU pod is created)",
         )
         output(

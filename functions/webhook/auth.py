@@ -10,15 +10,15 @@ captured request cannot be replayed later; inside the window a replay only re-se
 queue coalesces anyway. The signature covers the exact bytes sent (after base64 decoding, if the
 platform encoded them), so the body must not be re-serialised after signing.
 
-For senders that cannot sign, above all the Kubernetes API server calling the admission webhook:
+For senders that cannot sign:
 
     Authorization: Bearer <secret>
 
-The API server sends it when its `--admission-control-config-file` points (`kubeConfigFile`) at a
-kubeconfig whose user entry, named after the webhook's host, holds `token: <secret>`. Note: EKS does
-not let you set API-server flags, so on EKS the admission webhook reaches us without this header and
-gets 401 (harmless: the webhook's `failurePolicy: Ignore` admits the pod and the 1-minute schedule
-still runs).
+The Kubernetes API server calling the admission webhook can do neither on EKS (no API-server flags,
+so no `--admission-control-config-file`), and a webhook URL may carry no user info or query. Its URL
+therefore ends in `/admission/<token>`, where the token is `shared.webhook_auth.admission_path_token`
+of the secret (an HMAC, not the secret; `backlog-scaler admission-token` prints it). The path token
+is accepted on the admission route only, and only when the request carries no other credentials.
 
 When both are present the signature decides. Comparisons use `hmac.compare_digest`. The secret is the
 SecretString of the Secrets Manager secret (the value itself, or JSON `{"secret": "..."}`), read once
@@ -29,9 +29,7 @@ costs at most one read a minute.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -39,45 +37,22 @@ from typing import Literal
 
 from functions.webhook.errors import ServiceUnavailableError, UnauthorizedError
 from shared.constants import HEADER_SIGNATURE, HEADER_TIMESTAMP, WEBHOOK_REPLAY_WINDOW_SECONDS
-from shared.domain.errors import ConfigError, ScalerError
+from shared.domain.errors import ScalerError
+from shared.webhook_auth import admission_path_token, secret_value, sign, signature
 
-SIGNATURE_PREFIX = "sha256="
+__all__ = ["Authenticator", "SecretCache", "admission_path_token", "read_credentials", "sign", "signature"]
+
 AUTHORIZATION_HEADER = "authorization"
 BEARER_SCHEME = "bearer"
 SECRET_REFRESH_SECONDS = 60.0
-MIN_SECRET_BYTES = 16  # refuse to run with an empty or trivially guessable secret
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
 
-Scheme = Literal["signature", "bearer"]
-
-
-def signature(secret: str | bytes, timestamp: int | str, body: str | bytes) -> str:
-    """`sha256=<hex>`: HMAC-SHA256 of `f"{timestamp}."` + body under `secret`."""
-    key = secret.encode("utf-8") if isinstance(secret, str) else secret
-    data = body.encode("utf-8") if isinstance(body, str) else body
-    digest = hmac.new(key, f"{timestamp}.".encode("ascii") + data, hashlib.sha256).hexdigest()
-    return SIGNATURE_PREFIX + digest
-
-
-def sign(secret: str | bytes, timestamp: int, body: str | bytes) -> dict[str, str]:
-    """The headers that authenticate `body` sent at `timestamp` (unix seconds)."""
-    return {HEADER_TIMESTAMP: str(timestamp), HEADER_SIGNATURE: signature(secret, timestamp, body)}
+Scheme = Literal["signature", "bearer", "path-token"]
 
 
 def secret_bytes(value: str) -> bytes:
     """The shared secret in a SecretString: the string itself or JSON `{"secret": ...}`."""
-    text = value.strip()
-    if text.startswith("{"):
-        try:
-            document = json.loads(text)
-        except ValueError:
-            document = None  # a plain secret that happens to start with "{"
-        if isinstance(document, dict):
-            text = str(document.get("secret") or "").strip()
-    secret = text.encode("utf-8")
-    if len(secret) < MIN_SECRET_BYTES:
-        raise ConfigError(f"the webhook secret must hold at least {MIN_SECRET_BYTES} bytes")
-    return secret
+    return secret_value(value)
 
 
 @dataclass(frozen=True)
@@ -90,9 +65,12 @@ class Credentials:
 
     def verify(self, secret: bytes, body: bytes) -> bool:
         """True when the credentials were made with `secret` (constant-time comparison)."""
-        expected = (
-            signature(secret, self.timestamp, body).encode("ascii") if self.scheme == "signature" else secret
-        )
+        if self.scheme == "signature":
+            expected = signature(secret, self.timestamp, body).encode("ascii")
+        elif self.scheme == "path-token":
+            expected = admission_path_token(secret).encode("ascii")
+        else:
+            expected = secret
         return hmac.compare_digest(expected, self.value)
 
 
@@ -102,9 +80,13 @@ def _encoded(value: str) -> bytes:
 
 
 def read_credentials(
-    headers: Mapping[str, str], now: float, window: int = WEBHOOK_REPLAY_WINDOW_SECONDS
+    headers: Mapping[str, str],
+    now: float,
+    window: int = WEBHOOK_REPLAY_WINDOW_SECONDS,
+    path_token: str | None = None,
 ) -> Credentials:
-    """The credentials in `headers`; UnauthorizedError when absent, malformed or outside the window."""
+    """The credentials in `headers` (or the admission URL's path token when the headers have none);
+    UnauthorizedError when absent, malformed or outside the window."""
     lowered = {str(name).lower(): str(value) for name, value in headers.items()}
     if HEADER_SIGNATURE in lowered:
         timestamp = lowered.get(HEADER_TIMESTAMP, "").strip()
@@ -122,6 +104,8 @@ def read_credentials(
         if not token.strip():
             raise UnauthorizedError("empty bearer token")
         return Credentials("bearer", _encoded(token))
+    if path_token:
+        return Credentials("path-token", _encoded(path_token).lower())
     raise UnauthorizedError(f"missing credentials: send {HEADER_SIGNATURE} + {HEADER_TIMESTAMP} or a bearer")
 
 
@@ -173,13 +157,12 @@ class Authenticator:
         self._secrets = secrets
         self._clock = clock
 
-    def authenticate(self, headers: Mapping[str, str], body: bytes) -> Scheme:
+    def authenticate(self, headers: Mapping[str, str], body: bytes, path_token: str | None = None) -> Scheme:
         """The scheme that authenticated the request; UnauthorizedError or ServiceUnavailableError."""
-        credentials = read_credentials(headers, self._clock())
+        credentials = read_credentials(headers, self._clock(), path_token=path_token)
         if credentials.verify(self._secrets.get(), body):
             return credentials.scheme
         if self._secrets.refresh() and credentials.verify(self._secrets.get(), body):
             return credentials.scheme
-        raise UnauthorizedError(
-            f"invalid {'signature' if credentials.scheme == 'signature' else 'bearer token'}"
-        )
+        what = {"signature": "signature", "bearer": "bearer token", "path-token": "admission path token"}
+        raise UnauthorizedError(f"invalid {what[credentials.scheme]}")

@@ -1,7 +1,7 @@
 """Webhook Lambda (Function URL or HTTP API; both send payload v2, which APIGatewayHttpResolver reads,
 stripping a named stage). POST routes, also under the `/webhook` prefix (`/webhook/admission`, ...):
 
-    /admission  AdmissionReview v1   -> 200 AdmissionReview, always allowed; GPU pods enqueue
+    /admission[/<token>]  AdmissionReview v1 -> 200 AdmissionReview, always allowed; GPU pods enqueue
     /events     core/v1 Event(s)     -> 202 {"enqueued": true|false}
     /poke       {"reason": "..."}    -> 202 {"enqueued": true}
 
@@ -39,7 +39,8 @@ def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = No
 
 def _authenticate(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response:
     event = app.current_event  # runs for every request, routed or not
-    app.append_context(body=webhook.authenticate(event.headers, event.body, bool(event.is_base64_encoded)))
+    body = webhook.authenticate(event.headers, event.body, bool(event.is_base64_encoded), event.path)
+    app.append_context(body=body)
     return next_middleware(app)
 
 
@@ -47,7 +48,8 @@ app.use(middlewares=[_authenticate])
 
 
 @app.post("/admission")
-def admission() -> Response:
+@app.post("/admission/<token>")  # the token was checked by the middleware (EKS: no other credentials)
+def admission(token: str = "") -> Response:
     return _json(HTTPStatus.OK, webhook.admit(app.context["body"]))
 
 

@@ -15,7 +15,8 @@ from functions.webhook.errors import BadRequestError, PayloadTooLargeError
 from shared.constants import WEBHOOK_MAX_BODY_BYTES, WEBHOOK_PATH
 
 CONTENT_LENGTH_HEADER = "content-length"
-ROUTES = ("/admission", "/events", "/poke")
+ADMISSION_ROUTE = "/admission"
+ROUTES = (ADMISSION_ROUTE, "/events", "/poke")
 
 
 def _too_large(limit: int) -> PayloadTooLargeError:
@@ -62,6 +63,12 @@ def route_path(path: str) -> str:
     return path[len(WEBHOOK_PATH) :] if path.startswith(WEBHOOK_PATH + "/") else path
 
 
+def admission_token(path: str) -> str | None:
+    """The token of an `/admission/<token>` path (the admission webhook's URL), else None."""
+    prefix, _, token = route_path(path).partition(ADMISSION_ROUTE + "/")
+    return token if not prefix and token and "/" not in token else None
+
+
 def is_known_route(path: str) -> bool:
     """True when `path` (as the event has it) names one of the webhook's routes."""
-    return route_path(path) in ROUTES
+    return route_path(path) in ROUTES or admission_token(path) is not None

@@ -18,7 +18,7 @@ from functions.webhook import payloads
 from functions.webhook.auth import Authenticator, SecretCache
 from functions.webhook.errors import ServiceUnavailableError
 from functions.webhook.queue import QueueSender, ReconcileTriggers, Source
-from functions.webhook.request import read_body
+from functions.webhook.request import admission_token, read_body
 from functions.webhook.settings import WebhookSettings
 from shared.adapters.aws.queue import SqsFifoQueue, fast_sqs_client
 from shared.adapters.aws.secrets import SecretsManagerSecrets
@@ -35,10 +35,12 @@ class Webhook:
         self.authenticator = authenticator
         self.triggers = triggers
 
-    def authenticate(self, headers: Mapping[str, str], body: str | None, is_base64_encoded: bool) -> bytes:
+    def authenticate(
+        self, headers: Mapping[str, str], body: str | None, is_base64_encoded: bool, path: str = ""
+    ) -> bytes:
         """The body bytes of an authenticated request of acceptable size; RequestRejectedError otherwise."""
         data = read_body(headers, body, is_base64_encoded)
-        scheme = self.authenticator.authenticate(headers, data)
+        scheme = self.authenticator.authenticate(headers, data, admission_token(path))
         logger.debug("request authenticated", extra={"scheme": scheme})
         return data
 

@@ -8,6 +8,7 @@ import yaml
 
 from cdk.manifests import (
     ADMISSION_ROUTE,
+    ADMISSION_TOKEN_PLACEHOLDER,
     EVENTS_ROUTE,
     WEBHOOK_URL_PLACEHOLDER,
     admission_webhook_manifest,
@@ -78,7 +79,10 @@ def test_admission_manifest_output_carries_the_deployed_webhook_url(synthesized:
     rendered = f"{before}https://abc.execute-api.us-west-2.amazonaws.com{after}"
     expected = admission_webhook_manifest(
         synthesized.config.cluster_name,
-        url=f"https://abc.execute-api.us-west-2.amazonaws.com{WEBHOOK_PATH}{ADMISSION_ROUTE}",
+        url=(
+            f"https://abc.execute-api.us-west-2.amazonaws.com{WEBHOOK_PATH}{ADMISSION_ROUTE}/"
+            f"{ADMISSION_TOKEN_PLACEHOLDER}"
+        ),
     )
     assert rendered == expected
     assert WEBHOOK_URL_PLACEHOLDER not in rendered
@@ -86,6 +90,6 @@ def test_admission_manifest_output_carries_the_deployed_webhook_url(synthesized:
 
 def test_the_webhook_function_serves_the_routes_the_manifests_name() -> None:
     handler = (Path(__file__).resolve().parents[2] / "functions" / "webhook" / "handler.py").read_text()
-    for route in (ADMISSION_ROUTE, EVENTS_ROUTE):
+    for route in (ADMISSION_ROUTE, f"{ADMISSION_ROUTE}/<token>", EVENTS_ROUTE):
         assert f'@app.post("{route}")' in handler
     assert "strip_prefixes=[WEBHOOK_PATH]" in handler

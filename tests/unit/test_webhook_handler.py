@@ -18,7 +18,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from functions.webhook.auth import SECRET_REFRESH_SECONDS, sign
+from functions.webhook.auth import SECRET_REFRESH_SECONDS, admission_path_token, sign
 from functions.webhook.service import build_webhook
 from functions.webhook.settings import WebhookSettings, load_settings
 from shared import constants
@@ -218,6 +218,37 @@ def test_gpu_pod_admission_is_allowed_and_enqueues_one_trigger(hook: Harness) ->
             },
         }
     ]
+
+
+def test_admission_path_token_authenticates_the_api_server_on_eks(hook: Harness) -> None:
+    # Given the AdmissionReview with no credentials in its headers (EKS cannot add any), sent to the
+    # URL that ends in the path token derived from the secret
+    token = admission_path_token(SECRET)
+    event = routed(ADMISSION, "POST", f"/webhook/admission/{token}")
+
+    # When it arrives
+    response = hook.invoke(event)
+
+    # Then the pod is allowed and one admission trigger is queued
+    assert response["statusCode"] == 200
+    assert answer(response)["response"]["allowed"] is True
+    assert [m["body"]["source"] for m in hook.messages()] == ["admission"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/webhook/admission/" + "0" * 64,  # a wrong token
+        "/webhook/admission/" + "sesame",  # not even the right shape
+        "/webhook/events/TOKEN",  # the path token is for the admission route only
+        "/webhook/poke/TOKEN",
+    ],
+)
+def test_path_token_is_refused_when_wrong_or_off_the_admission_route(hook: Harness, path: str) -> None:
+    event = routed(ADMISSION, "POST", path.replace("TOKEN", admission_path_token(SECRET)))
+    response = hook.invoke(event)
+    assert response["statusCode"] in (401, 404)
+    assert hook.messages() == []
 
 
 def test_failed_scheduling_event_from_http_api_enqueues_an_events_trigger(hook: Harness) -> None:
