@@ -157,8 +157,7 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
             names.update(view.shape.names())
     for node in snapshot.nodes:
         names.update(node.allocatable.names())
-    for pod in snapshot.pods:
-        names.update(pod.requests.names())
+    names.update({name for pod in snapshot.pods for name, _ in pod.requests.items})
     dims = tuple(sorted(names))
     return Context(
         config=config,

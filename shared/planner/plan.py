@@ -97,7 +97,7 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         view.name: view.current_desired + up.new_nodes.get(view.name, 0) if view.asg else 0
         for view in ctx.groups
     }
-    down = plan_scale_down(ctx, up.busy_nodes, set(up.uncordon), after_up)
+    down = plan_scale_down(ctx, up.busy_nodes, set(up.uncordon), after_up, up.saturated)
 
     pods_by_group: dict[str, list[PodOutcome]] = {}
     for outcome in up.outcomes.values():

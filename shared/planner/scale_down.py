@@ -76,11 +76,17 @@ def _replacements(ctx: Context, view: GroupView, out: ScaleDownResult) -> None:
 
 
 def plan_scale_down(
-    ctx: Context, busy_nodes: set[str], uncordoning: set[str], desired_after_scale_up: dict[str, int]
+    ctx: Context,
+    busy_nodes: set[str],
+    uncordoning: set[str],
+    desired_after_scale_up: dict[str, int],
+    saturated: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> ScaleDownResult:
     """Choose nodes to cordon, uncordon and terminate, group by group.
 
     `busy_nodes` receive backlog pods this run; `uncordoning` are already being uncordoned for them.
+    A `saturated` group (at max size with pods waiting for it) is not shrunk: a node removed there
+    would only be bought again for those pods.
     Limits: the group's min size (against the desired after scale-up), `max_scale_in_fraction` of
     the group per run (at least one node), the delay after the group last grew, headroom nodes.
     """
@@ -118,6 +124,10 @@ def plan_scale_down(
                 idle_nodes.append((since, node))
 
         desired = desired_after_scale_up[view.name]
+        if view.name in saturated:
+            if idle_nodes or cordoned_idle:
+                out.notes.setdefault(view.name, []).append("at max size with pods waiting for it")
+            continue
         removable = max(0, desired - view.min_size)
         budget = max(1, math.floor(policy.max_scale_in_fraction * max(len(view.nodes), desired)))
         notes = out.notes.setdefault(view.name, [])

@@ -70,6 +70,44 @@ class ExistingClass:
     uncordon: bool = False  # nodes cordoned by the scaler: placing a pod means uncordoning one
 
 
+class _ExistingRoom:
+    """Free room of registered nodes: which classes admit a pod, and the outcome of a placement."""
+
+    def __init__(self, ctx: Context, classes: list[ExistingClass]) -> None:
+        self.ctx = ctx
+        self.classes = classes
+        self._admitting: dict[int, list[Bins]] = {}
+        self._uncordon = {id(cls.bins) for cls in classes if cls.uncordon}
+
+    def targets(self, pod: Pod) -> list[Bins]:
+        """Bins of the classes whose labels and taints admit the pod (cached per scheduling spec)."""
+        found = self._admitting.get(id(pod.scheduling))
+        if found is None:
+            found = self._admitting[id(pod.scheduling)] = [
+                cls.bins for cls in self.classes if pod.scheduling.admits(cls.labels, cls.taints)
+            ]
+        return found
+
+    def record(self, pod: Pod, bins: Bins, index: int, result: ScaleUpResult) -> None:
+        """The pod fits registered node `bins.ids[index]`: an existing outcome (maybe an uncordon)."""
+        node = bins.ids[index] or ""
+        group = self.ctx.group_of_node.get(node)
+        result.busy_nodes.add(node)
+        if id(bins) in self._uncordon:
+            result.uncordon[node] = group.name if group else ""
+            reason = f"fits on {node}, which the scaler had cordoned: uncordoning it"
+        else:
+            reason = f"fits free room on {node}; the scheduler will place it"
+        result.outcomes[pod.key] = PodOutcome(
+            pod.key,
+            Outcome.EXISTING,
+            group.name if group else None,
+            reason,
+            ReasonCode.PLACED,
+            pod.requests.gpus,
+        )
+
+
 @dataclass
 class GroupBins:
     view: GroupView
@@ -85,6 +123,7 @@ class ScaleUpResult:
     uncordon: dict[str, str] = field(default_factory=dict)  # node -> group name ("" if unmanaged)
     busy_nodes: set[str] = field(default_factory=set)  # registered nodes receiving pods this run
     spare_bins: dict[str, int] = field(default_factory=dict)  # booting/new bins nothing was placed on
+    saturated: set[str] = field(default_factory=set)  # groups at max with pods still waiting for them
 
 
 def _size_key(unit: Unit) -> tuple[int, ...]:
@@ -165,7 +204,7 @@ def _booting(ctx: Context, view: GroupView, node: Node) -> bool:
     if node.unschedulable:
         return False
     young = not ctx.older_than(node.created_at, ctx.config.policy.max_node_provision_seconds)
-    if not node.ready:
+    if not node.ready or not young:
         return young
     assert view.shape is not None
     missing = any(value and not node.allocatable.get(name) for name, value in view.shape.items)
@@ -370,16 +409,28 @@ def _diagnose(ctx: Context, unit: Unit) -> tuple[ReasonCode, str]:
     return codes[0], "; ".join(reasons)
 
 
-def _fill_group(gb: GroupBins, units: list[Unit], result: ScaleUpResult) -> list[Unit]:
-    """First Fit Decreasing of `units` into the group's booting then new nodes; returns those placed."""
+def _fill_group(
+    gb: GroupBins, units: list[Unit], result: ScaleUpResult, existing: _ExistingRoom
+) -> list[Unit]:
+    """First Fit Decreasing of `units` into the group's booting then new nodes; returns those placed.
+
+    A gang may also use what is left of the free room of registered nodes: a member on an idle node
+    and the others on new nodes is still the whole gang.
+    """
     target = [gb.bins]
     placed: list[Unit] = []
     for unit in units:
-        placements = _place_unit(unit, lambda _pod: target)
+        if unit.gang:
+            placements = _place_unit(unit, lambda pod: [*existing.targets(pod), gb.bins])
+        else:
+            placements = _place_unit(unit, lambda _pod: target)
         if placements is None:
             continue
         placed.append(unit)
-        for pod, (_, index) in zip(unit.pods, placements, strict=True):
+        for pod, (bins, index) in zip(unit.pods, placements, strict=True):
+            if bins is not gb.bins:
+                existing.record(pod, bins, index, result)
+                continue
             if index < gb.inflight:
                 node = gb.bins.ids[index]
                 where = f"booting node {node}" if node else "a node that is launching"
@@ -414,41 +465,17 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
     admission = _Admission()
 
     # 1. Free room on registered nodes (schedulable first, then scaler-cordoned ones).
-    classes = _existing_classes(ctx, booting_names, _referenced_label_keys(units))
-    admitting: dict[int, list[Bins]] = {}
-
-    def existing_targets(pod: Pod) -> list[Bins]:
-        found = admitting.get(id(pod.scheduling))
-        if found is None:
-            found = admitting[id(pod.scheduling)] = [
-                cls.bins for cls in classes if pod.scheduling.admits(cls.labels, cls.taints)
-            ]
-        return found
-
-    uncordon_bins = {id(cls.bins) for cls in classes if cls.uncordon}
+    existing = _ExistingRoom(
+        ctx, _existing_classes(ctx, booting_names, _referenced_label_keys(units)) if units else []
+    )
     remaining: list[Unit] = []
     for unit in units:
-        placements = _place_unit(unit, existing_targets) if classes else None
+        placements = _place_unit(unit, existing.targets) if existing.classes else None
         if placements is None:
             remaining.append(unit)
             continue
         for pod, (bins, index) in zip(unit.pods, placements, strict=True):
-            node = bins.ids[index] or ""
-            result.busy_nodes.add(node)
-            if id(bins) in uncordon_bins:
-                group = ctx.group_of_node.get(node)
-                result.uncordon[node] = group.name if group else ""
-                reason = f"fits on {node}, which the scaler had cordoned: uncordoning it"
-            else:
-                reason = f"fits free room on {node}; the scheduler will place it"
-            result.outcomes[pod.key] = PodOutcome(
-                pod.key,
-                Outcome.EXISTING,
-                ctx.group_of_node[node].name if node in ctx.group_of_node else None,
-                reason,
-                ReasonCode.PLACED,
-                pod.requests.gpus,
-            )
+            existing.record(pod, bins, index, result)
 
     # 2. Booting and new nodes, one group at a time.
     group_bins: dict[str, GroupBins] = {}
@@ -490,12 +517,14 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
             best = min(estimates, key=lambda e: e.rank)
             candidates.remove(best.group_bins)
             units = sorted((u for b in best.buckets for u in b.units.values()), key=lambda u: u.order)
-            placed = _fill_group(best.group_bins, units, result)
+            placed = _fill_group(best.group_bins, units, result, existing)
             for unit in placed:
                 buckets[unit.signature].add(unit, -1)
 
     remaining = sorted((u for b in buckets.values() for u in b.units.values()), key=lambda u: u.order)
     for gb in group_bins.values():
+        if not gb.bins.can_open and not gb.view.in_backoff and admitted_buckets(gb):
+            result.saturated.add(gb.view.name)
         result.new_nodes[gb.view.name] = gb.bins.opened
         result.spare_bins[gb.view.name] = sum(1 for count in gb.bins.placed if count == 0)
 

@@ -175,3 +175,17 @@ def test_headroom_nodes_are_kept_idle() -> None:
     nodes = [node("n1", "i-1", taints=[]), node("n2", "i-2", taints=[])]
     result = plan(snapshot([], nodes, group(["i-1", "i-2"]), idle_state("n1", "n2")), cfg, NOW)
     assert len(result.cordon) == 1
+
+
+def test_group_at_max_with_waiting_pods_is_not_shrunk() -> None:
+    # Given a group at its max of 2: a busy node, and an idle cordoned node whose GPUs never appeared,
+    # and a pending 8-GPU pod that only this group can run
+    nodes = [
+        node("n1", "i-1"),
+        node("n2", "i-2", gpus=0, unschedulable=True, annotations=CORDONED),
+    ]
+    pods = [pod("job", gpus=4, node="n1"), pod("waiting", gpus=8)]
+    result = plan(snapshot(pods, nodes, group(["i-1", "i-2"], max_size=2), idle_state("n2")), config(), NOW)
+    # Then the idle node is not terminated only to be bought again for the waiting pod
+    assert result.terminate == ()
+    assert result.group("a100").desired == 2

@@ -317,3 +317,17 @@ def test_headroom_keeps_spare_nodes_warm() -> None:
     # Then it buys one node for the pod and two for headroom
     assert result.group("a100").desired == 3
     assert "headroom" in result.group("a100").reason
+
+
+def test_gang_uses_free_room_of_an_idle_node_and_buys_the_rest() -> None:
+    # Given one idle registered 8-GPU node, a group that may hold 2 nodes, and a gang of two 8-GPU pods
+    gang = {"scheduling.x-k8s.io/pod-group": "llm"}
+    pods = [pod(f"w{i}", gpus=8, labels=gang) for i in range(2)]
+    result = plan(
+        snapshot(pods, [node("n1", "i-1")], [asg(A100, desired=1, instances=["i-1"], max_size=2)]),
+        config(),
+        NOW,
+    )
+    # Then one member goes to the idle node, the other to one new node: the whole gang fits
+    assert sorted(o for o, _ in outcomes(result).values()) == ["existing", "scale-up"]
+    assert result.group("a100").desired == 2
