@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint typecheck unit bench clean
+.PHONY: test demo plan-example lint typecheck unit bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -27,13 +27,21 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
+# The local run: moto + the fake Kubernetes API server + the real handlers, in accelerated time.
 demo: $(STAMP)
+	$(BIN)/python -m shared.demo $(DEMO_ARGS)
+
+# The decision engine alone, on the example kubectl/aws dumps in examples/.
+plan-example: $(STAMP)
 	$(BIN)/backlog-scaler plan --pods examples/pods.json --nodes examples/nodes.json \
 		--asgs examples/asgs.json --config examples/config.yaml --state examples/state.json \
 		--now 2026-12-02T12:00:00Z
 
 bench: $(STAMP)
 	$(BIN)/python bench/plan_bench.py
+	$(BIN)/python bench/list_bench.py
+	$(BIN)/python bench/latency_bench.py
+	$(BIN)/python bench/sim_bench.py --scenario one-group
 
 clean:
 	rm -rf $(VENV) cdk.out .mypy_cache .ruff_cache

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.config import load_config
+from shared.demo import cli as demo_cli
 from shared.domain.errors import ConfigError, InputError
 from shared.domain.model import ScalerState, Snapshot
 from shared.formats.aws import asgs_from_describe
@@ -18,6 +19,7 @@ from shared.formats.kubernetes import nodes_from_list, pods_from_list
 from shared.formats.plan_output import plan_to_json, plan_to_table
 from shared.formats.state import state_from_json
 from shared.planner import plan
+from shared.sim import cli as sim_cli
 from shared.webhook_auth import admission_path_token, secret_value
 
 
@@ -84,17 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
         "admission-token", help="print the admission webhook's path token for the secret read on stdin"
     )
     t.set_defaults(func=run_admission_token)
-    _add_optional_commands(commands)
+    # The simulator and the local run live in their own packages and register their commands.
+    sim_cli.add_commands(commands)
+    demo_cli.add_commands(commands)
     return parser
-
-
-def _add_optional_commands(commands: Any) -> None:
-    """Commands that live in their own modules (simulator, demo) register themselves here."""
-    try:
-        from shared.sim.cli import add_commands
-    except ImportError:
-        return
-    add_commands(commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,81 @@
+"""The `demo` command: `python -m shared.demo [options]` (what `make demo` runs).
+
+Registers itself into `backlog-scaler` too, through `add_commands` (as `shared.sim.cli` does).
+Exit status: 0 when every job ran, no busy node was terminated and no function call failed;
+1 when the run failed one of those; 2 when it could not start (a bad option, moto missing); 130 on
+Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from shared.demo.scenario import SCENARIOS
+from shared.domain.errors import ConfigError, InputError
+
+DEFAULT_OUT = Path("out/demo")
+DEFAULT_SPEED = 40.0  # 1 simulated minute = 1.5 s
+
+DESCRIPTION = """Run the scaler end to end on this machine: the real reconcile, webhook and aws_events
+handlers, invoked like Lambda, against a local moto server and a fake Kubernetes API server, while a
+simulated cluster boots nodes and runs a synthetic GPU workload in accelerated time. The cheaper GPU
+group runs out of EC2 capacity on purpose. Prints a timeline of decisions and a summary; writes
+report.json, timeline.txt, functions.log and plot.png to the output folder."""
+
+
+def _speed(raw: str) -> float:
+    value = float(raw)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be >= 0 (0: as fast as possible)")
+    return value
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scenario", choices=sorted(SCENARIOS), default="default", help="default: %(default)s"
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: %(default)s)")
+    parser.add_argument(
+        "--speed",
+        type=_speed,
+        default=DEFAULT_SPEED,
+        help="simulated seconds per wall-clock second; 0 runs as fast as possible (default: %(default)g)",
+    )
+    parser.add_argument("--no-plot", action="store_true", help="do not write plot.png")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from shared.demo.driver import DemoOptions, run_demo
+
+    options = DemoOptions(
+        scenario=SCENARIOS[args.scenario](), out_dir=args.out, speed=args.speed, plot=not args.no_plot
+    )
+    return run_demo(options).exit_code
+
+
+def add_commands(commands: Any) -> None:
+    """Register `demo` on the `backlog-scaler` sub-command parser."""
+    configure(
+        commands.add_parser(
+            "demo", help="run the scaler locally on a synthetic workload", description=DESCRIPTION
+        )
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m shared.demo", description=DESCRIPTION)
+    configure(parser)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ConfigError, InputError) as exc:
+        print(f"demo: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # the servers and the environment were already cleaned up on the way out
+        print("\ndemo: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,156 @@
+"""The embedded scenario: the scaler config, the simulated world's timings and the synthetic workload.
+
+Two GPU groups with different prices. The cheaper one (v100, p3.16xlarge) is preferred by the
+planner but EC2 "has no capacity" for more than `capacity` of its instances: the extra launches fail,
+the ASG emits "EC2 Instance Launch Unsuccessful", and the backlog must spill to the a100 group
+(p4d.24xlarge). The v100 shape is given in the config (moto's instance catalogue has no p3.16xlarge);
+the a100 shape comes from DescribeInstanceTypes, as in production.
+
+All times are simulated seconds. The policy is scaled down from the production defaults (idle 10 min,
+provisioning 20 min, backoff 5 min) so the whole story fits in about 22 minutes of simulated time
+(~40 s at the default speed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.domain.resources import GPU
+
+CLUSTER_NAME = "demo"
+REGION = "us-east-1"
+GANG_LABEL = "scheduling.x-k8s.io/pod-group"
+GPU_TAINT = {"key": GPU, "value": "true", "effect": "NoSchedule"}
+
+
+@dataclass(frozen=True, slots=True)
+class DemoJob:
+    """One batch job: `pods` pods of `gpus` GPUs each (more than one pod: a gang, all or nothing)."""
+
+    name: str
+    submit: int  # seconds after the start
+    duration: int  # run time once all its pods are placed
+    gpus: int  # per pod
+    pods: int = 1
+    selector: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * self.pods
+
+    @property
+    def gang(self) -> bool:
+        return self.pods > 1
+
+
+@dataclass(frozen=True, slots=True)
+class WorldTimings:
+    """How the simulated AWS and Kubernetes behave (not the scaler: that is what is shown)."""
+
+    step_seconds: int = 5  # the world advances in steps; triggers are delivered between them
+    schedule_seconds: int = 60  # the EventBridge schedule of the reconcile function
+    boot_seconds: int = 90  # instance launched -> Node registered (Ready, GPUs not yet advertised)
+    gpu_delay_seconds: int = 30  # Node registered -> nvidia.com/gpu advertised by the device plugin
+    launch_retry_seconds: int = 30  # a group short of capacity retries (and fails) this often
+    end_after_seconds: int = 3600  # give up (and fail) if the story has not ended by then
+    # Most instances EC2 will run per ASG name; launches beyond fail with InsufficientInstanceCapacity.
+    capacity: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    config: Mapping[str, Any]  # the scaler config document (what SCALER_CONFIG holds)
+    timings: WorldTimings
+    jobs: tuple[DemoJob, ...]
+    asg_max_size: int = 6
+    cpu_per_gpu: str = "7"  # what each pod asks per GPU besides the GPU itself
+    memory_per_gpu: str = "56Gi"
+
+    @property
+    def last_submit(self) -> int:
+        return max((job.submit for job in self.jobs), default=0)
+
+
+def _config(*, max_size: int) -> dict[str, Any]:
+    return {
+        "cluster_name": CLUSTER_NAME,
+        "region": REGION,
+        "node_groups": [
+            {
+                "name": "v100",
+                "asg_name": f"{CLUSTER_NAME}-v100",
+                "instance_type": "p3.16xlarge",
+                # moto knows no p3.16xlarge: the shape comes from the config, as for custom AMIs.
+                "allocatable": {"cpu": "63", "memory": "480Gi", GPU: "8", "pods": "110"},
+                "labels": {"gpu": "v100"},
+                "taints": [GPU_TAINT],
+                "price_per_hour": 24.48,
+                "max_size": max_size,
+            },
+            {
+                "name": "a100",
+                "asg_name": f"{CLUSTER_NAME}-a100",
+                "instance_type": "p4d.24xlarge",  # shape from DescribeInstanceTypes (8 x A100)
+                "labels": {"gpu": "a100"},
+                "taints": [GPU_TAINT],
+                "price_per_hour": 32.77,
+                "max_size": max_size,
+            },
+        ],
+        "policy": {
+            "idle_seconds": 120,
+            "scale_down_delay_after_add_seconds": 120,
+            "max_node_provision_seconds": 600,
+            "max_scale_in_fraction": 0.5,
+            "gang_label": GANG_LABEL,
+            "cordon_settle_seconds": 20,
+            "scale_down_delay_after_delete_seconds": 20,
+            "backoff_initial_seconds": 240,
+            "backoff_max_seconds": 960,
+        },
+        "notifications": {},
+    }
+
+
+def _burst(prefix: str, at: int, count: int, gpus: int, duration: int, **extra: Any) -> list[DemoJob]:
+    return [DemoJob(f"{prefix}-{i + 1}", at, duration, gpus, **extra) for i in range(count)]
+
+
+def default_scenario() -> Scenario:
+    """`make demo`: 29 jobs in six bursts, a gang, an a100-only job; about 22 simulated minutes."""
+    jobs = [
+        *_burst("eval-1gpu", 0, 4, 1, 240),
+        *_burst("eval-2gpu", 0, 3, 2, 300),
+        *_burst("sweep-4gpu", 0, 2, 4, 360),
+        *_burst("train-8gpu", 30, 2, 8, 480),
+        DemoJob("llm-gang", 180, 420, 8, pods=2),
+        *_burst("eval-1gpu-b", 300, 6, 1, 180),
+        *_burst("eval-2gpu-b", 300, 2, 2, 240),
+        DemoJob("a100-only-4gpu", 300, 300, 4, selector={"gpu": "a100"}),
+        *_burst("finetune-2gpu", 540, 4, 2, 240),
+        DemoJob("finetune-8gpu", 540, 300, 8),
+        # After the first backoff ended, v100 is the cheapest choice again and fails again: the backoff
+        # doubles and this burst spills to a100 too.
+        *_burst("pretrain-8gpu", 570, 3, 8, 300),
+    ]
+    timings = WorldTimings(capacity={f"{CLUSTER_NAME}-v100": 2})
+    return Scenario("default", _config(max_size=8), timings, tuple(jobs))
+
+
+def quick_scenario() -> Scenario:
+    """The shortened form the test suite runs: 6 jobs, a gang, v100 capped at one instance."""
+    jobs = [
+        *_burst("eval-1gpu", 0, 2, 1, 120),
+        DemoJob("sweep-4gpu", 0, 150, 4),
+        DemoJob("train-8gpu", 0, 180, 8),
+        DemoJob("llm-gang", 30, 150, 8, pods=2),
+        DemoJob("a100-only-2gpu", 30, 120, 2, selector={"gpu": "a100"}),
+    ]
+    timings = WorldTimings(capacity={f"{CLUSTER_NAME}-v100": 1}, end_after_seconds=1800)
+    return Scenario("quick", _config(max_size=4), timings, tuple(jobs))
+
+
+SCENARIOS = {"default": default_scenario, "quick": quick_scenario}

@@ -1,0 +1,227 @@
+"""The `simulate` command, registered into `backlog-scaler` by `shared.cli` through `add_commands`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from shared.config import ScalerConfig, load_config
+from shared.domain.errors import InputError
+from shared.formats.quantity import quantity
+from shared.sim.engine import SimOptions, SimResult, at, simulate
+from shared.sim.report import build_report, compare_document, report_table
+from shared.sim.trace import FORMATS, Trace, load_trace, parse_trace_time
+from shared.sim.workload import Sizing, default_sizing
+
+DESCRIPTION = """Replay a GPU job trace through the planner in simulated time and report waits, GPU-hours
+and cost. Simulated ASGs (boot delay, optional capacity caps), a first-fit gang-aware scheduler, pods
+that run for their duration, and reconciles on the schedule and after arrivals, applied like the
+controller does. Always runs as fast as possible (--speed is accepted and ignored)."""
+
+
+class Progress:
+    """A single updating line on stderr: percent of jobs started, simulated date, wall time."""
+
+    def __init__(self, stream: TextIO, label: str, interval: float = 0.2) -> None:
+        self._stream = stream
+        self._label = label
+        self._interval = interval
+        self._started = time.perf_counter()
+        self._last = 0.0
+        self._shown = False
+
+    def __call__(self, now: int, started: int, total: int) -> None:
+        wall = time.perf_counter()
+        if wall - self._last < self._interval and started < total:
+            return
+        self._last = wall
+        share = started / total if total else 1.0
+        bar = "#" * int(share * 30)
+        line = (
+            f"\r{self._label} [{bar:<30}] {share:4.0%}  {at(now):%Y-%m-%d %H:%M}  "
+            f"{started:,}/{total:,} jobs started  {wall - self._started:5.1f}s"
+        )
+        self._stream.write(line)
+        self._stream.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            self._stream.write("\n")
+            self._stream.flush()
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {raw}")
+    return value
+
+
+def _non_negative_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {raw}")
+    return value
+
+
+def add_commands(commands: Any) -> None:
+    """Register `simulate` on the `backlog-scaler` sub-command parser."""
+    p = commands.add_parser(
+        "simulate",
+        help="replay a job trace through the planner (simulated time)",
+        description=DESCRIPTION,
+    )
+    p.add_argument("--trace", required=True, help="trace file (CSV)")
+    p.add_argument(
+        "--format", choices=("auto", *FORMATS), default="auto", help="trace format (default: from the header)"
+    )
+    p.add_argument("--config", required=True, help="scaler config (YAML or JSON)")
+    p.add_argument("--compare", metavar="CONFIG2", help="also replay this config and show both side by side")
+    p.add_argument("--boot-seconds", type=_non_negative_int, default=300, help="launch to node registered")
+    p.add_argument(
+        "--gpu-delay-seconds", type=_non_negative_int, default=0, help="node registered to GPUs advertised"
+    )
+    p.add_argument("--tick-seconds", type=_positive_int, default=60, help="the reconcile schedule")
+    p.add_argument(
+        "--webhook-delay-seconds",
+        type=_non_negative_int,
+        help="arrival to reconcile (default: the config's deployment.webhook_queue_delay_seconds)",
+    )
+    p.add_argument("--no-webhook", action="store_true", help="reconcile on the schedule only")
+    p.add_argument("--cluster", help="keep one virtual cluster (Philly `cluster`, generic CSV `cluster`)")
+    p.add_argument("--start", help="keep jobs submitted at or after (ISO 8601, or seconds from the origin)")
+    p.add_argument("--end", help="keep jobs submitted before (ISO 8601, or seconds from the origin)")
+    p.add_argument(
+        "--limit", type=_positive_int, help="keep the first N jobs (after --cluster/--start/--end)"
+    )
+    p.add_argument("--cpu-per-gpu", help="cpu per GPU for traces without cpu (e.g. 10 or 10500m)")
+    p.add_argument("--memory-per-gpu", help="memory per GPU for traces without memory (e.g. 120Gi)")
+    p.add_argument(
+        "--capacity",
+        action="append",
+        default=[],
+        metavar="GROUP=N",
+        help="EC2 runs at most N instances of GROUP; launches beyond fail (repeatable)",
+    )
+    p.add_argument(
+        "--right-size",
+        action="store_true",
+        help="send each job without group/selector to the group of the smallest nodes that hold it",
+    )
+    p.add_argument("--out", metavar="DIR", help="write DIR/report.json and DIR/plot.png")
+    p.add_argument("--no-plot", action="store_true", help="with --out: skip plot.png")
+    p.add_argument("--output", choices=("table", "json"), default="table", help="what to print")
+    p.add_argument("--progress", action="store_true", help="progress line on stderr even when not a TTY")
+    p.add_argument(
+        "--speed", type=float, help="accepted for the demo; simulate always runs as fast as possible"
+    )
+    p.add_argument("--every-tick", action="store_true", help="run the planner at every tick (slow; checks)")
+    p.set_defaults(func=run_simulate)
+
+
+def _capacity(items: list[str]) -> dict[str, int]:
+    caps: dict[str, int] = {}
+    for item in items:
+        group, sep, raw = item.partition("=")
+        try:
+            value = int(raw)
+        except ValueError:
+            value = -1
+        if not sep or not group or value < 0:
+            raise InputError(f"--capacity: expected GROUP=N with N >= 0, got {item!r}")
+        caps[group] = value
+    return caps
+
+
+def _sizing(args: argparse.Namespace, config: ScalerConfig) -> Sizing:
+    """Per-GPU cpu/memory: the flags, else a share of the (baseline) config's node shape."""
+    sizing = default_sizing(config)
+    try:
+        if args.cpu_per_gpu is not None:
+            sizing = replace(sizing, cpu_per_gpu=quantity("cpu", args.cpu_per_gpu))
+        if args.memory_per_gpu is not None:
+            sizing = replace(sizing, memory_per_gpu=quantity("memory", args.memory_per_gpu))
+    except ValueError as exc:
+        raise InputError(f"--cpu-per-gpu/--memory-per-gpu: {exc}") from exc
+    return sizing
+
+
+def _options(args: argparse.Namespace, sizing: Sizing) -> SimOptions:
+    return SimOptions(
+        boot_seconds=args.boot_seconds,
+        gpu_delay_seconds=args.gpu_delay_seconds,
+        tick_seconds=args.tick_seconds,
+        webhook_delay_seconds=args.webhook_delay_seconds,
+        webhook=not args.no_webhook,
+        capacity=_capacity(args.capacity),
+        sizing=sizing,
+        every_tick=args.every_tick,
+        right_size=args.right_size,
+        record_series=bool(args.out) and not args.no_plot,
+    )
+
+
+def _run_one(
+    args: argparse.Namespace, trace: Trace, path: str, config: ScalerConfig, sizing: Sizing
+) -> SimResult:
+    options = _options(args, sizing)
+    show = args.progress or sys.stderr.isatty()
+    progress = Progress(sys.stderr, f"simulate {Path(path).name}") if show else None
+    try:
+        return simulate(trace, config, options, config_name=path, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    """`backlog-scaler simulate`: load, replay (once, or twice with --compare), report."""
+    start = parse_trace_time(args.start, "--start") if args.start else None
+    end = parse_trace_time(args.end, "--end") if args.end else None
+    trace = load_trace(args.trace, args.format, cluster=args.cluster, start=start, end=end, limit=args.limit)
+    if not trace.jobs:
+        raise InputError(f"{args.trace}: no jobs to replay (after --cluster/--start/--end/--limit)")
+    config = load_config(args.config)
+    candidate = load_config(args.compare) if args.compare else None
+    # Pod sizes come from the baseline config for both runs, so both replay the same pods.
+    sizing = _sizing(args, config)
+    results = [_run_one(args, trace, args.config, config, sizing)]
+    if candidate is not None:
+        results.append(_run_one(args, trace, args.compare, candidate, sizing))
+    reports = [build_report(result, trace) for result in results]
+    if args.compare:
+        titles = [f"baseline: {Path(args.config).name}", f"candidate: {Path(args.compare).name}"]
+        document: dict[str, Any] = compare_document(reports[0], reports[1])
+    else:
+        titles = [Path(args.config).name]
+        document = reports[0]
+
+    if args.output == "json":
+        print(json.dumps(document, indent=2))
+    else:
+        for note in trace.notes:
+            print(f"note: {note}")
+        print(report_table(list(zip(titles, reports, strict=True))))
+    if args.out:
+        out = Path(args.out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "report.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"--out {out}: cannot write: {exc.strerror or exc}") from exc
+        if not args.no_plot:
+            from shared.sim.plot import write_plot
+
+            runs = [
+                (title, result.series)
+                for title, result in zip(titles, results, strict=True)
+                if result.series is not None
+            ]
+            write_plot(out / "plot.png", runs if len(runs) > 1 else runs[0][1])
+    return 0

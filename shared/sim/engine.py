@@ -1,0 +1,1115 @@
+"""The discrete-event replay: simulated ASGs, nodes, scheduler and state store around the real planner.
+
+What is simulated, and how it mirrors production:
+- ASGs: `desired` and instances. An instance launched at t registers as a Node at t + boot_seconds;
+  its GPUs are advertised `gpu_delay_seconds` later (until then the planner sees a booting node).
+  An optional capacity cap per group makes launches beyond it fail; the group then backs off
+  exponentially as the state store does (policy.backoff_*), and the planner spills to other groups.
+- Scheduler: binds pending pods to schedulable nodes with room, first fit in node creation order,
+  oldest job first; a job's pods are placed all-or-nothing (gang scheduling). Unplaced pods are
+  Pending with PodScheduled=False/Unschedulable, the backlog the planner reads.
+- Pods run for their job's duration once placed, then succeed and leave the node.
+- Reconcile: on the schedule (every tick_seconds, at multiples of it, like EventBridge) and after
+  job arrivals (the webhook, after the queue delay). It calls `shared.planner.plan` on a Snapshot of
+  the simulated world and applies the plan like the controller: terminations first (a terminated
+  node disappears, desired drops by one when decrementing), then cordons/uncordons, then desired is
+  raised to the plan's value, or lowered only to cancel instances not launched yet; the stored state
+  (idle-since, instances first seen, last scale-up, backoff) is written back.
+
+Speed: domain objects are built directly and cached per pod/node/ASG, so a Snapshot is a few tuple
+copies. A reconcile whose plan cannot differ from the last one is skipped: the planner reads only
+the snapshot and the clock, so when no planner-visible fact changed (the backlog, a node's idleness,
+nodes, instances, cordons), the last plan changed nothing, and no time threshold of the policy
+(idle, cordon settle, delay after scale-up, provisioning deadline, pod delay, backoff end) has been
+crossed, the plan would be the same no-op. `every_tick=True` turns the skipping off (tests compare).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from bisect import bisect_left, insort
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+from typing import Any
+
+from shared.config import NodeGroupConfig, PolicyConfig, ScalerConfig
+from shared.domain.errors import ConfigError
+from shared.domain.model import (
+    ANNOTATION_CORDONED_AT,
+    AsgInstance,
+    AsgState,
+    GroupState,
+    Node,
+    NodeState,
+    Pod,
+    ScalerState,
+    Scheduling,
+    Snapshot,
+    Toleration,
+)
+from shared.domain.plan import Plan, ReasonCode
+from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
+from shared.planner import plan as plan_fn
+from shared.planner.context import DEFAULT_MAX_PODS
+from shared.sim.trace import Job, Trace
+from shared.sim.workload import Sizing, default_sizing
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+INF = math.inf
+NAMESPACE = "sim"
+DEFAULT_ASG_MAX_SIZE = 1000  # the ASG's MaxSize when the config sets no max_size
+STALL_SECONDS = 6 * 3600  # give up after this long without progress once no job runs or is to arrive
+
+_ARRIVE, _FINISH, _REGISTER, _GPUS_READY = range(4)
+_NO_STRINGS: Mapping[str, str] = MappingProxyType({})
+_TOLERATE_ALL = (Toleration(operator="Exists"),)
+
+
+def at(seconds: int) -> datetime:
+    """Epoch seconds as an aware datetime."""
+    return EPOCH + timedelta(seconds=seconds)
+
+
+def epoch_seconds(when: datetime) -> int:
+    """An aware datetime as whole epoch seconds."""
+    return (when - EPOCH) // timedelta(seconds=1)
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """How the world around the planner behaves (not the scaler config: that is the thing tested)."""
+
+    boot_seconds: int = 300  # launch to Node registered
+    gpu_delay_seconds: int = 0  # Node registered to GPUs advertised by the device plugin
+    tick_seconds: int = 60  # the EventBridge schedule
+    webhook_delay_seconds: int | None = None  # None: the config's deployment.webhook_queue_delay_seconds
+    webhook: bool = True  # reconcile after job arrivals too
+    capacity: Mapping[str, int] = field(default_factory=dict)  # group -> most instances EC2 gives
+    sizing: Sizing | None = None  # None: default_sizing(config)
+    asg_max_size: int = DEFAULT_ASG_MAX_SIZE
+    every_tick: bool = False  # run the planner at every opportunity (no skipping)
+    # Route each job without group/selector to the group of the smallest nodes that hold it whole
+    # (the largest nodes for gangs), as an admission policy adding a nodeSelector by GPU count would.
+    right_size: bool = False
+    record_series: bool = True  # keep the time series for the plot
+    stall_seconds: int = STALL_SECONDS
+
+
+@dataclass
+class GroupResult:
+    """Figures of one node group over the replay."""
+
+    name: str
+    gpus_per_node: int
+    price_per_hour: float | None
+    node_seconds: int = 0  # instance running time, launch to termination (boot included)
+    busy_gpu_seconds: int = 0
+    launched: int = 0
+    terminated: int = 0  # scale-down terminations (desired decremented)
+    replaced: int = 0  # instances replaced (never registered in time)
+    scale_ups: int = 0  # reconciles that raised desired
+    cordons: int = 0
+    uncordons: int = 0
+    peak_nodes: int = 0  # most instances at once (booting included)
+    launch_failures: int = 0
+    backoffs: int = 0
+    # Provisioned GPU time that ran nothing, by why (with busy time they sum to the provisioned):
+    booting_gpu_seconds: int = 0  # launched, not registered or GPUs not advertised yet
+    empty_gpu_seconds: int = 0  # on nodes running no pod (idle, or cordoned before termination)
+    fragmented_gpu_seconds: int = 0  # free GPUs of nodes that run some pod
+
+
+@dataclass
+class Series:
+    """Change points over time: pending GPUs, and per group provisioned and busy GPUs."""
+
+    groups: tuple[str, ...]
+    times: list[int] = field(default_factory=list)
+    pending: list[int] = field(default_factory=list)
+    provisioned: list[list[int]] = field(default_factory=list)  # per group
+    busy: list[list[int]] = field(default_factory=list)  # per group
+
+
+@dataclass
+class SimResult:
+    """Raw figures of one replay; `shared.sim.report` turns them into the report."""
+
+    config_name: str
+    options: SimOptions
+    jobs: int
+    pods: int
+    started: int
+    waits: list[int]  # seconds, one per started job, sorted
+    ideal_gpu_seconds: int  # every job's GPUs x duration
+    used_gpu_seconds: int  # GPU time of pods that ran
+    groups: list[GroupResult]
+    start: int
+    end: int
+    wall_seconds: float
+    plans: int  # planner runs
+    skipped: int  # reconcile opportunities skipped because the plan could not differ
+    stalled: bool  # stopped early: nothing running or to arrive, and no progress for the stall limit
+    not_started: dict[str, int]  # reason code -> jobs never started
+    fractional_jobs: int
+    series: Series | None
+    sizing: Sizing
+    webhook_delay_seconds: int | None
+
+    @property
+    def provisioned_gpu_seconds(self) -> int:
+        return sum(g.node_seconds * g.gpus_per_node for g in self.groups)
+
+
+class _Group:
+    """A node group: its simulated ASG, node shape, stored state and figures."""
+
+    __slots__ = (
+        "alive",
+        "allocatable",
+        "allocatable_booting",
+        "asg_cache",
+        "asg_name",
+        "backoff_until",
+        "busy_gpus",
+        "capacity",
+        "config",
+        "desired",
+        "failures",
+        "free_shape",
+        "gpus_per_node",
+        "idle_seconds",
+        "index",
+        "instances",
+        "labels",
+        "last_failure",
+        "last_scale_down",
+        "last_scale_up",
+        "max_size",
+        "min_size",
+        "name",
+        "result",
+        "taints",
+    )
+
+    def __init__(
+        self, index: int, config: NodeGroupConfig, shape: Resources, options: SimOptions, policy: PolicyConfig
+    ) -> None:
+        self.index = index
+        self.config = config
+        self.name: str = config.name
+        self.asg_name: str = config.asg_name
+        self.labels: Mapping[str, str] = MappingProxyType(dict(config.labels))
+        self.taints = config.domain_taints
+        if shape.get(PODS) == 0:
+            shape = shape + Resources.of({PODS: DEFAULT_MAX_PODS})
+        self.allocatable = shape
+        self.allocatable_booting = Resources(tuple((k, v) for k, v in shape.items if k != GPU))
+        self.free_shape = (shape.gpus, shape.get(CPU), shape.get(MEMORY), shape.get(PODS))
+        self.gpus_per_node = shape.gpus
+        self.idle_seconds: int = (
+            config.idle_seconds if config.idle_seconds is not None else policy.idle_seconds
+        )
+        self.min_size = 0
+        self.max_size: int = config.max_size if config.max_size is not None else options.asg_max_size
+        self.desired = 0
+        self.capacity: int | None = options.capacity.get(self.name)
+        self.instances: dict[str, _Instance] = {}  # alive ones
+        self.alive = 0
+        self.busy_gpus = 0
+        self.last_scale_up: int | None = None
+        self.last_scale_down: int | None = None
+        self.backoff_until: int | None = None
+        self.failures = 0
+        self.last_failure: int | None = None
+        self.asg_cache: AsgState | None = None
+        self.result = GroupResult(self.name, self.gpus_per_node, config.price_per_hour)
+
+
+class _Instance:
+    """An EC2 instance of a group; `node` once it registered."""
+
+    __slots__ = ("asg", "group", "instance_id", "launched_at", "node")
+
+    def __init__(self, instance_id: str, group: _Group, launched_at: int) -> None:
+        self.instance_id = instance_id
+        self.group = group
+        self.launched_at = launched_at
+        self.node: _Node | None = None
+        self.asg = AsgInstance(instance_id)
+
+
+class _Node:
+    """A registered node: free room [gpus, millicores, bytes, pod slots], pods, cordon."""
+
+    __slots__ = (
+        "_domain",
+        "cordoned_at",
+        "created_at",
+        "free",
+        "gpus_ready",
+        "group",
+        "instance",
+        "mark",
+        "name",
+        "pods",
+        "seen_idle",
+    )
+
+    def __init__(self, name: str, instance: _Instance, created_at: int, gpus_ready: bool) -> None:
+        self.name = name
+        self.instance = instance
+        self.group = instance.group
+        self.created_at = created_at
+        self.gpus_ready = gpus_ready
+        self.cordoned_at: int | None = None
+        self.free = list(self.group.free_shape)
+        self.pods = 0  # live pods bound here
+        self.mark = created_at  # GPU time of this node is accounted up to here
+        self.seen_idle: bool | None = None  # idleness the last plan saw (None: not seen yet)
+        self._domain: Node | None = None
+
+    def account(self, now: int) -> None:
+        """Add the unused GPU time since the last mark to the group's waste figures."""
+        elapsed = now - self.mark
+        if elapsed:
+            result = self.group.result
+            if not self.gpus_ready:
+                result.booting_gpu_seconds += elapsed * self.group.gpus_per_node
+            elif self.pods == 0:
+                result.empty_gpu_seconds += elapsed * self.group.gpus_per_node
+            else:
+                result.fragmented_gpu_seconds += elapsed * self.free[0]
+            self.mark = now
+
+    @property
+    def schedulable(self) -> bool:
+        return self.gpus_ready and self.cordoned_at is None
+
+    def domain(self) -> Node:
+        if self._domain is None:
+            created = at(self.created_at)
+            cordoned = self.cordoned_at is not None
+            self._domain = Node(
+                name=self.name,
+                instance_id=self.instance.instance_id,
+                allocatable=self.group.allocatable if self.gpus_ready else self.group.allocatable_booting,
+                labels=self.group.labels,
+                annotations=(
+                    MappingProxyType({ANNOTATION_CORDONED_AT: at(self.cordoned_at).isoformat()})
+                    if self.cordoned_at is not None
+                    else _NO_STRINGS
+                ),
+                taints=self.group.taints,
+                unschedulable=cordoned,
+                ready=True,
+                ready_changed_at=created,
+                created_at=created,
+            )
+        return self._domain
+
+
+class _Job:
+    """A trace job with its pods, the groups its selector admits, start and finish."""
+
+    __slots__ = ("allowed", "finish", "gpus", "index", "job", "pods", "seen", "start", "vecs")
+
+    def __init__(self, index: int, job: Job) -> None:
+        self.index = index
+        self.job = job
+        self.gpus = job.gpus
+        self.pods: list[_Pod] = []
+        self.vecs: list[tuple[int, int, int, int]] = []
+        self.allowed: tuple[bool, ...] = ()
+        self.start: int | None = None
+        self.finish: int | None = None
+        self.seen = -1  # the plan (epoch) that last saw this job pending
+
+
+class _Pod:
+    """One pod of a job: its pending domain Pod and the node it runs on."""
+
+    __slots__ = ("gpus", "key", "node", "pending")
+
+    def __init__(self, pending: Pod) -> None:
+        self.pending = pending
+        self.key = pending.key
+        self.gpus = pending.requests.gpus
+        self.node: _Node | None = None
+
+
+class Simulation:
+    """One replay of a trace against one scaler config. `run()` once."""
+
+    def __init__(
+        self,
+        trace: Trace,
+        config: ScalerConfig,
+        options: SimOptions | None = None,
+        *,
+        config_name: str = "config",
+        progress: Callable[[int, int, int], None] | None = None,
+        planner: Callable[[Snapshot, ScalerConfig, datetime], Plan] = plan_fn,
+    ) -> None:
+        self.options = options = options or SimOptions()
+        self.config = config
+        self.config_name = config_name
+        self.trace = trace
+        self._progress = progress
+        self._plan = planner
+        policy = config.policy
+        self._policy = policy
+        self._groups: list[_Group] = []
+        for index, group_config in enumerate(config.node_groups):
+            shape = group_config.shape
+            if shape is None:
+                raise ConfigError(
+                    f"simulate: node group {group_config.name!r} needs `allocatable` (in production the "
+                    "shape comes from EC2 instance type data, which the simulator does not read)"
+                )
+            self._groups.append(_Group(index, group_config, shape, options, policy))
+        self._group_by_name = {g.name: g for g in self._groups}
+        self._sizing = options.sizing or default_sizing(config)
+        unknown = set(options.capacity) - set(self._group_by_name)
+        if unknown:
+            raise ConfigError(f"simulate: --capacity names unknown group(s): {', '.join(sorted(unknown))}")
+        self._webhook_delay = (
+            options.webhook_delay_seconds
+            if options.webhook_delay_seconds is not None
+            else config.deployment.webhook_queue_delay_seconds
+        )
+        self._tick = options.tick_seconds
+        if self._tick <= 0 or options.boot_seconds < 0 or options.gpu_delay_seconds < 0:
+            raise ConfigError("simulate: tick must be > 0 and boot/GPU delays >= 0")
+
+        # The world.
+        self._heap: list[tuple[int, int, int, Any]] = []
+        self._seq = 0
+        self._jobs: list[_Job] = []
+        self._live_pods: dict[str, Pod] = {}  # key -> current domain Pod (pending or running)
+        self._nodes: dict[str, _Node] = {}
+        self._room: list[_Node] = []  # schedulable nodes with a free GPU, by name (= creation order)
+        self._pending: list[_Job] = []  # FIFO
+        self._arrived: list[_Job] = []  # arrived at this instant, not tried by the scheduler yet
+        self._capacity_grew = False
+        self._instance_seq = 0
+        self._pending_gpus = 0
+        # Stored state (the DynamoDB table).
+        self._idle_since: dict[str, NodeState] = {}
+        self._idle_since_s: dict[str, int] = {}
+        self._first_seen: dict[str, datetime] = {}
+        self._last_plan_idle: Mapping[str, datetime] = {}
+        # Reconcile bookkeeping.
+        self._now = 0
+        self._last_tick = -1
+        self._webhook_at: int | None = None
+        # When a plan can differ from the last one: `_dirty` (nodes, instances changed) or `_unseen`
+        # (backlog members or node idleness differ from what the last plan saw; changes that were
+        # undone before any plan saw them cancel out).
+        self._dirty = True
+        self._unseen = 0
+        self._epoch = 0
+        self._last_changed = False
+        self._deadline: float = INF
+        self._plans = 0
+        self._skipped = 0
+        self._last_progress = 0  # last job start or finish, node registration or scale-down
+        self._job_events = 0  # arrivals and finishes still in the heap
+        self._last_active = 0
+        self._outcomes: dict[str, ReasonCode] = {}
+        self._started = 0
+        self._used_gpu_seconds = 0
+        self._waits: list[int] = []
+        self._series = Series(tuple(g.name for g in self._groups)) if options.record_series else None
+        self._schedulings: dict[tuple[tuple[str, str], ...], Scheduling] = {}
+        self._allowed: dict[tuple[tuple[str, str], ...], tuple[bool, ...]] = {}
+        self._load(trace)
+
+    # Setup
+
+    def _scheduling(self, selector: tuple[tuple[str, str], ...]) -> tuple[Scheduling, tuple[bool, ...]]:
+        scheduling = self._schedulings.get(selector)
+        if scheduling is None:
+            scheduling = self._schedulings[selector] = Scheduling(
+                node_selector=selector, tolerations=_TOLERATE_ALL
+            )
+            self._allowed[selector] = tuple(scheduling.selects(g.labels) for g in self._groups)
+        return scheduling, self._allowed[selector]
+
+    def _load(self, trace: Trace) -> None:
+        gang_label = self._policy.gang_label
+        for index, job in enumerate(trace.jobs):
+            selector = job.selector
+            group: _Group | None = None
+            if job.group is not None:
+                group = self._group_by_name.get(job.group)
+                if group is None:
+                    raise ConfigError(
+                        f"{trace.source}: job {job.job_id}: unknown node group {job.group!r}; "
+                        f"configured: {', '.join(self._group_by_name)}"
+                    )
+            elif self.options.right_size and not selector:
+                group = self._right_size(job.gpus)
+            if group is not None:
+                selector = tuple(sorted({**dict(selector), **group.labels}.items()))
+            scheduling, allowed = self._scheduling(selector)
+            sim_job = _Job(index, job)
+            sim_job.allowed = allowed
+            per_node = max(
+                (g.gpus_per_node for g in self._groups if allowed[g.index]),
+                default=max(g.gpus_per_node for g in self._groups),
+            )
+            sizes = self._sizing.split(job, per_node)
+            base = f"j{index:07d}"
+            gang = base if len(sizes) > 1 else None
+            labels = MappingProxyType({gang_label: gang}) if gang and gang_label else _NO_STRINGS
+            created = at(job.submit)
+            for k, size in enumerate(sizes):
+                name = f"{base}-{k}" if gang else base
+                pod = Pod(
+                    namespace=NAMESPACE,
+                    name=name,
+                    requests=size.resources(),
+                    phase="Pending",
+                    scheduling=scheduling,
+                    labels=labels,
+                    owner_kind="Job",
+                    created_at=created,
+                    unschedulable=True,
+                    uid=name,
+                )
+                sim_job.pods.append(_Pod(pod))
+                sim_job.vecs.append((size.gpus, size.cpu_millicores, size.memory_bytes, 1))
+            self._jobs.append(sim_job)
+            self._push(job.submit, _ARRIVE, sim_job)
+
+    def _right_size(self, gpus: int) -> _Group:
+        """The group of the fewest GPUs per node that still holds `gpus` whole (then cheapest per GPU)."""
+
+        def price_per_gpu(group: _Group) -> float:
+            price = group.config.price_per_hour
+            return price / group.gpus_per_node if price is not None and group.gpus_per_node else INF
+
+        fitting = [g for g in self._groups if g.gpus_per_node >= gpus]
+        if fitting:
+            return min(fitting, key=lambda g: (g.gpus_per_node, price_per_gpu(g), g.index))
+        return min(self._groups, key=lambda g: (-g.gpus_per_node, price_per_gpu(g), g.index))
+
+    def _push(self, when: int, kind: int, payload: Any) -> None:
+        if kind in (_ARRIVE, _FINISH):
+            self._job_events += 1
+        self._seq += 1
+        heapq.heappush(self._heap, (when, self._seq, kind, payload))
+
+    # The loop
+
+    def run(self) -> SimResult:
+        """Replay until every job finished and the fleet settled (or nothing can change any more)."""
+        wall = time.perf_counter()
+        heap = self._heap
+        tick = self._tick
+        every = self.options.every_tick
+        start = heap[0][0] if heap else 0
+        self._now = self._last_progress = self._last_active = start
+        iterations = 0
+        stalled = False
+        stall_limit = self._stall_limit()
+        while True:
+            next_event = heap[0][0] if heap else INF
+            # The next scheduled reconcile that can matter: the next tick when the plan may differ
+            # (or always, with every_tick), else the tick at or after the next policy threshold.
+            may_differ = self._dirty or self._unseen != 0 or self._last_changed
+            if may_differ or (every and (heap or self._deadline < INF)):
+                next_tick: float = _align(max(self._now, self._last_tick + 1), tick)
+            elif self._deadline < INF:
+                next_tick = _align(max(int(self._deadline), self._last_tick + 1), tick)
+            else:
+                next_tick = INF
+            next_hook = self._webhook_at if self._webhook_at is not None else INF
+            now_f = min(next_event, next_tick, next_hook)
+            if now_f == INF:
+                break
+            now = int(now_f)
+            if not self._job_events and now - self._last_progress > stall_limit:
+                stalled = True
+                break
+            self._now = now
+            while heap and heap[0][0] == now:
+                _, _, kind, payload = heapq.heappop(heap)
+                self._handle(kind, payload, now)
+            if self._capacity_grew or self._arrived:
+                self._schedule(now)
+            if now in (next_tick, next_hook):
+                if now == next_tick:
+                    self._last_tick = now
+                if now == next_hook:
+                    self._webhook_at = None
+                if every or self._last_changed or self._dirty or self._unseen or now >= self._deadline:
+                    self._reconcile(now)
+                    if self._capacity_grew:
+                        self._schedule(now)
+                else:
+                    self._skipped += 1
+            if self._series is not None:
+                self._record(now)
+            iterations += 1
+            if self._progress is not None and iterations % 2000 == 0:
+                self._progress(now, self._started, len(self._jobs))
+        end = self._last_active
+        for group in self._groups:
+            for instance in group.instances.values():
+                group.result.node_seconds += end - instance.launched_at
+                if instance.node is None:
+                    group.result.booting_gpu_seconds += (end - instance.launched_at) * group.gpus_per_node
+                else:
+                    instance.node.account(end)
+        if self._progress is not None:
+            self._progress(end, self._started, len(self._jobs))
+        not_started: dict[str, int] = {}
+        for job in self._pending:
+            code = self._outcomes.get(job.pods[0].key)
+            reason = str(code) if code is not None else "NeverPlanned"
+            not_started[reason] = not_started.get(reason, 0) + 1
+        self._waits.sort()
+        return SimResult(
+            config_name=self.config_name,
+            options=self.options,
+            jobs=len(self._jobs),
+            pods=sum(len(j.pods) for j in self._jobs),
+            started=self._started,
+            waits=self._waits,
+            ideal_gpu_seconds=sum(j.job.gpu_seconds for j in self._jobs),
+            used_gpu_seconds=self._used_gpu_seconds,
+            groups=[g.result for g in self._groups],
+            start=start,
+            end=end,
+            wall_seconds=time.perf_counter() - wall,
+            plans=self._plans,
+            skipped=self._skipped,
+            stalled=stalled,
+            not_started=not_started,
+            fractional_jobs=sum(1 for j in self._jobs if j.job.fractional),
+            series=self._series,
+            sizing=self._sizing,
+            webhook_delay_seconds=self._webhook_delay if self.options.webhook else None,
+        )
+
+    def _stall_limit(self) -> int:
+        """How long without progress, once no job is running or to arrive, before giving up.
+
+        Longer than any wait the policy itself imposes, so a slow scale-down is never cut short.
+        """
+        policy = self._policy
+        slowest = (
+            max(g.idle_seconds for g in self._groups)
+            + policy.scale_down_delay_after_add_seconds
+            + policy.cordon_settle_seconds
+            + policy.scale_down_delay_after_delete_seconds
+            + policy.max_node_provision_seconds
+            + self._tick
+        )
+        return max(self.options.stall_seconds, 2 * slowest)
+
+    def _handle(self, kind: int, payload: Any, now: int) -> None:
+        self._last_active = now
+        if kind in (_ARRIVE, _FINISH):
+            self._job_events -= 1
+        if kind == _ARRIVE:
+            self._arrived.append(payload)
+            if self.options.webhook and (self._webhook_at is None or self._webhook_at < now):
+                self._webhook_at = now + self._webhook_delay
+        elif kind == _FINISH:
+            self._finish(payload, now)
+        elif kind == _REGISTER:
+            self._register(payload, now)
+        else:
+            node: _Node = payload
+            if node.name in self._nodes and not node.gpus_ready:
+                node.account(now)
+                node.gpus_ready = True
+                node._domain = None
+                self._dirty = True
+                if node.cordoned_at is None:
+                    self._add_room(node)
+                    self._capacity_grew = True
+
+    # Scheduler
+
+    def _add_room(self, node: _Node) -> None:
+        if node.free[0] > 0:
+            index = bisect_left(self._room, node.name, key=_name)
+            if index == len(self._room) or self._room[index] is not node:
+                insort(self._room, node, key=_name)
+
+    def _drop_room(self, node: _Node) -> None:
+        index = bisect_left(self._room, node.name, key=_name)
+        if index < len(self._room) and self._room[index] is node:
+            del self._room[index]
+
+    def _place(self, job: _Job) -> list[_Node] | None:
+        """First fit of every pod of the job, all or nothing; the chosen nodes (not yet bound)."""
+        allowed = job.allowed
+        if len(job.vecs) == 1:
+            g, c, m, p = job.vecs[0]
+            candidates = self._room if g else [n for n in self._nodes.values() if n.schedulable]
+            for node in candidates:
+                free = node.free
+                if (
+                    free[0] >= g
+                    and free[1] >= c
+                    and free[2] >= m
+                    and free[3] >= p
+                    and allowed[node.group.index]
+                ):
+                    return [node]
+            return None
+        chosen: list[_Node] = []
+        for g, c, m, p in job.vecs:
+            for node in self._room:
+                free = node.free
+                if (
+                    free[0] >= g
+                    and free[1] >= c
+                    and free[2] >= m
+                    and free[3] >= p
+                    and allowed[node.group.index]
+                ):
+                    free[0] -= g
+                    free[1] -= c
+                    free[2] -= m
+                    free[3] -= p
+                    chosen.append(node)
+                    break
+            else:
+                break
+        for node, (g, c, m, p) in zip(chosen, job.vecs, strict=False):
+            free = node.free
+            free[0] += g
+            free[1] += c
+            free[2] += m
+            free[3] += p
+        return chosen if len(chosen) == len(job.vecs) else None
+
+    def _schedule(self, now: int) -> None:
+        """Bind what fits: every pending job after capacity grew, else only the new arrivals."""
+        if self._capacity_grew:
+            queue = self._pending + self._arrived if self._arrived else self._pending
+            self._pending = []
+        else:
+            queue = self._arrived
+        self._arrived = []
+        self._capacity_grew = False
+        # Single pods that did not fit: any later pod at least as large (same groups) fails too.
+        failed: list[tuple[tuple[bool, ...], tuple[int, int, int, int]]] = []
+        still: list[_Job] = []
+        for job in queue:
+            placed = None
+            if self._room or not job.gpus:
+                first = job.vecs[0]
+                if not _dominated(job.allowed, first, failed):
+                    placed = self._place(job)
+                    if placed is None and len(job.vecs) == 1:
+                        failed.append((job.allowed, first))
+            if placed is None:
+                if not self._is_known_pending(job):
+                    self._mark_pending(job)
+                still.append(job)
+            else:
+                self._bind(job, placed, now)
+        self._pending.extend(still)
+
+    def _is_known_pending(self, job: _Job) -> bool:
+        return job.pods[0].key in self._live_pods
+
+    def _mark_pending(self, job: _Job) -> None:
+        for pod in job.pods:
+            self._live_pods[pod.key] = pod.pending
+        self._pending_gpus += job.gpus
+        self._unseen += 1  # the backlog grew
+
+    def _bind(self, job: _Job, nodes: list[_Node], now: int) -> None:
+        was_pending = self._is_known_pending(job)
+        if was_pending:
+            self._pending_gpus -= job.gpus
+            # The backlog shrank; if no plan saw this job pending, it cancels its own arrival.
+            self._unseen += 1 if job.seen == self._epoch else -1
+        for pod, node, (g, c, m, p) in zip(job.pods, nodes, job.vecs, strict=True):
+            node.account(now)
+            free = node.free
+            free[0] -= g
+            free[1] -= c
+            free[2] -= m
+            free[3] -= p
+            if node.pods == 0 and node.seen_idle is not None:
+                self._unseen += 1 if node.seen_idle else -1  # an idle node became busy
+            node.pods += 1
+            node.group.busy_gpus += g
+            pod.node = node
+            self._live_pods[pod.key] = _running(pod.pending, node.name)
+            if free[0] <= 0:
+                self._drop_room(node)
+        job.start = now
+        job.finish = now + job.job.duration
+        self._started += 1
+        self._waits.append(now - job.job.submit)
+        self._last_progress = now
+        self._push(job.finish, _FINISH, job)
+
+    def _finish(self, job: _Job, now: int) -> None:
+        duration = job.job.duration
+        for pod, (g, c, m, p) in zip(job.pods, job.vecs, strict=True):
+            node = pod.node
+            assert node is not None
+            node.account(now)
+            del self._live_pods[pod.key]
+            pod.node = None
+            free = node.free
+            had_room = free[0] > 0
+            free[0] += g
+            free[1] += c
+            free[2] += m
+            free[3] += p
+            node.pods -= 1
+            node.group.busy_gpus -= g
+            node.group.result.busy_gpu_seconds += g * duration
+            self._used_gpu_seconds += g * duration
+            if node.pods == 0 and node.seen_idle is not None:
+                self._unseen += -1 if node.seen_idle else 1  # the node became idle
+            if node.schedulable:
+                if not had_room and free[0] > 0:
+                    self._add_room(node)
+                self._capacity_grew = True
+        self._last_progress = now
+
+    # ASG
+
+    def _register(self, instance: _Instance, now: int) -> None:
+        group = instance.group
+        if group.instances.get(instance.instance_id) is not instance:
+            return  # terminated while booting
+        # Names sort in launch order: the scheduler's first fit and the planner's ties follow it.
+        name = f"ip-{int(instance.instance_id[2:], 16):07d}.{group.name}"
+        gpus_ready = self.options.gpu_delay_seconds == 0
+        node = _Node(name, instance, now, gpus_ready)
+        instance.node = node
+        self._nodes[name] = node
+        group.result.booting_gpu_seconds += (now - instance.launched_at) * group.gpus_per_node
+        self._dirty = True
+        self._last_progress = now
+        if gpus_ready:
+            self._add_room(node)
+            self._capacity_grew = True
+        else:
+            self._push(now + self.options.gpu_delay_seconds, _GPUS_READY, node)
+
+    def _launch(self, group: _Group, now: int) -> bool:
+        """Launch instances up to desired; False when EC2 had no capacity for all of them."""
+        while group.alive < group.desired:
+            if group.capacity is not None and group.alive >= group.capacity:
+                group.result.launch_failures += 1
+                self._capacity_failure(group, now)
+                return False
+            self._instance_seq += 1
+            instance_id = f"i-{self._instance_seq:017x}"
+            instance = _Instance(instance_id, group, now)
+            group.instances[instance_id] = instance
+            group.alive += 1
+            group.asg_cache = None
+            group.result.launched += 1
+            group.result.peak_nodes = max(group.result.peak_nodes, group.alive)
+            self._push(now + self.options.boot_seconds, _REGISTER, instance)
+        return True
+
+    def _capacity_failure(self, group: _Group, now: int) -> None:
+        """Exponential backoff, as the state store records it (policy.backoff_*)."""
+        policy = self._policy
+        if group.last_failure is not None and now <= group.last_failure:
+            return
+        if group.last_failure is not None and now - group.last_failure <= policy.backoff_reset_seconds:
+            group.failures += 1
+        else:
+            group.failures = 1
+        group.last_failure = now
+        seconds = min(
+            policy.backoff_initial_seconds * 2 ** min(group.failures - 1, 32), policy.backoff_max_seconds
+        )
+        group.backoff_until = now + seconds
+        group.result.backoffs += 1
+
+    def _remove_instance(self, instance: _Instance, now: int) -> None:
+        group = instance.group
+        del group.instances[instance.instance_id]
+        group.alive -= 1
+        group.asg_cache = None
+        group.result.node_seconds += now - instance.launched_at
+        node = instance.node
+        if node is None:
+            group.result.booting_gpu_seconds += (now - instance.launched_at) * group.gpus_per_node
+        else:
+            node.account(now)
+            self._drop_room(node)
+            del self._nodes[node.name]
+            self._idle_since.pop(node.name, None)
+            self._idle_since_s.pop(node.name, None)
+        self._first_seen.pop(instance.instance_id, None)
+
+    # Reconcile
+
+    def _snapshot(self) -> Snapshot:
+        asgs: dict[str, AsgState] = {}
+        groups: dict[str, GroupState] = {}
+        for group in self._groups:
+            if group.asg_cache is None:
+                group.asg_cache = AsgState(
+                    name=group.asg_name,
+                    min_size=group.min_size,
+                    max_size=group.max_size,
+                    desired=group.desired,
+                    instances=tuple(i.asg for i in group.instances.values()),
+                )
+            asgs[group.asg_name] = group.asg_cache
+            if group.backoff_until is not None or group.last_scale_up is not None or group.last_scale_down:
+                groups[group.name] = GroupState(
+                    backoff_until=_at_or_none(group.backoff_until),
+                    last_scale_up=_at_or_none(group.last_scale_up),
+                    last_scale_down=_at_or_none(group.last_scale_down),
+                )
+        return Snapshot(
+            pods=tuple(self._live_pods.values()),
+            nodes=tuple(node.domain() for node in self._nodes.values()),
+            asgs=asgs,
+            state=ScalerState(
+                nodes=dict(self._idle_since), groups=groups, instances_first_seen=dict(self._first_seen)
+            ),
+        )
+
+    def _reconcile(self, now: int) -> None:
+        self._dirty = False
+        self._unseen = 0
+        self._epoch += 1
+        for registered in self._nodes.values():
+            registered.seen_idle = registered.pods == 0
+        for job in self._pending:
+            job.seen = self._epoch
+        when = at(now)
+        result = self._plan(self._snapshot(), self.config, when)
+        self._plans += 1
+        for outcome in result.pods:
+            self._outcomes[outcome.pod] = outcome.code
+        changed = False
+
+        # The state store: idle-since and first-seen maps are replaced by the plan's.
+        if result.idle_since != self._last_plan_idle:
+            self._last_plan_idle = result.idle_since
+            stored = self._idle_since
+            fresh: dict[str, NodeState] = {}
+            fresh_s: dict[str, int] = {}
+            for name, since in result.idle_since.items():
+                previous = stored.get(name)
+                if previous is not None and previous.idle_since == since:
+                    fresh[name] = previous
+                    fresh_s[name] = self._idle_since_s[name]
+                else:
+                    fresh[name] = NodeState(since)
+                    fresh_s[name] = epoch_seconds(since)
+            self._idle_since = fresh
+            self._idle_since_s = fresh_s
+        self._first_seen = dict(result.instances_first_seen)
+
+        # Terminations first, re-validated: an idle node still idle, an instance still there.
+        for termination in result.terminate:
+            group = self._group_by_name.get(termination.group)
+            instance = group.instances.get(termination.instance_id) if group is not None else None
+            if group is None or instance is None:
+                continue
+            node = instance.node
+            if node is not None and (node.pods or (termination.decrement and node.cordoned_at is None)):
+                continue
+            self._remove_instance(instance, now)
+            changed = True
+            if termination.decrement:
+                group.desired = max(group.min_size, group.desired - 1)
+                group.last_scale_down = now
+                group.result.terminated += 1
+                self._last_progress = now
+            else:
+                group.result.replaced += 1
+        for action in result.uncordon:
+            node = self._nodes.get(action.node)
+            if node is None or node.cordoned_at is None:
+                continue
+            node.cordoned_at = None
+            node._domain = None
+            node.group.result.uncordons += 1
+            changed = True
+            if node.gpus_ready:
+                self._add_room(node)
+                self._capacity_grew = True
+        for action in result.cordon:
+            node = self._nodes.get(action.node)
+            if node is None or node.cordoned_at is not None or node.pods:
+                continue
+            node.cordoned_at = now
+            node._domain = None
+            node.group.result.cordons += 1
+            self._drop_room(node)
+            changed = True
+
+        # Desired: raise to the plan's value, or lower only to cancel launches that have not happened.
+        for decision in result.groups:
+            group = self._group_by_name.get(decision.name)
+            if group is None:
+                continue
+            if decision.enter_backoff:
+                self._capacity_failure(group, now)
+                changed = True
+            target = decision.desired
+            if target > group.desired:
+                group.desired = target
+                group.last_scale_up = now
+                group.result.scale_ups += 1
+                group.asg_cache = None
+                changed = True
+            elif target < group.desired:
+                lowered = max(target, group.alive)
+                if lowered != group.desired:
+                    group.desired = lowered
+                    group.asg_cache = None
+                    changed = True
+            if group.alive < group.desired:
+                self._launch(group, now)
+                changed = True
+        self._last_changed = changed
+        if changed:
+            self._last_active = now
+            self._deadline = INF
+        else:
+            self._deadline = self._next_deadline(now)
+
+    def _next_deadline(self, now: int) -> float:
+        """The earliest future time a policy threshold is crossed (INF: none)."""
+        policy = self._policy
+        soonest: float = INF
+        provision = policy.max_node_provision_seconds
+        for group in self._groups:
+            if group.backoff_until is not None and group.backoff_until > now:
+                soonest = min(soonest, group.backoff_until)
+        has_idle: set[int] = set()
+        for node in self._nodes.values():
+            if node.cordoned_at is not None:
+                due = node.cordoned_at + policy.cordon_settle_seconds
+                if due > now:
+                    soonest = min(soonest, due)
+                has_idle.add(node.group.index)
+            elif node.pods == 0:
+                since = self._idle_since_s.get(node.name)
+                if since is not None:
+                    due = since + node.group.idle_seconds
+                    if due > now:
+                        soonest = min(soonest, due)
+                    has_idle.add(node.group.index)
+            if not node.gpus_ready:
+                due = node.created_at + provision
+                if due > now:
+                    soonest = min(soonest, due)
+        for group in self._groups:
+            if group.index not in has_idle:
+                continue
+            for since, delay in (
+                (group.last_scale_up, policy.scale_down_delay_after_add_seconds),
+                (group.last_scale_down, policy.scale_down_delay_after_delete_seconds),
+            ):
+                if since is not None and since + delay > now:
+                    soonest = min(soonest, since + delay)
+        for first_seen in self._first_seen.values():
+            due = epoch_seconds(first_seen) + provision
+            if due > now:
+                soonest = min(soonest, due)
+        if policy.new_pod_delay_seconds:
+            for job in self._pending:
+                due = job.job.submit + policy.new_pod_delay_seconds
+                if due > now:
+                    soonest = min(soonest, due)
+        return soonest
+
+    def _record(self, now: int) -> None:
+        series = self._series
+        assert series is not None
+        provisioned = [g.alive * g.gpus_per_node for g in self._groups]
+        busy = [g.busy_gpus for g in self._groups]
+        if (
+            series.times
+            and series.pending[-1] == self._pending_gpus
+            and series.provisioned[-1] == provisioned
+            and series.busy[-1] == busy
+        ):
+            return
+        if series.times and series.times[-1] == now:
+            series.pending[-1] = self._pending_gpus
+            series.provisioned[-1] = provisioned
+            series.busy[-1] = busy
+            return
+        series.times.append(now)
+        series.pending.append(self._pending_gpus)
+        series.provisioned.append(provisioned)
+        series.busy.append(busy)
+
+
+def _at_or_none(seconds: int | None) -> datetime | None:
+    return at(seconds) if seconds is not None else None
+
+
+def _dominated(
+    allowed: tuple[bool, ...],
+    vec: tuple[int, int, int, int],
+    failed: list[tuple[tuple[bool, ...], tuple[int, int, int, int]]],
+) -> bool:
+    for other_allowed, f in failed:
+        if (
+            other_allowed is allowed
+            and vec[0] >= f[0]
+            and vec[1] >= f[1]
+            and vec[2] >= f[2]
+            and vec[3] >= f[3]
+        ):
+            return True
+    return False
+
+
+def _name(node: _Node) -> str:
+    return node.name
+
+
+def _align(seconds: int, tick: int) -> int:
+    """The first multiple of `tick` at or after `seconds`."""
+    return -(-seconds // tick) * tick
+
+
+def _running(pending: Pod, node_name: str) -> Pod:
+    return Pod(
+        namespace=pending.namespace,
+        name=pending.name,
+        requests=pending.requests,
+        phase="Running",
+        node_name=node_name,
+        scheduling=pending.scheduling,
+        labels=pending.labels,
+        owner_kind=pending.owner_kind,
+        created_at=pending.created_at,
+        uid=pending.uid,
+    )
+
+
+def simulate(
+    trace: Trace,
+    config: ScalerConfig,
+    options: SimOptions | None = None,
+    *,
+    config_name: str = "config",
+    progress: Callable[[int, int, int], None] | None = None,
+) -> SimResult:
+    """Replay `trace` against `config`; see the module docstring for what is simulated."""
+    return Simulation(trace, config, options, config_name=config_name, progress=progress).run()

@@ -1,0 +1,226 @@
+"""The replay's figures as a JSON document (`report.json`) and as a table, alone or side by side.
+
+Schema (all times in seconds, GPU-hours as floats rounded to 0.01):
+
+    jobs, jobs_started, pods, fractional_gpu_jobs
+    jobs_not_started: {total, by_reason: {ReasonCode or "NeverPlanned": n}}
+    wait_seconds: {mean, p50, p95, p99, max}      wait = start - submit; nearest-rank percentiles
+    gpu_hours: {provisioned, used, ideal, idle,    provisioned: launch to termination x GPUs/node
+                idle_booting, idle_empty_nodes,     idle = provisioned - used, split into: booting,
+                idle_fragmented}                    nodes running no pod, free GPUs beside pods
+    provisioned_over_ideal                          null when ideal is 0
+    node_hours, cost                                cost null unless every group has price_per_hour
+    scale_ups, nodes_launched, scale_downs          scale_ups: reconciles that raised a desired
+    groups: {name: {gpus_per_node, price_per_hour, node_hours, gpu_hours_provisioned, gpu_hours_used,
+                    cost, nodes_launched, scale_ups, scale_downs, replaced, cordons, uncordons,
+                    peak_nodes, launch_failures, backoffs}}
+    span: {start, end, seconds}                     first submit to the last change (ISO 8601, UTC)
+    simulation: {config, wall_seconds, jobs_per_second, planner_runs, reconciles_skipped, stalled,
+                 boot_seconds, gpu_delay_seconds, tick_seconds, webhook_delay_seconds,
+                 cpu_per_gpu_millicores, memory_per_gpu_mib, capacity, right_size}
+    trace: {source, format, notes}                  when the trace is known
+
+`--compare` writes `{"baseline": <report>, "candidate": <report>}`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from shared.sim.engine import SimResult, at
+from shared.sim.trace import Trace
+from shared.sim.workload import MIB
+
+HOUR = 3600.0
+
+
+def percentile(sorted_values: Sequence[int], p: float) -> int | None:
+    """Nearest-rank percentile of already sorted values (None when empty)."""
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(p / 100 * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def _hours(seconds: float) -> float:
+    return round(seconds / HOUR, 2)
+
+
+def build_report(result: SimResult, trace: Trace | None = None) -> dict[str, Any]:
+    """The documented report document of one replay."""
+    waits = result.waits
+    provisioned = result.provisioned_gpu_seconds
+    priced = all(g.price_per_hour is not None for g in result.groups)
+    groups: dict[str, Any] = {}
+    total_cost = 0.0
+    for g in result.groups:
+        cost = g.node_seconds / HOUR * g.price_per_hour if g.price_per_hour is not None else None
+        total_cost += cost or 0.0
+        groups[g.name] = {
+            "gpus_per_node": g.gpus_per_node,
+            "price_per_hour": g.price_per_hour,
+            "node_hours": _hours(g.node_seconds),
+            "gpu_hours_provisioned": _hours(g.node_seconds * g.gpus_per_node),
+            "gpu_hours_used": _hours(g.busy_gpu_seconds),
+            "cost": round(cost, 2) if cost is not None else None,
+            "nodes_launched": g.launched,
+            "scale_ups": g.scale_ups,
+            "scale_downs": g.terminated,
+            "replaced": g.replaced,
+            "cordons": g.cordons,
+            "uncordons": g.uncordons,
+            "peak_nodes": g.peak_nodes,
+            "launch_failures": g.launch_failures,
+            "backoffs": g.backoffs,
+        }
+    options = result.options
+    report: dict[str, Any] = {
+        "jobs": result.jobs,
+        "jobs_started": result.started,
+        "jobs_not_started": {
+            "total": result.jobs - result.started,
+            "by_reason": dict(sorted(result.not_started.items())),
+        },
+        "pods": result.pods,
+        "fractional_gpu_jobs": result.fractional_jobs,
+        "wait_seconds": {
+            "mean": round(sum(waits) / len(waits), 1) if waits else None,
+            "p50": percentile(waits, 50),
+            "p95": percentile(waits, 95),
+            "p99": percentile(waits, 99),
+            "max": waits[-1] if waits else None,
+        },
+        "gpu_hours": {
+            "provisioned": _hours(provisioned),
+            "used": _hours(result.used_gpu_seconds),
+            "ideal": _hours(result.ideal_gpu_seconds),
+            "idle": _hours(provisioned - result.used_gpu_seconds),
+            "idle_booting": _hours(sum(g.booting_gpu_seconds for g in result.groups)),
+            "idle_empty_nodes": _hours(sum(g.empty_gpu_seconds for g in result.groups)),
+            "idle_fragmented": _hours(sum(g.fragmented_gpu_seconds for g in result.groups)),
+        },
+        "provisioned_over_ideal": (
+            round(provisioned / result.ideal_gpu_seconds, 4) if result.ideal_gpu_seconds else None
+        ),
+        "node_hours": _hours(sum(g.node_seconds for g in result.groups)),
+        "cost": round(total_cost, 2) if priced else None,
+        "scale_ups": sum(g.scale_ups for g in result.groups),
+        "nodes_launched": sum(g.launched for g in result.groups),
+        "scale_downs": sum(g.terminated for g in result.groups),
+        "groups": groups,
+        "span": {
+            "start": at(result.start).isoformat().replace("+00:00", "Z"),
+            "end": at(result.end).isoformat().replace("+00:00", "Z"),
+            "seconds": result.end - result.start,
+        },
+        "simulation": {
+            "config": result.config_name,
+            "wall_seconds": round(result.wall_seconds, 3),
+            "jobs_per_second": round(result.jobs / result.wall_seconds) if result.wall_seconds > 0 else None,
+            "planner_runs": result.plans,
+            "reconciles_skipped": result.skipped,
+            "stalled": result.stalled,
+            "boot_seconds": options.boot_seconds,
+            "gpu_delay_seconds": options.gpu_delay_seconds,
+            "tick_seconds": options.tick_seconds,
+            "webhook_delay_seconds": result.webhook_delay_seconds,
+            "cpu_per_gpu_millicores": result.sizing.cpu_per_gpu,
+            "memory_per_gpu_mib": result.sizing.memory_per_gpu // MIB,
+            "capacity": dict(options.capacity),
+            "right_size": options.right_size,
+        },
+    }
+    if trace is not None:
+        report["trace"] = {"source": trace.source, "format": trace.format, "notes": list(trace.notes)}
+    return report
+
+
+def compare_document(baseline: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
+    """The `--compare` form of report.json."""
+    return {"baseline": baseline, "candidate": candidate}
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+def _number(value: float | None, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
+
+
+def _rows(report: dict[str, Any]) -> list[tuple[str, str]]:
+    wait = report["wait_seconds"]
+    gpu = report["gpu_hours"]
+    sim = report["simulation"]
+    not_started = report["jobs_not_started"]
+    ratio = report["provisioned_over_ideal"]
+    rows = [
+        ("jobs (started / total)", f"{report['jobs_started']:,} / {report['jobs']:,}"),
+        (
+            "jobs not started",
+            ", ".join(f"{k}: {v}" for k, v in not_started["by_reason"].items()) or "0",
+        ),
+        ("wait p50 / p95", f"{_duration(wait['p50'])} / {_duration(wait['p95'])}"),
+        ("wait p99 / max", f"{_duration(wait['p99'])} / {_duration(wait['max'])}"),
+        ("GPU-hours provisioned", _number(gpu["provisioned"])),
+        ("GPU-hours used", _number(gpu["used"])),
+        ("GPU-hours ideal", _number(gpu["ideal"])),
+        (
+            "idle: booting / empty / fragm.",
+            f"{_number(gpu['idle_booting'])} / {_number(gpu['idle_empty_nodes'])} / "
+            f"{_number(gpu['idle_fragmented'])}",
+        ),
+        ("provisioned / ideal", f"{ratio:.3f}" if ratio is not None else "-"),
+        ("node-hours", _number(report["node_hours"])),
+        ("cost", f"${report['cost']:,.2f}" if report["cost"] is not None else "- (no price_per_hour)"),
+        ("scale-ups / nodes launched", f"{report['scale_ups']:,} / {report['nodes_launched']:,}"),
+        ("scale-downs (nodes)", f"{report['scale_downs']:,}"),
+    ]
+    for name, g in report["groups"].items():
+        cost = f", ${g['cost']:,.2f}" if g["cost"] is not None else ""
+        rows.append(
+            (
+                f"group {name}",
+                f"{_number(g['node_hours'])} node-h{cost}, peak {g['peak_nodes']} nodes, "
+                f"+{g['nodes_launched']} -{g['scale_downs']}",
+            )
+        )
+    rows += [
+        ("simulated span", f"{_duration(report['span']['seconds'])} from {report['span']['start']}"),
+        ("wall time", f"{sim['wall_seconds']:.2f}s ({_number(sim['jobs_per_second'])} jobs/s)"),
+        ("planner runs / skipped", f"{sim['planner_runs']:,} / {sim['reconciles_skipped']:,}"),
+    ]
+    return rows
+
+
+def report_table(reports: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """One column per report (a single report, or baseline and candidate side by side)."""
+    columns = [dict(_rows(report)) for _, report in reports]
+    groups: list[str] = []
+    for column in columns:
+        groups += [label for label in column if label.startswith("group ") and label not in groups]
+    first = [label for label in columns[0] if not label.startswith("group ")]
+    split = first.index("simulated span")
+    labels = first[:split] + groups + first[split:]
+    header = ["", *(title for title, _ in reports)]
+    table = [header] + [[label, *(col.get(label, "-") for col in columns)] for label in labels]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines = []
+    for index, row in enumerate(table):
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+        if index == 0:
+            lines.append("  ".join("-" * width for width in widths))
+    return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""`make demo` in its shortened form: the real handlers, invoked like Lambda, against a moto server and
+the fake Kubernetes API server, while the simulated world boots nodes and runs the quick workload.
+
+The demo runs in its own process, exactly as `make demo` starts it (`python -m shared.demo`): the
+handlers read their environment at import and the demo patches moto's launches, neither of which
+may leak into the other tests of a pytest worker.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from functions.aws_events.events import LaunchUnsuccessful, parse_aws_event
+from functions.reconcile.triggers import SCHEDULE, SQS, trigger_of
+from shared.adapters.aws.fleet import classify_failure
+from shared.demo.lambda_events import launch_unsuccessful, scheduled_event, sqs_event
+from shared.demo.timeline import brief, offset, relative
+from shared.domain.operations import FailureKind
+
+ROOT = Path(__file__).resolve().parents[2]
+START = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+
+
+def run_quick_demo(out: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "shared.demo", "--scenario", "quick", "--speed", "0", "--out", str(out)]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)
+
+
+@pytest.mark.slow
+def test_quick_demo_runs_every_job_scales_both_ways_and_spills_after_a_capacity_failure(
+    tmp_path: Path,
+) -> None:
+    # Given the quick scenario (6 jobs incl. a gang; v100, the cheaper group, has EC2 capacity for one node)
+    # When the demo runs as fast as it can
+    result = run_quick_demo(tmp_path)
+
+    # Then it exits 0, and its report says why
+    assert result.returncode == 0, f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}"
+    report: dict[str, Any] = json.loads((tmp_path / "report.json").read_text())
+    assert report["passed"] and report["failures"] == []
+    assert report["jobs"] == {"total": 6, "ran": 6, "lost": 0, "never_started": 0}
+    assert report["safety"]["busy_terminations"] == []
+    assert report["invocation_errors"] == []
+    # scaled up, and gave every node back
+    assert report["scale"]["scale_ups"] >= 1
+    assert report["scale"]["cordons"] >= 1
+    assert report["scale"]["terminations"] == report["safety"]["instances_terminated"] >= 1
+    # the launch failure reached the aws_events function, backed v100 off, and the backlog spilled to a100
+    assert report["capacity"]["launch_failures"] >= 1
+    assert report["capacity"]["backoffs"] >= 1
+    assert report["scale"]["desired_set_back"] >= 1
+    assert report["groups"]["v100"]["peak_instances"] == 1
+    assert report["groups"]["a100"]["nodes_launched"] >= 1
+    # every trigger path ran: webhook -> queue -> reconcile, the schedule, the AWS event
+    invocations = report["invocations"]
+    assert invocations["webhook/admission"] == 7  # one per pod (the gang has two)
+    assert invocations["reconcile/sqs"] >= 1
+    assert invocations["reconcile/schedule"] >= 1
+    assert invocations["aws_events/launch-failed"] >= 1
+    # and it left its traces
+    timeline = (tmp_path / "timeline.txt").read_text()
+    assert "backoff v100: InsufficientInstanceCapacity" in timeline
+    assert "PASSED" in result.stdout
+    assert (tmp_path / "plot.png").stat().st_size > 0
+    assert '"message":"reconcile finished"' in (tmp_path / "functions.log").read_text()
+
+
+def test_scheduled_event_is_a_schedule_trigger_of_reconcile() -> None:
+    assert trigger_of(scheduled_event(START, "us-east-1", "backlog-scaler-schedule")) == SCHEDULE
+
+
+def test_sqs_event_from_received_messages_is_an_sqs_batch_of_reconcile() -> None:
+    # Given a message as ReceiveMessage(AttributeNames=["All"]) returns it from a FIFO queue
+    message = {
+        "MessageId": "5fea7756-0ea4-451a-a703-a558b933e274",
+        "ReceiptHandle": "handle",
+        "MD5OfBody": "d41d8cd98f00b204e9800998ecf8427e",
+        "Body": json.dumps(
+            {"source": "admission", "cluster": "demo", "reason": "pod", "at": "2026-12-02T12:00:00Z"}
+        ),
+        "Attributes": {
+            "SenderId": "AIDAIT2UOQQY3AUEKVGXU",
+            "SentTimestamp": "1796212800000",
+            "ApproximateReceiveCount": "1",
+            "ApproximateFirstReceiveTimestamp": "1796212800000",
+            "MessageDeduplicationId": "demo-359242560",
+            "MessageGroupId": "demo",
+            "SequenceNumber": "1",
+        },
+    }
+    # When it becomes a Lambda SQS event
+    event = sqs_event([message], "arn:aws:sqs:us-east-1:123456789012:q.fifo", "us-east-1")
+    # Then reconcile reads it as an SQS batch
+    assert trigger_of(event) == SQS
+    assert event["Records"][0]["messageId"] == message["MessageId"]
+
+
+def test_launch_unsuccessful_event_is_parsed_and_classified_as_insufficient_capacity() -> None:
+    event = launch_unsuccessful(
+        asg_name="demo-v100",
+        region="us-east-1",
+        now=START,
+        availability_zone="us-east-1a",
+        instance_type="p3.16xlarge",
+        desired=3,
+        running=2,
+    )
+    parsed = parse_aws_event(event)
+    assert isinstance(parsed, LaunchUnsuccessful)
+    assert parsed.detail.asg_name == "demo-v100"
+    assert parsed.failed_at == START
+    assert (
+        classify_failure(parsed.detail.status_message, parsed.detail.cause)
+        is FailureKind.INSUFFICIENT_CAPACITY
+    )
+
+
+def test_timeline_shows_times_as_offsets_from_the_start() -> None:
+    assert offset(START + timedelta(minutes=4, seconds=5), START) == "+04:05"
+    assert offset(START + timedelta(hours=1, seconds=1), START) == "+1:00:01"
+    assert relative("backoff until 2026-12-02T12:07:05+00:00", START) == "backoff until +07:05"
+    assert relative("idle since 2026-12-02T12:01:00.000Z", START) == "idle since +01:00"
+
+
+def test_long_reasons_are_cut_at_a_word() -> None:
+    text = "We currently do not have sufficient p3.16xlarge capacity in the Availability Zone you requested"
+    assert brief(text, 40) == "We currently do not have sufficient..."
+    assert brief("short", 40) == "short"

@@ -1,0 +1,185 @@
+"""`backlog-scaler simulate`: report.json schema, --compare, plot, errors, progress line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shared.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACES = ROOT / "tests" / "fixtures" / "traces"
+BASELINE = str(ROOT / "examples" / "sim-config.yaml")
+CANDIDATE = str(ROOT / "examples" / "sim-config-fast-scale-in.yaml")
+TWO_JOBS = str(TRACES / "two_whole_node_jobs.csv")
+
+REPORT_KEYS = {
+    "jobs",
+    "jobs_started",
+    "jobs_not_started",
+    "pods",
+    "fractional_gpu_jobs",
+    "wait_seconds",
+    "gpu_hours",
+    "provisioned_over_ideal",
+    "node_hours",
+    "cost",
+    "scale_ups",
+    "nodes_launched",
+    "scale_downs",
+    "groups",
+    "span",
+    "simulation",
+    "trace",
+}
+GROUP_KEYS = {
+    "gpus_per_node",
+    "price_per_hour",
+    "node_hours",
+    "gpu_hours_provisioned",
+    "gpu_hours_used",
+    "cost",
+    "nodes_launched",
+    "scale_ups",
+    "scale_downs",
+    "replaced",
+    "cordons",
+    "uncordons",
+    "peak_nodes",
+    "launch_failures",
+    "backoffs",
+}
+
+
+def test_report_json_has_the_documented_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # When a trace is replayed with --out (no plot)
+    code = main(["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--out", str(tmp_path), "--no-plot"])
+
+    # Then report.json holds the documented figures
+    assert code == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert set(report) == REPORT_KEYS
+    assert report["jobs"] == 2
+    assert set(report["wait_seconds"]) == {"mean", "p50", "p95", "p99", "max"}
+    assert report["wait_seconds"]["p95"] == 300
+    assert {"provisioned", "used", "ideal"} <= set(report["gpu_hours"])
+    assert report["gpu_hours"]["used"] == report["gpu_hours"]["ideal"] == 16.0
+    assert report["provisioned_over_ideal"] == pytest.approx(
+        report["gpu_hours"]["provisioned"] / report["gpu_hours"]["ideal"], rel=1e-3
+    )
+    assert set(report["groups"]["v100"]) == GROUP_KEYS
+    assert report["simulation"]["boot_seconds"] == 300
+    assert report["trace"]["format"] == "csv"
+    assert not (tmp_path / "plot.png").exists()
+    # And the table was printed
+    out = capsys.readouterr().out
+    assert "provisioned / ideal" in out and "wait p50 / p95" in out
+
+
+def test_compare_replays_both_configs_and_reports_them_side_by_side(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "simulate",
+            "--trace",
+            TWO_JOBS,
+            "--config",
+            BASELINE,
+            "--compare",
+            CANDIDATE,
+            "--out",
+            str(tmp_path),
+            "--no-plot",
+        ]
+    )
+
+    assert code == 0
+    document = json.loads((tmp_path / "report.json").read_text())
+    assert set(document) == {"baseline", "candidate"}
+    baseline, candidate = document["baseline"], document["candidate"]
+    assert set(baseline) == set(candidate) == REPORT_KEYS
+    assert baseline["simulation"]["config"] == BASELINE
+    assert candidate["simulation"]["config"] == CANDIDATE
+    # the candidate gives idle nodes back sooner (idle 120 s instead of 600 s)
+    assert candidate["gpu_hours"]["provisioned"] < baseline["gpu_hours"]["provisioned"]
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "baseline: sim-config.yaml" in header and "candidate: sim-config-fast-scale-in.yaml" in header
+
+
+def test_json_output_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "simulate",
+            "--trace",
+            str(TRACES / "philly_small.csv"),
+            "--format",
+            "philly",
+            "--cluster",
+            "bbb222",
+            "--config",
+            BASELINE,
+            "--output",
+            "json",
+            "--speed",
+            "10",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["jobs"] == 2
+    assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_malformed_trace_exits_2_naming_the_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "philly.csv"
+    trace.write_text(
+        "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,abc,1,1,x\n", encoding="utf-8"
+    )
+
+    code = main(["simulate", "--trace", str(trace), "--config", BASELINE])
+
+    assert code == 2
+    assert f"backlog-scaler: error: {trace}: row 2: duration: not a number: 'abc'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--capacity", "v100"], "--capacity: expected GROUP=N"),
+        (["--capacity", "h100=2"], "--capacity names unknown group(s): h100"),
+        (["--cpu-per-gpu", "lots"], "--cpu-per-gpu/--memory-per-gpu"),
+        (["--start", "2030-01-01T00:00:00Z"], "no jobs to replay"),
+    ],
+)
+def test_bad_options_exit_2(extra: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["simulate", "--trace", TWO_JOBS, "--config", BASELINE, *extra])
+
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_progress_line_on_request(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--progress"])
+
+    assert code == 0
+    err = capsys.readouterr().err
+    assert err.startswith("\rsimulate sim-config.yaml [") and "100%" in err and err.endswith("\n")
+
+
+def test_simulate_without_a_plot_never_imports_matplotlib() -> None:
+    # The Lambda functions share this package: matplotlib must stay an optional, lazy import.
+    code = (
+        "import sys; from shared.cli import main; "
+        f"main(['simulate', '--trace', {TWO_JOBS!r}, '--config', {BASELINE!r}]); "
+        "assert 'matplotlib' not in sys.modules"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
