@@ -240,16 +240,18 @@ def import_report(repeats: int) -> list[tuple[str, float]]:
         "SCALER_WEBHOOK_SECRET_ARN": f"arn:aws:secretsmanager:{REGION}:123456789012:secret:webhook",
         "SCALER_CONFIG": json.dumps(_config()),
     }
-    env.pop("POWERTOOLS_TRACE_DISABLED", None)
+    # As deployed by default (deployment.tracing: false): the X-Ray SDK is never loaded.
+    env["POWERTOOLS_TRACE_DISABLED"] = "true"
+    traced = {**env, "POWERTOOLS_TRACE_DISABLED": "false"}
     statements = [
-        ("baseline: import kubernetes.client, boto3", "import kubernetes.client, boto3"),
-        ("functions.reconcile.handler", "import functions.reconcile.handler"),
-        ("functions.aws_events.handler", "import functions.aws_events.handler"),
-        ("functions.force_scale_down.handler", "import functions.force_scale_down.handler"),
-        ("functions.webhook.handler", "import functions.webhook.handler"),
-        ("(part of each: aws_xray_sdk.core)", "import aws_xray_sdk.core"),
+        ("baseline: import kubernetes.client, boto3", "import kubernetes.client, boto3", env),
+        ("functions.reconcile.handler", "import functions.reconcile.handler", env),
+        ("functions.aws_events.handler", "import functions.aws_events.handler", env),
+        ("functions.force_scale_down.handler", "import functions.force_scale_down.handler", env),
+        ("functions.webhook.handler", "import functions.webhook.handler", env),
+        ("(with deployment.tracing: reconcile)", "import functions.reconcile.handler", traced),
     ]
-    return [(label, import_seconds(statement, repeats, env)) for label, statement in statements]
+    return [(label, import_seconds(statement, repeats, e)) for label, statement, e in statements]
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -280,7 +282,9 @@ def main() -> int:
     print("cold-start import time (fresh interpreter, median):")
     for label, seconds in imports:
         ratio = (
-            "" if label.startswith(("baseline", "(")) else f"  ratio {seconds / baseline:.2f} (target <= 1.3)"
+            ""
+            if label.startswith("baseline")
+            else f"  ratio {seconds / baseline:.2f}" + ("" if label.startswith("(") else " (target <= 1.3)")
         )
         print(f"  {label:44s} {seconds * 1000:8.1f} ms{ratio}")
     return 0

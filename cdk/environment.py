@@ -12,6 +12,7 @@ from shared.constants import (
     ENV_SLACK_SECRET_ARN,
     ENV_TABLE_NAME,
     ENV_TOPIC_ARN,
+    ENV_TRACE_DISABLED,
     ENV_WEBHOOK_SECRET_ARN,
     FUNCTION_AWS_EVENTS,
     FUNCTION_FORCE_SCALE_DOWN,
@@ -37,7 +38,11 @@ def function_environments(
     slack_secret_arn: str | None,
 ) -> dict[str, dict[str, str]]:
     """Function name -> environment. Values may be CloudFormation tokens."""
-    common = {ENV_POWERTOOLS_SERVICE_NAME: SERVICE_NAME, ENV_POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE}
+    common = {
+        ENV_POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
+        ENV_POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
+        ENV_TRACE_DISABLED: "false" if config.deployment.tracing else "true",
+    }
     scaling = {
         **common,
         ENV_CONFIG: config_json(config),
@@ -50,7 +55,7 @@ def function_environments(
     return {
         FUNCTION_RECONCILE: dict(scaling),
         FUNCTION_FORCE_SCALE_DOWN: dict(scaling),
-        FUNCTION_AWS_EVENTS: {**scaling, ENV_QUEUE_URL: queue_url},
+        FUNCTION_AWS_EVENTS: dict(scaling),  # it reconciles itself: no queue
         FUNCTION_WEBHOOK: {
             **common,
             ENV_CONFIG: config_json(config),  # for the cluster name (message group of the queue)

@@ -130,6 +130,9 @@ class DeploymentConfig(_Model):
     subnet_ids: tuple[str, ...] = ()
     security_group_ids: tuple[str, ...] = ()
     eks_access_entry: bool = True
+    # X-Ray active tracing with the Powertools Tracer. Off by default: loading the X-Ray SDK roughly
+    # doubles a function's cold-start import time (~250 ms).
+    tracing: bool = False
     log_retention_days: PositiveInt = 30
 
 

@@ -77,6 +77,7 @@ class ScalerFunction(Construct):
         placement: VpcPlacement | None = None,
         max_event_age: cdk.Duration | None = None,
         retry_attempts: int | None = None,
+        tracing: bool = False,
     ) -> None:
         super().__init__(scope, id)
         self.name = name
@@ -114,8 +115,9 @@ class ScalerFunction(Construct):
             log_group=self.log_group,
             max_event_age=max_event_age,
             retry_attempts=retry_attempts,
-            # The handlers trace with the Powertools Tracer; X-Ray needs active tracing to record it.
-            tracing=lambda_.Tracing.ACTIVE,
+            # With deployment.tracing the handlers trace with the Powertools Tracer, which X-Ray records
+            # only under active tracing; without it the functions never load the X-Ray SDK.
+            tracing=lambda_.Tracing.ACTIVE if tracing else lambda_.Tracing.DISABLED,
             vpc=placement.vpc if placement else None,
             vpc_subnets=ec2.SubnetSelection(subnets=list(placement.subnets)) if placement else None,
             security_groups=list(placement.security_groups) if placement else None,
@@ -128,12 +130,13 @@ class ScalerFunction(Construct):
             "layer is built for exactly that version, and the config model limits it to versions the "
             "dependencies are tested with.",
         )
-        acknowledge(
-            self.role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "xray:PutTraceSegments and xray:PutTelemetryRecords (added by active tracing) support no "
-            "resource-level permissions; AWS requires Resource '*'. They only write trace data.",
-        )
+        if tracing:
+            acknowledge(
+                self.role,
+                "AwsSolutions-IAM5[Resource::*]",
+                "xray:PutTraceSegments and xray:PutTelemetryRecords (added by active tracing) support no "
+                "resource-level permissions; AWS requires Resource '*'. They only write trace data.",
+            )
 
     def depend_on(self, *policies: iam.Policy) -> None:
         """Create the function only once separately attached policies exist (Lambda checks some)."""

@@ -133,6 +133,7 @@ class BacklogScalerStack(cdk.Stack):
                 environment=environments[name],
                 log_retention=log_retention,
                 placement=network.placement if network else None,
+                tracing=deployment.tracing,
                 # Scheduled ticks are not retried and expire with the next tick: the next run redoes them.
                 max_event_age=(
                     cdk.Duration.minutes(max(1, deployment.schedule_minutes))
@@ -153,7 +154,6 @@ class BacklogScalerStack(cdk.Stack):
             if secrets.slack:
                 secrets.slack.grant_read(scaler.role)
         queue.queue.grant_send_messages(webhook.role)
-        queue.queue.grant_send_messages(aws_events.role)
         secrets.webhook.grant_read(webhook.role)
 
         fleet = FleetAccess(self, "FleetAccess", config=config, roles=[f.role for f in fleet_functions])

@@ -108,6 +108,7 @@ VPC_DEPLOYMENT = {
     "security_group_ids": ["sg-0ccccccccccccccc3"],
     "python_runtime": "python3.13",
     "architecture": "x86_64",
+    "tracing": True,
     "eks_access_entry": False,
 }
 

@@ -32,7 +32,7 @@ from shared.domain.errors import ConfigError
 from tests.infra.conftest import Synthesized, default_scaler_context
 
 KNOWN_NAMES = {value for name, value in vars(constants).items() if name.startswith("ENV_")}
-POWERTOOLS = {ENV_POWERTOOLS_SERVICE_NAME, ENV_POWERTOOLS_METRICS_NAMESPACE}
+POWERTOOLS = {ENV_POWERTOOLS_SERVICE_NAME, ENV_POWERTOOLS_METRICS_NAMESPACE, constants.ENV_TRACE_DISABLED}
 SCALING = POWERTOOLS | {ENV_CONFIG, ENV_TABLE_NAME, ENV_TOPIC_ARN, ENV_DRY_RUN}
 
 
@@ -48,7 +48,7 @@ def test_every_variable_name_comes_from_shared_constants(synthesized: Synthesize
 def test_each_function_gets_only_what_it_uses(synthesized: Synthesized) -> None:
     assert set(_variables(synthesized, FUNCTION_RECONCILE)) == SCALING
     assert set(_variables(synthesized, FUNCTION_FORCE_SCALE_DOWN)) == SCALING
-    assert set(_variables(synthesized, FUNCTION_AWS_EVENTS)) == SCALING | {ENV_QUEUE_URL}
+    assert set(_variables(synthesized, FUNCTION_AWS_EVENTS)) == SCALING
     assert set(_variables(synthesized, FUNCTION_WEBHOOK)) == POWERTOOLS | {
         ENV_CONFIG,
         ENV_WEBHOOK_SECRET_ARN,
@@ -68,7 +68,8 @@ def test_values_point_at_the_stack_resources(synthesized: Synthesized) -> None:
     assert reconcile[ENV_POWERTOOLS_SERVICE_NAME] == SERVICE_NAME
     assert reconcile[ENV_POWERTOOLS_METRICS_NAMESPACE] == METRICS_NAMESPACE
     assert webhook[ENV_WEBHOOK_SECRET_ARN] == {"Ref": secret_id}
-    assert webhook[ENV_QUEUE_URL] == _variables(synthesized, FUNCTION_AWS_EVENTS)[ENV_QUEUE_URL]
+    (queue_id,) = [k for k, v in synthesized.resources("AWS::SQS::Queue").items() if "DeadLetter" not in k]
+    assert webhook[ENV_QUEUE_URL] == {"Ref": queue_id}
 
 
 def test_config_variable_is_the_config_without_deployment(synthesized: Synthesized) -> None:

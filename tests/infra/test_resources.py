@@ -8,6 +8,7 @@ from aws_cdk.assertions import Match
 
 from shared.constants import (
     ALL_FUNCTIONS,
+    ENV_TRACE_DISABLED,
     FUNCTION_AWS_EVENTS,
     FUNCTION_FORCE_SCALE_DOWN,
     FUNCTION_RECONCILE,
@@ -48,9 +49,18 @@ def test_functions_use_the_configured_runtime_and_arm64(synthesized: Synthesized
         assert len(function["Layers"]) == 1
 
 
-def test_functions_are_traced(synthesized: Synthesized) -> None:
+def test_tracing_is_off_by_default_and_the_x_ray_sdk_is_not_loaded(synthesized: Synthesized) -> None:
     for name in ALL_FUNCTIONS:
-        assert synthesized.function(name)["TracingConfig"] == {"Mode": "Active"}
+        function = synthesized.function(name)
+        assert function.get("TracingConfig", {"Mode": "PassThrough"}) == {"Mode": "PassThrough"}
+        assert function["Environment"]["Variables"][ENV_TRACE_DISABLED] == "true"
+
+
+def test_tracing_when_configured(vpc_synthesized: Synthesized) -> None:
+    for name in ALL_FUNCTIONS:
+        function = vpc_synthesized.function(name)
+        assert function["TracingConfig"] == {"Mode": "Active"}
+        assert function["Environment"]["Variables"][ENV_TRACE_DISABLED] == "false"
 
 
 def test_functions_are_sized_for_their_work(synthesized: Synthesized) -> None:
