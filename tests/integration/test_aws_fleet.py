@@ -23,6 +23,7 @@ from shared.domain.errors import AuthError, FleetActionError, FleetReadError, Th
 from shared.domain.model import AsgState
 from shared.domain.operations import FailureKind
 from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
+from tests.fakes.aws import use_fake_credentials
 
 REGION = "us-east-1"
 OTHER_REGION = "us-west-2"
@@ -35,14 +36,7 @@ SESSION = boto3.session.Session()
 
 @pytest.fixture(autouse=True)
 def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    use_fake_credentials(monkeypatch, REGION)
     # Loading moto's default AMIs costs ~0.2 s per test; launch templates here need no real AMI.
     monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     clients.clear_clients()

@@ -27,6 +27,7 @@ from shared.adapters.aws.notifier import (
 )
 from shared.adapters.aws.secrets import SecretsManagerSecrets
 from shared.config import NotificationsConfig
+from tests.fakes.aws import use_fake_credentials
 
 REGION = "us-east-1"
 # One session for every client of this module: it parses each service model once. Created after
@@ -36,15 +37,7 @@ SESSION = boto3.session.Session()
 
 @pytest.fixture(autouse=True)
 def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    clients.clear_clients()
+    use_fake_credentials(monkeypatch, REGION)
     yield
     clients.clear_clients()
 

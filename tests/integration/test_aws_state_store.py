@@ -19,6 +19,7 @@ from shared.adapters.aws.state_store import DynamoDbStateStore, create_table
 from shared.config import PolicyConfig
 from shared.domain.errors import ActionError, AuthError, LeaseHeldError, ReadError
 from shared.domain.operations import DrainIntent, Lease
+from tests.fakes.aws import use_fake_credentials
 
 REGION = "us-east-1"
 # One session for every client of this module: it parses each service model once. Created after
@@ -32,15 +33,7 @@ POLICY = PolicyConfig(backoff_initial_seconds=300, backoff_max_seconds=1800, bac
 
 @pytest.fixture(autouse=True)
 def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    clients.clear_clients()
+    use_fake_credentials(monkeypatch, REGION)
     yield
     clients.clear_clients()
 

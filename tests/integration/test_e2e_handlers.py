@@ -38,6 +38,7 @@ from shared.domain.errors import ClusterReadError, FleetReadError, ThrottledErro
 from shared.observability import PowertoolsReporter
 from shared.runtime import build_controller, load_settings
 from tests.builders import GPU_TAINT, iso, node, pod
+from tests.fakes.aws import use_fake_credentials
 from tests.fakes.kube_api_server import FakeKubeApiServer
 from tests.fakes.memory import FakeClock, FakeLambdaContext
 
@@ -78,14 +79,7 @@ def aws() -> Iterator[Aws]:
     # One moto account for the module (its EC2 backend costs a second to build); each test gets its
     # own cluster name, hence its own groups, state partition and queue.
     with pytest.MonkeyPatch.context() as patch:
-        for key, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "testing",
-            "AWS_DEFAULT_REGION": REGION,
-        }.items():
-            patch.setenv(key, value)
-        clients.clear_clients()
+        use_fake_credentials(patch, REGION)
         with mock_aws():
             create_table(boto3.client("dynamodb", region_name=REGION), TABLE)
             topic = boto3.client("sns", region_name=REGION).create_topic(Name="backlog-scaler")["TopicArn"]

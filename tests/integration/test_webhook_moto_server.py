@@ -25,6 +25,7 @@ from functions.webhook.settings import load_settings
 from shared import constants
 from shared.adapters.aws import clients
 from shared.adapters.aws.queue import clear_fast_clients
+from tests.fakes.aws import use_fake_credentials
 
 pytestmark = pytest.mark.slow
 
@@ -70,13 +71,8 @@ def deployment() -> Iterator[Deployment]:
     host, port = server.get_host_and_port()
     try:
         with pytest.MonkeyPatch.context() as env:
-            for name, value in {
-                "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_DEFAULT_REGION": REGION,
-                constants.ENV_AWS_ENDPOINT_URL: f"http://{host}:{port}",
-            }.items():
-                env.setenv(name, value)
+            use_fake_credentials(env, REGION)
+            env.setenv(constants.ENV_AWS_ENDPOINT_URL, f"http://{host}:{port}")
             clients.clear_clients()
             clear_fast_clients()
             sqs = boto3.client("sqs", region_name=REGION)

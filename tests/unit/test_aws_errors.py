@@ -25,19 +25,12 @@ from shared.domain.errors import (
     ReadError,
     ThrottledError,
 )
+from tests.fakes.aws import use_fake_credentials
 
 
 @pytest.fixture(autouse=True)
 def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    clients.clear_clients()
+    use_fake_credentials(monkeypatch, "us-east-1")
     yield
     clients.clear_clients()
 

@@ -25,6 +25,7 @@ from shared import constants
 from shared.adapters.aws import clients
 from shared.adapters.aws.queue import clear_fast_clients
 from shared.domain.errors import ConfigError
+from tests.fakes.aws import use_fake_credentials
 
 REGION = "us-east-1"
 CLUSTER = "prod"
@@ -65,14 +66,7 @@ class World:
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
     with pytest.MonkeyPatch.context() as env, mock_aws():
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "testing",
-            "AWS_DEFAULT_REGION": REGION,
-        }.items():
-            env.setenv(name, value)
-        env.delenv("AWS_PROFILE", raising=False)
+        use_fake_credentials(env, REGION)
         env.delenv(constants.ENV_AWS_ENDPOINT_URL, raising=False)
         clients.clear_clients()
         clear_fast_clients()

@@ -18,6 +18,7 @@ from shared.adapters.aws import clients
 from shared.adapters.aws.queue import SqsFifoQueue, clear_fast_clients, fast_sqs_client
 from shared.adapters.aws.secrets import SecretsManagerSecrets, region_of_arn
 from shared.domain.errors import ActionError, ConfigError
+from tests.fakes.aws import use_fake_credentials
 
 REGION = "us-east-1"
 NOW = 1_796_212_800.0
@@ -125,14 +126,8 @@ def test_a_failed_send_is_retried_by_the_next_trigger() -> None:
 @pytest.fixture(scope="module")
 def aws() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as env, mock_aws():
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": REGION,
-        }.items():
-            env.setenv(name, value)
+        use_fake_credentials(env, REGION)
         env.delenv("AWS_ENDPOINT_URL", raising=False)
-        clients.clear_clients()
         clear_fast_clients()
         yield
         clients.clear_clients()
