@@ -9,9 +9,11 @@ idle thresholds pass without waiting.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -31,12 +33,15 @@ from functions.common.powertools import logger
 from functions.force_scale_down import handler as force_scale_down
 from functions.reconcile import handler as reconcile
 from functions.webhook.queue import deduplication_id, message_body
+from functions.webhook.service import build_webhook
+from functions.webhook.settings import load_settings as load_webhook_settings
 from shared.adapters.aws import clients
 from shared.adapters.aws.state_store import DynamoDbStateStore, create_table
 from shared.config import PolicyConfig
 from shared.domain.errors import ClusterReadError, FleetReadError, ThrottledError
 from shared.observability import PowertoolsReporter
 from shared.runtime import build_controller, load_settings
+from shared.webhook_auth import sign
 from tests.builders import GPU_TAINT, iso, node, pod
 from tests.fakes.aws import use_fake_credentials
 from tests.fakes.kube_api_server import FakeKubeApiServer
@@ -406,27 +411,10 @@ def test_aws_throttling_on_set_desired_is_reported_and_the_next_run_succeeds(
 # ------------------------------------------------------------------------------------------ queue
 
 
-def test_wake_up_from_the_queue_runs_a_reconcile_with_the_environment_built_controller(
-    cluster: Cluster,
-) -> None:
-    # Given the handlers build their controller from the environment alone (system clock)
-    for module in HANDLERS:
-        module.set_dependencies(None)
-    cluster.server.add_pod(pod("train", gpus=8, created=datetime.now(UTC) - timedelta(minutes=1)))
-    sqs = boto3.client("sqs", region_name=REGION)
-    queue_url = sqs.create_queue(QueueName=f"{cluster.name}-triggers.fifo", Attributes={"FifoQueue": "true"})[
-        "QueueUrl"
-    ]
-    now = datetime.now(UTC).timestamp()
-    sqs.send_message(
-        QueueUrl=queue_url,
-        MessageBody=message_body("admission", cluster.name, "pod research/train requests 8 GPUs", now),
-        MessageGroupId=cluster.name,
-        MessageDeduplicationId=deduplication_id(cluster.name, now),
-    )
-    # When the queue delivers the message to the reconcile function (the Lambda event source's shape)
-    [message] = sqs.receive_message(QueueUrl=queue_url, AttributeNames=["All"])["Messages"]
-    event = {
+def sqs_event(sqs: Any, queue_url: str) -> dict[str, Any]:
+    """The Lambda SQS event source's event for what the queue delivers now."""
+    messages = sqs.receive_message(QueueUrl=queue_url, AttributeNames=["All"], MaxNumberOfMessages=10)
+    return {
         "Records": [
             {
                 "messageId": message["MessageId"],
@@ -439,9 +427,68 @@ def test_wake_up_from_the_queue_runs_a_reconcile_with_the_environment_built_cont
                 "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:backlog-scaler-triggers.fifo",
                 "awsRegion": REGION,
             }
+            for message in messages.get("Messages", [])
         ]
     }
-    response = reconcile.handler(event, FakeLambdaContext())
+
+
+def fifo_queue(cluster: Cluster) -> tuple[Any, str]:
+    sqs = boto3.client("sqs", region_name=REGION)
+    attributes = {"FifoQueue": "true"}
+    return sqs, sqs.create_queue(QueueName=f"{cluster.name}-triggers.fifo", Attributes=attributes)["QueueUrl"]
+
+
+def test_wake_up_from_the_queue_runs_a_reconcile_with_the_environment_built_controller(
+    cluster: Cluster,
+) -> None:
+    # Given the handlers build their controller from the environment alone (system clock)
+    for module in HANDLERS:
+        module.set_dependencies(None)
+    cluster.server.add_pod(pod("train", gpus=8, created=datetime.now(UTC) - timedelta(minutes=1)))
+    sqs, queue_url = fifo_queue(cluster)
+    now = datetime.now(UTC).timestamp()
+    sqs.send_message(
+        QueueUrl=queue_url,
+        MessageBody=message_body("admission", cluster.name, "pod research/train requests 8 GPUs", now),
+        MessageGroupId=cluster.name,
+        MessageDeduplicationId=deduplication_id(cluster.name, now),
+    )
+    # When the queue delivers the message to the reconcile function (the Lambda event source's shape)
+    response = reconcile.handler(sqs_event(sqs, queue_url), FakeLambdaContext())
     # Then the batch succeeds and the group grew for the pod
     assert response == {"batchItemFailures": []}
     assert cluster.desired(cluster.a100) == 1
+
+
+WEBHOOK_SECRET = "whsec-e2e-0123456789abcdef0123456789"
+
+
+def test_pending_pods_reach_the_group_through_webhook_queue_and_reconcile(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a signed webhook on the cluster's FIFO queue, and three pending 8-GPU pods
+    sqs, queue_url = fifo_queue(cluster)
+    secret_arn = boto3.client("secretsmanager", region_name=REGION).create_secret(
+        Name=f"{cluster.name}-webhook", SecretString=WEBHOOK_SECRET
+    )["ARN"]
+    monkeypatch.setenv("SCALER_QUEUE_URL", queue_url)
+    monkeypatch.setenv("SCALER_WEBHOOK_SECRET_ARN", secret_arn)
+    webhook_handler = importlib.import_module("functions.webhook.handler")  # builds at import, as on Lambda
+    monkeypatch.setattr(webhook_handler, "webhook", build_webhook(load_webhook_settings(os.environ)))
+    for i in range(3):
+        cluster.server.add_pod(pod(f"train-{i}", gpus=8, created=datetime.now(UTC) - timedelta(minutes=1)))
+
+    # When the API server's AdmissionReviews arrive signed, and the queue then wakes the reconcile
+    admission = json.loads((EVENTS / "webhook_function_url_admission.json").read_text())
+    answers = []
+    for _ in range(3):
+        signed = {**admission["headers"], **sign(WEBHOOK_SECRET, int(time.time()), admission["body"])}
+        answers.append(webhook_handler.handler({**admission, "headers": signed}, FakeLambdaContext()))
+    event = sqs_event(sqs, queue_url)
+    response = reconcile.handler(event, FakeLambdaContext())
+
+    # Then every pod was admitted, the burst became one message, and one run grew a100 by 3 nodes
+    assert [a["statusCode"] for a in answers] == [200, 200, 200]
+    assert len(event["Records"]) == 1
+    assert response == {"batchItemFailures": []}
+    assert cluster.desired(cluster.a100) == 3
