@@ -90,16 +90,21 @@ class Context:
     groups: list[GroupView]
     group_of_node: dict[str, GroupView]
     pods_on_node: dict[str, list[Pod]]
+    busy_nodes: frozenset[str]  # nodes running a pod other than DaemonSet/mirror pods
     dims: tuple[str, ...]
     dim_index: dict[str, int]
     _requests: dict[Resources, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    _vectors: dict[Resources, tuple[int, ...]] = field(default_factory=dict)
 
     def vector(self, resources: Resources) -> tuple[int, ...]:
-        """Resources as a dense tuple in this run's dimension order."""
-        vec = [0] * len(self.dims)
-        for name, value in resources.items:
-            vec[self.dim_index[name]] = value
-        return tuple(vec)
+        """Resources as a dense tuple in this run's dimension order (cached: shapes repeat)."""
+        found = self._vectors.get(resources)
+        if found is None:
+            vec = [0] * len(self.dims)
+            for name, value in resources.items:
+                vec[self.dim_index[name]] = value
+            found = self._vectors[resources] = tuple(vec)
+        return found
 
     def request(self, resources: Resources) -> tuple[tuple[int, int], ...]:
         """Resources as non-zero (dimension, amount) pairs (cached: most pods share a few shapes)."""
@@ -118,9 +123,12 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
     """Join config, ASGs, nodes and pods into the indexes the planning rules read."""
     nodes_by_instance = {n.instance_id: n for n in snapshot.nodes if n.instance_id}
     pods_on_node: dict[str, list[Pod]] = defaultdict(list)
+    busy: set[str] = set()
     for pod in snapshot.pods:
         if pod.node_name and not pod.is_terminal:
             pods_on_node[pod.node_name].append(pod)
+            if pod.counts_for_idleness:
+                busy.add(pod.node_name)
 
     groups: list[GroupView] = []
     group_of_node: dict[str, GroupView] = {}
@@ -151,13 +159,11 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
         for node in registered:
             group_of_node[node.name] = view
 
-    names: set[str] = {PODS}
-    for view in groups:
-        if view.shape is not None:
-            names.update(view.shape.names())
-    for node in snapshot.nodes:
-        names.update(node.allocatable.names())
-    names.update({name for pod in snapshot.pods for name, _ in pod.requests.items})
+    # Distinct resource vectors only: pods and nodes share a handful of shapes.
+    vectors = {id(n.allocatable): n.allocatable for n in snapshot.nodes}
+    vectors.update({id(p.requests): p.requests for p in snapshot.pods})
+    vectors.update({id(v.shape): v.shape for v in groups if v.shape is not None})
+    names = {PODS} | {name for vector in vectors.values() for name, _ in vector.items}
     dims = tuple(sorted(names))
     return Context(
         config=config,
@@ -166,6 +172,7 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
         groups=groups,
         group_of_node=group_of_node,
         pods_on_node=dict(pods_on_node),
+        busy_nodes=frozenset(busy),
         dims=dims,
         dim_index={name: i for i, name in enumerate(dims)},
     )

@@ -23,7 +23,7 @@ def _headroom(ctx: Context, view: GroupView, up: ScaleUpResult, new_nodes: int, 
         if node.ready
         and not node.unschedulable
         and node.name not in up.busy_nodes
-        and not any(p.counts_for_idleness for p in ctx.pods_on_node.get(node.name, ()))
+        and node.name not in ctx.busy_nodes
     )
     spare = idle_registered + up.spare_bins.get(view.name, 0)
     return max(0, min(want - spare, limit - new_nodes))

@@ -25,7 +25,7 @@ class ScaleDownResult:
 
 def is_idle(ctx: Context, node: Node) -> bool:
     """A node is idle when it runs nothing but DaemonSet and mirror pods."""
-    return not any(pod.counts_for_idleness for pod in ctx.pods_on_node.get(node.name, ()))
+    return node.name not in ctx.busy_nodes
 
 
 def _protected(ctx: Context, node: Node) -> str | None:

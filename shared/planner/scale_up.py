@@ -199,16 +199,23 @@ class _Admission:
         return hit
 
 
-def _booting(ctx: Context, view: GroupView, node: Node) -> bool:
-    """A registered node that cannot take pods yet but soon will (NotReady, or GPUs not advertised)."""
+def _booting(ctx: Context, view: GroupView, node: Node, complete: dict[tuple[int, int], bool]) -> bool:
+    """A registered node that cannot take pods yet but soon will (NotReady, or GPUs not advertised).
+
+    `complete` caches, per (allocatable, shape) pair, whether the node advertises all its shape has.
+    """
     if node.unschedulable:
         return False
-    young = not ctx.older_than(node.created_at, ctx.config.policy.max_node_provision_seconds)
-    if not node.ready or not young:
-        return young
-    assert view.shape is not None
-    missing = any(value and not node.allocatable.get(name) for name, value in view.shape.items)
-    return missing and young
+    if node.ready:
+        assert view.shape is not None
+        key = (id(node.allocatable), id(view.shape))
+        advertised = complete.get(key)
+        if advertised is None:
+            have = node.allocatable.as_dict()
+            advertised = complete[key] = all(not value or have.get(name) for name, value in view.shape.items)
+        if advertised:
+            return False  # ready with everything its shape promises: in service
+    return not ctx.older_than(node.created_at, ctx.config.policy.max_node_provision_seconds)
 
 
 def _referenced_label_keys(units: list[Unit]) -> frozenset[str]:
@@ -458,9 +465,10 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
     result.outcomes.update(skipped)
 
     booting: dict[str, list[str]] = {}
+    complete: dict[tuple[int, int], bool] = {}
     for view in ctx.groups:
         if view.shape is not None:
-            booting[view.name] = [n.name for n in view.nodes if _booting(ctx, view, n)]
+            booting[view.name] = [n.name for n in view.nodes if _booting(ctx, view, n, complete)]
     booting_names = {name for names in booting.values() for name in names}
     admission = _Admission()
 
