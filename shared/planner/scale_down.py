@@ -168,7 +168,8 @@ def plan_scale_down(
         candidates = idle_nodes[: max(0, len(idle_nodes) - keep)]
         # Nodes already cordoned and waiting count against the budget: it limits scale-in in
         # progress, so planning again right after applying a plan asks for nothing more.
-        room = min(budget - len(cordoned_idle), removable - len(cordoned_idle))
+        waiting = len(cordoned_idle) - terminated  # cordoned, still to be terminated
+        room = min(budget - waiting, removable - len(cordoned_idle))
         for since, node in candidates:
             if not ctx.older_than(since, idle_seconds):
                 continue

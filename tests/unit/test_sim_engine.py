@@ -78,15 +78,15 @@ def test_two_whole_node_jobs_wait_one_boot_and_cost_exactly_their_idle_tail() ->
 
 def test_default_scale_in_limit_removes_one_node_per_run() -> None:
     # Given the same two jobs with the default max_scale_in_fraction 0.1:
-    # the budget is max(1, floor(0.1 * 2)) = 1 node per run, and a node cordoned but not yet
+    # the budget is max(1, floor(0.1 * 2)) = 1 node in progress, and a node cordoned but not yet
     # terminated uses it up.
     result = run(load_trace(TRACES / "two_whole_node_jobs.csv"))
 
-    # Then node 1 is cordoned at 4500 and terminated at 4560; node 2 is cordoned at 4620 (the run
-    # at 4560 had no budget left, and scale_down_delay_after_delete 30 s has passed by 4620) and
-    # terminated at 4680.
-    assert result.groups[0].node_seconds == 4560 + 4680
-    assert result.provisioned_gpu_seconds == (4560 + 4680) * 8  # 20.53 GPU-hours
+    # Then node 1 is cordoned at 4500 (node 2 must wait: the budget is used) and terminated at 4560,
+    # the run that frees the budget and cordons node 2; node 2 is terminated at 4620 (cordoned 60 s
+    # before, >= the 30 s settle; the last termination 60 s before, >= the 30 s delay after delete).
+    assert result.groups[0].node_seconds == 4560 + 4620
+    assert result.provisioned_gpu_seconds == (4560 + 4620) * 8  # 20.40 GPU-hours
     assert result.waits == [300, 300]
 
 
