@@ -8,11 +8,13 @@ Schedule and direct invokes return the reconcile's result; a failed reconcile ra
 
 from __future__ import annotations
 
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch import BatchProcessor
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
 from functions.common.wiring import Dependencies, controller_from_environment
@@ -21,7 +23,14 @@ from shared.domain.errors import ScalerError
 
 dependencies = Dependencies(controller_from_environment)
 set_dependencies = dependencies.override
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+@cache
+def processor() -> BatchProcessor:
+    """The SQS batch processor, loaded on the first SQS batch: scheduled runs never need it."""
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+
+    return BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 def record_handler(record: SQSRecord) -> None:
@@ -35,7 +44,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     controller = dependencies.controller()
     if trigger != SQS:
         return controller.reconcile(trigger).to_json()
-    response = process_partial_response(event, record_handler, processor, context)
+    from aws_lambda_powertools.utilities.batch import process_partial_response
+
+    response = process_partial_response(event, record_handler, processor(), context)
     if len(response["batchItemFailures"]) == len(event["Records"]):
         return dict(response)  # nothing valid asked for a reconcile
     try:
