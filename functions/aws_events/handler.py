@@ -7,15 +7,16 @@ Events about other groups or instances are ignored. Failures raise: EventBridge 
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from typing import TYPE_CHECKING, Any
 
 from functions.aws_events.events import LaunchUnsuccessful, SpotInterruption, parse_aws_event
 from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
 from functions.common.wiring import Dependencies, controller_from_environment
 from shared.adapters.aws.fleet import classify_failure
 from shared.controller import InterruptionKind
+
+if TYPE_CHECKING:  # typing only: the module costs import time at every cold start
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 dependencies = Dependencies(controller_from_environment)
 set_dependencies = dependencies.override

@@ -13,14 +13,15 @@ Only bugs raise (a FunctionError with a stack trace in the logs).
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from typing import TYPE_CHECKING, Any
 
 from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
 from functions.common.wiring import Dependencies, controller_from_environment
 from shared.domain.errors import LeaseHeldError, ReadError, ScalerError, ThrottledError
 from shared.drain import InvalidRequestError
+
+if TYPE_CHECKING:  # typing only: the module costs import time at every cold start
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 dependencies = Dependencies(controller_from_environment)
 set_dependencies = dependencies.override

@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import os
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.webhook.errors import MethodNotAllowedError, RequestRejectedError, RouteNotFoundError
 from functions.webhook.request import is_known_route
 from functions.webhook.service import build_webhook
 from functions.webhook.settings import load_settings
 from shared.constants import SERVICE_NAME, WEBHOOK_PATH
+
+if TYPE_CHECKING:  # typing only: the module costs import time at every cold start
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = Logger(service=SERVICE_NAME)
 webhook = build_webhook(load_settings(os.environ))  # cold start: a bad environment fails here, by name
