@@ -148,19 +148,7 @@ def wake_up_latency(runs: int, pending: int, busy_nodes: int) -> tuple[float, li
             server.add_pod(
                 pod(f"pending-{index}", gpus=next(sizes), node_selector={"gpu": "a100"}, tolerations=[])
             )
-        kubeconfig = Path(tmp) / "kubeconfig"
-        kubeconfig.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
-                    "users": [{"name": "scaler", "user": {"token": TOKEN}}],
-                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "scaler"}}],
-                    "current-context": "fake",
-                }
-            )
-        )
+        kubeconfig = server.write_kubeconfig(Path(tmp) / "kubeconfig", TOKEN)
         os.environ.update(
             {
                 "SCALER_CONFIG": json.dumps(_config()),

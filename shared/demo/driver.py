@@ -328,17 +328,7 @@ def _start_kube_api(out: Path, stack: contextlib.ExitStack) -> tuple[KubeApi, st
     stack.callback(server.stop)
     token = secrets.token_urlsafe(24)
     server.require_token(token)
-    kubeconfig = out / "kubeconfig"
-    document = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "demo", "cluster": {"server": server.url}}],
-        "users": [{"name": constants.SERVICE_NAME, "user": {"token": token}}],
-        "contexts": [{"name": "demo", "context": {"cluster": "demo", "user": constants.SERVICE_NAME}}],
-        "current-context": "demo",
-    }
-    kubeconfig.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")  # JSON is YAML
-    kubeconfig.chmod(0o600)
+    kubeconfig = server.write_kubeconfig(out / "kubeconfig", token, name="demo")
     return cast(KubeApi, server), str(server.url), kubeconfig
 
 

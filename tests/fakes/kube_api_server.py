@@ -83,6 +83,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -868,6 +869,20 @@ class FakeKubeApiServer:
         """Demand ``Authorization: Bearer <token>`` on every request (None disables the check)."""
         with self._lock:
             self._token = token
+
+    def write_kubeconfig(self, path: Path, token: str, name: str = "fake") -> Path:
+        """Write a kubeconfig (JSON, which is YAML) that reaches this server with `token`; returns `path`."""
+        document = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": name, "cluster": {"server": self.url}}],
+            "users": [{"name": name, "user": {"token": token}}],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+            "current-context": name,
+        }
+        path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        path.chmod(0o600)
+        return path
 
     def inject(
         self,

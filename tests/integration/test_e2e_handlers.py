@@ -107,19 +107,7 @@ class Cluster:
         self.server = server
         self.now = datetime.now(UTC).replace(microsecond=0)
         self.clock = FakeClock(self.now)
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
-                    "users": [{"name": "scaler", "user": {"token": TOKEN}}],
-                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "scaler"}}],
-                    "current-context": "fake",
-                }
-            )
-        )
+        kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig", TOKEN)
         self.autoscaling = boto3.client("autoscaling", region_name=REGION)
         for asg in (self.a100, self.h100):
             self.autoscaling.create_auto_scaling_group(
