@@ -23,7 +23,6 @@ from shared.domain.errors import AuthError, FleetActionError, FleetReadError, Th
 from shared.domain.model import AsgState
 from shared.domain.operations import FailureKind
 from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
-from tests.fakes.aws import use_fake_credentials
 
 REGION = "us-east-1"
 OTHER_REGION = "us-west-2"
@@ -35,13 +34,9 @@ SESSION = boto3.session.Session()
 
 
 @pytest.fixture(autouse=True)
-def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    use_fake_credentials(monkeypatch, REGION)
+def no_default_amis(fake_aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
     # Loading moto's default AMIs costs ~0.2 s per test; launch templates here need no real AMI.
     monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
-    clients.clear_clients()
-    yield
-    clients.clear_clients()
 
 
 class RecordingFactory:

@@ -15,7 +15,6 @@ from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.sns.models import sns_backends
 
-from shared.adapters.aws import clients
 from shared.adapters.aws.notifier import (
     SLACK_TEXT_MAX,
     SNS_MESSAGE_MAX_BYTES,
@@ -27,7 +26,6 @@ from shared.adapters.aws.notifier import (
 )
 from shared.adapters.aws.secrets import SecretsManagerSecrets
 from shared.config import NotificationsConfig
-from tests.fakes.aws import use_fake_credentials
 
 REGION = "us-east-1"
 # One session for every client of this module: it parses each service model once. Created after
@@ -35,11 +33,7 @@ REGION = "us-east-1"
 SESSION = boto3.session.Session()
 
 
-@pytest.fixture(autouse=True)
-def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    use_fake_credentials(monkeypatch, REGION)
-    yield
-    clients.clear_clients()
+pytestmark = pytest.mark.usefixtures("fake_aws")
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ from shared.adapters.aws.state_store import DynamoDbStateStore, create_table
 from shared.config import PolicyConfig
 from shared.domain.errors import ActionError, AuthError, LeaseHeldError, ReadError
 from shared.domain.operations import DrainIntent, Lease
-from tests.fakes.aws import use_fake_credentials
 
 REGION = "us-east-1"
 # One session for every client of this module: it parses each service model once. Created after
@@ -31,11 +30,7 @@ T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 POLICY = PolicyConfig(backoff_initial_seconds=300, backoff_max_seconds=1800, backoff_reset_seconds=3 * 3600)
 
 
-@pytest.fixture(autouse=True)
-def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    use_fake_credentials(monkeypatch, REGION)
-    yield
-    clients.clear_clients()
+pytestmark = pytest.mark.usefixtures("fake_aws")
 
 
 @pytest.fixture

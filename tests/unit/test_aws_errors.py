@@ -25,14 +25,8 @@ from shared.domain.errors import (
     ReadError,
     ThrottledError,
 )
-from tests.fakes.aws import use_fake_credentials
 
-
-@pytest.fixture(autouse=True)
-def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    use_fake_credentials(monkeypatch, "us-east-1")
-    yield
-    clients.clear_clients()
+pytestmark = pytest.mark.usefixtures("fake_aws")
 
 
 def client_error(code: str, status: int = 400, operation: str = "SetDesiredCapacity") -> ClientError:

@@ -317,18 +317,7 @@ class KubernetesCluster:
 
     def list_pods(self) -> tuple[Pod, ...]:
         """Every pod of every namespace (minus terminal ones with the default field selector)."""
-        selector = self._options.pod_field_selector
-        return self._list_all(
-            "pods",
-            lambda token: self._core.list_pod_for_all_namespaces(
-                limit=self._options.page_size,
-                _continue=token,
-                field_selector=selector,
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            ),
-            self._pods,
-        )
+        return self._list_pods("pods", self._options.pod_field_selector, complete=True)
 
     def list_nodes(self) -> tuple[Node, ...]:
         """Every node."""
@@ -346,8 +335,12 @@ class KubernetesCluster:
     def list_pods_on_node(self, name: str) -> tuple[Pod, ...]:
         """Pods bound to node `name` (same phase filter as `list_pods`)."""
         selector = ",".join(s for s in (f"spec.nodeName={name}", self._options.pod_field_selector) if s)
+        # A subset: reuse known pods, but do not forget the others.
+        return self._list_pods(f"pods on node {name}", selector, complete=False)
+
+    def _list_pods(self, what: str, selector: str | None, *, complete: bool) -> tuple[Pod, ...]:
         return self._list_all(
-            f"pods on node {name}",
+            what,
             lambda token: self._core.list_pod_for_all_namespaces(
                 limit=self._options.page_size,
                 _continue=token,
@@ -356,7 +349,7 @@ class KubernetesCluster:
                 _request_timeout=self._timeout,
             ),
             self._pods,
-            complete=False,  # a subset: reuse known pods, but do not forget the others
+            complete=complete,
         )
 
     def get_node(self, name: str) -> Node | None:
