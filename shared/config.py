@@ -83,8 +83,28 @@ class PolicyConfig(_Model):
     max_node_provision_seconds: PositiveInt = 1200
     max_scale_in_fraction: Annotated[float, Field(gt=0, le=1)] = 0.1
     gang_label: str = "scheduling.x-k8s.io/pod-group"
-    # Pods with a lower priority never trigger a scale-up (None: no cutoff).
-    pod_priority_cutoff: int | None = None
+    # Pods with a lower priority neither trigger a scale-up nor keep a node from scale-down (None:
+    # no cutoff). -10 is cluster-autoscaler's expendable-pods-priority-cutoff default.
+    pod_priority_cutoff: int | None = -10
+    # kube-scheduler moves an unschedulable pod back to its active queue at the latest after
+    # podMaxInUnschedulablePodsDuration (5 min), and at once on node or pod changes. Room the
+    # planner counted for a pod for longer than this, unused by the scheduler, is a model error.
+    scheduler_retry_seconds: PositiveInt = 300
+    # How long capacity the scheduler refused for a pod is not bought again in that group.
+    scheduler_refusal_ttl_seconds: PositiveInt = 6 * 3600
+    # Taints a node carries only while it starts (agents, CSI drivers, the GPU operator): a pod
+    # waiting for one is waiting for a booting node, and templates never carry them. Keys with
+    # cluster-autoscaler's startup-taint./ignore-taint. prefixes are startup taints too.
+    startup_taints: tuple[str, ...] = (
+        "node.cilium.io/agent-not-ready",
+        "ebs.csi.aws.com/agent-not-ready",
+        "efs.csi.aws.com/agent-not-ready",
+        "node.cloudprovider.kubernetes.io/uninitialized",
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/network-unavailable",
+        "nvidia.com/gpu.deploying",
+    )
     # Pods younger than this are left to the scheduler first.
     new_pod_delay_seconds: NonNegativeInt = 0
     # A node cordoned by the scaler is terminated no earlier than this after the cordon, so a pod
@@ -143,10 +163,10 @@ class ScalerConfig(_Model):
     region: str = "us-east-1"
     node_groups: tuple[NodeGroupConfig, ...] = Field(min_length=1)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
-    # Resources kept back from an instance type's vCPU/memory for the kubelet and system daemons.
-    node_reservation: dict[str, str | int | float] = Field(
-        default_factory=lambda: dict[str, str | int | float]({"cpu": "500m", "memory": "2Gi", "pods": 0})
-    )
+    # An explicit override of what is kept back from an instance type's capacity for the kubelet
+    # and system daemons. Unset (the default), the EKS-optimized AMI's own formula applies
+    # (shared.planner.template: kube-reserved + eviction threshold, by instance size).
+    node_reservation: dict[str, str | int | float] | None = None
     dry_run: bool = False
     kubernetes: KubernetesConfig = Field(default_factory=KubernetesConfig)
     notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
@@ -183,8 +203,9 @@ class ScalerConfig(_Model):
         return group.region or self.region
 
     @property
-    def reservation(self) -> Resources:
-        return parse_resources(self.node_reservation)
+    def reservation(self) -> Resources | None:
+        """The configured reservation override; None means the EKS AMI formula."""
+        return parse_resources(self.node_reservation) if self.node_reservation is not None else None
 
 
 def format_validation_error(exc: ValidationError, source: str = "config") -> str:

@@ -12,7 +12,12 @@ from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
 
+from shared.domain.constraints import NO_CONSTRAINTS, PodConstraints
+from shared.domain.labels import Requirement
 from shared.domain.resources import EMPTY, Resources
+from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
+
+__all__ = ["Requirement"]  # re-exported: node affinity is part of a pod's scheduling
 
 ANNOTATION_CORDONED_AT = "backlog-scaler/cordoned-at"
 ANNOTATION_SCALE_DOWN_DISABLED = "backlog-scaler/scale-down-disabled"
@@ -56,37 +61,6 @@ class Toleration:
         if self.operator == "Exists":
             return True
         return self.value == taint.value
-
-
-@dataclass(frozen=True, slots=True)
-class Requirement:
-    """One node selector requirement: key, operator (In, NotIn, Exists, DoesNotExist, Gt, Lt), values."""
-
-    key: str
-    operator: str
-    values: tuple[str, ...] = ()
-
-    def holds(self, labels: Mapping[str, str]) -> bool:
-        """Evaluate against a node's labels."""
-        present = self.key in labels
-        op = self.operator
-        if op == "In":
-            return present and labels[self.key] in self.values
-        if op == "NotIn":
-            return not present or labels[self.key] not in self.values
-        if op == "Exists":
-            return present
-        if op == "DoesNotExist":
-            return not present
-        if op in ("Gt", "Lt"):
-            if not present or len(self.values) != 1:
-                return False
-            try:
-                have, want = int(labels[self.key]), int(self.values[0])
-            except ValueError:
-                return False
-            return have > want if op == "Gt" else have < want
-        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +112,10 @@ class Pod:
     created_at: datetime | None = None
     unschedulable: bool = False  # PodScheduled=False, reason=Unschedulable
     uid: str = ""
+    owner_name: str | None = None  # the controlling owner's name (a DaemonSet's, a Job's)
+    constraints: PodConstraints = NO_CONSTRAINTS  # inter-pod, port, volume and DRA constraints
+    nominated_node: str | None = None  # status.nominatedNodeName: preemption is under way there
+    scheduler_message: str = ""  # PodScheduled condition message: the scheduler's own words
 
     @property
     def key(self) -> str:
@@ -160,10 +138,18 @@ class Pod:
         """In the backlog: Pending, unbound, and marked Unschedulable by the scheduler."""
         return self.phase == "Pending" and not self.node_name and self.unschedulable and not self.is_daemonset
 
-    @property
-    def counts_for_idleness(self) -> bool:
-        """A pod that makes its node busy: live, and neither a DaemonSet nor a mirror pod."""
-        return not self.is_terminal and not self.is_daemonset and not self.is_mirror
+    def keeps_node_busy(self, priority_cutoff: int | None) -> bool:
+        """A pod that makes its node busy: live, neither a DaemonSet nor a mirror pod, and not
+        "expendable" (priority below the cutoff; cluster-autoscaler's expendable-pods-priority-cutoff).
+
+        The one home of this rule: the planner, the re-validation, the drains and the fakes call it.
+        """
+        return (
+            not self.is_terminal
+            and not self.is_daemonset
+            and not self.is_mirror
+            and (priority_cutoff is None or self.priority >= priority_cutoff)
+        )
 
     @property
     def do_not_disrupt(self) -> bool:
@@ -237,6 +223,7 @@ class AsgState:
     instances: tuple[AsgInstance, ...] = ()
     tags: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
     region: str = ""
+    availability_zones: tuple[str, ...] = ()
 
     @property
     def live_instances(self) -> tuple[AsgInstance, ...]:
@@ -253,6 +240,25 @@ class GroupState:
 
 
 @dataclass(frozen=True, slots=True)
+class PodMemory:
+    """What the scaler remembers of one pending pod, to treat the scheduler as the ground truth.
+
+    `counted_on`/`counted_since`: the registered node the planner has counted the pod on, and since
+    when, without interruption. `distrusted`: nodes whose fit the scheduler refuted (it had its chance
+    and did not bind). `bought`: group -> when the scaler first grew it for this pod. `refused`:
+    group -> until when no capacity is bought there for this pod (the scheduler rejected the pod on
+    capacity bought for it). `uid` tells a pod re-created under the same name from the old one.
+    """
+
+    uid: str = ""
+    counted_on: str = ""
+    counted_since: datetime | None = None
+    distrusted: tuple[str, ...] = ()
+    bought: Mapping[str, datetime] = field(default_factory=dict)
+    refused: Mapping[str, datetime] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class NodeState:
     idle_since: datetime | None = None
 
@@ -264,6 +270,29 @@ class ScalerState:
     nodes: Mapping[str, NodeState] = field(default_factory=dict)
     groups: Mapping[str, GroupState] = field(default_factory=dict)
     instances_first_seen: Mapping[str, datetime] = field(default_factory=dict)
+    pods: Mapping[str, PodMemory] = field(default_factory=dict)  # by pod key (namespace/name)
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSet:
+    """A DaemonSet, as the pod it would put on every node its template admits."""
+
+    namespace: str
+    name: str
+    pod: Pod  # the pod template, parsed like a pod (requests, scheduling, constraints)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceType:
+    """What EC2 says of one instance type: raw capacity (before any kubelet reservation)."""
+
+    name: str
+    capacity: Resources  # cpu (millicores), memory (bytes), pods (ENI formula), accelerators
+    architecture: str = "amd64"  # as the kubernetes.io/arch label spells it
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,4 +303,9 @@ class Snapshot:
     nodes: tuple[Node, ...]
     asgs: Mapping[str, AsgState]  # by ASG name
     state: ScalerState = field(default_factory=ScalerState)
-    instance_shapes: Mapping[str, Resources] = field(default_factory=dict)  # by instance type
+    instance_types: Mapping[str, InstanceType] = field(default_factory=dict)  # by name
+    daemonsets: tuple[DaemonSet, ...] = ()
+    pvcs: tuple[PersistentVolumeClaim, ...] = ()
+    pvs: tuple[PersistentVolume, ...] = ()
+    storage_classes: tuple[StorageClass, ...] = ()
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # name -> labels

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from shared.domain.model import PodMemory
+
 
 class Outcome(StrEnum):
     EXISTING = "existing"  # fits free room of a registered node (maybe after an uncordon)
@@ -27,6 +29,11 @@ class ReasonCode(StrEnum):
     BELOW_PRIORITY_CUTOFF = "BelowPriorityCutoff"
     TOO_YOUNG = "WaitingForScheduler"
     GROUP_UNAVAILABLE = "GroupUnavailable"
+    NOMINATED = "NominatedForPreemption"  # the scheduler is preempting pods for it on a node
+    DAEMONSET_OVERHEAD = "DaemonSetsTakeTheRoom"  # fits the group's shape, not what DaemonSets leave
+    SCHEDULER_REJECTED = "SchedulerRejected"  # capacity bought for it was refused by the scheduler
+    UNVERIFIABLE = "CannotVerifyPlacement"  # DRA claims, missing PVCs: the planner cannot check
+    FILTERED = "NoNodeFits"  # the scheduler's filters reject every node of every group
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +80,16 @@ class PodOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelError:
+    """A fit the planner counted that the scheduler refuted: room on `node` it had its chance to use."""
+
+    pod: str
+    node: str
+    since: datetime
+    message: str  # the scheduler's own message, when it gave one
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     groups: tuple[GroupDecision, ...]
     cordon: tuple[NodeAction, ...] = ()
@@ -81,6 +98,8 @@ class Plan:
     pods: tuple[PodOutcome, ...] = ()
     idle_since: Mapping[str, datetime] = field(default_factory=dict)  # new idle-since per node
     instances_first_seen: Mapping[str, datetime] = field(default_factory=dict)  # unregistered instances
+    pod_memory: Mapping[str, PodMemory] = field(default_factory=dict)  # new memory per pending pod
+    model_errors: tuple[ModelError, ...] = ()
 
     def group(self, name: str) -> GroupDecision:
         """The decision for one group by name."""
