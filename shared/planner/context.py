@@ -4,14 +4,14 @@ pods by node, and the resource dimension order used by the packing vectors."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from shared.config import NodeGroupConfig, ScalerConfig
 from shared.domain.model import AsgInstance, AsgState, GroupState, Node, Pod, Snapshot, Taint
-from shared.domain.resources import EPHEMERAL_STORAGE, PODS, Resources
-
-DEFAULT_MAX_PODS = 110
+from shared.domain.resources import PODS, Resources
+from shared.planner.template import Template, build_template
 
 
 @dataclass
@@ -20,7 +20,7 @@ class GroupView:
 
     config: NodeGroupConfig
     asg: AsgState | None
-    shape: Resources | None
+    template: Template
     state: GroupState
     in_backoff: bool
     nodes: list[Node] = field(default_factory=list)  # registered nodes of the group's instances
@@ -30,7 +30,20 @@ class GroupView:
     def name(self) -> str:
         return self.config.name
 
-    taints: tuple[Taint, ...] = ()  # NoSchedule/NoExecute taints the group's nodes carry
+    @property
+    def shape(self) -> Resources | None:
+        """Allocatable of a new node of the group (before its DaemonSets)."""
+        return self.template.allocatable
+
+    @property
+    def taints(self) -> tuple[Taint, ...]:
+        """Taints a new node of the group carries."""
+        return self.template.taints
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        """Labels a new node of the group carries (its hostname aside)."""
+        return self.template.labels
 
     @property
     def min_size(self) -> int:
@@ -55,31 +68,8 @@ class GroupView:
         if self.asg is None:
             return f"Auto Scaling group {self.config.asg_name} not found"
         if self.shape is None:
-            return (
-                f"node shape unknown (no allocatable in config, instance type {self.config.instance_type!r})"
-            )
+            return f"node shape unknown ({self.template.source}; instance type {self.config.instance_type!r})"
         return None
-
-
-# An instance type says nothing about the root volume: unless a registered node tells, local
-# storage is not what limits placement on a shape derived from the type.
-UNKNOWN_EPHEMERAL_STORAGE = 2**50
-
-
-def _shape(group: NodeGroupConfig, snapshot: Snapshot, nodes: list[Node]) -> Resources | None:
-    shape = group.shape
-    if shape is None and group.instance_type:
-        shape = snapshot.instance_shapes.get(group.instance_type)
-        if shape is not None and not shape.get(EPHEMERAL_STORAGE):
-            observed = max((n.allocatable.get(EPHEMERAL_STORAGE) for n in nodes), default=0)
-            shape = shape + Resources.of({EPHEMERAL_STORAGE: observed or UNKNOWN_EPHEMERAL_STORAGE})
-    if shape is None:
-        # Last resort: what registered nodes of the group advertise (largest of them).
-        for node in nodes:
-            shape = node.allocatable if shape is None else shape.maximum(node.allocatable)
-    if shape is not None and shape.get(PODS) == 0:
-        shape = shape + Resources.of({PODS: DEFAULT_MAX_PODS})
-    return shape
 
 
 @dataclass
@@ -127,7 +117,7 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
     for pod in snapshot.pods:
         if pod.node_name and not pod.is_terminal:
             pods_on_node[pod.node_name].append(pod)
-            if pod.counts_for_idleness:
+            if pod.keeps_node_busy(config.policy.pod_priority_cutoff):
                 busy.add(pod.node_name)
 
     groups: list[GroupView] = []
@@ -148,12 +138,13 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
         view = GroupView(
             config=group_config,
             asg=asg,
-            shape=_shape(group_config, snapshot, registered),
+            template=build_template(
+                config, group_config.name, asg, registered, snapshot.instance_types, snapshot.daemonsets
+            ),
             state=state,
             in_backoff=state.backoff_until is not None and state.backoff_until > now,
             nodes=registered,
             unregistered=unregistered,
-            taints=group_config.domain_taints,
         )
         groups.append(view)
         for node in registered:
@@ -163,6 +154,7 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
     vectors = {id(n.allocatable): n.allocatable for n in snapshot.nodes}
     vectors.update({id(p.requests): p.requests for p in snapshot.pods})
     vectors.update({id(v.shape): v.shape for v in groups if v.shape is not None})
+    vectors.update({id(v.template.overhead): v.template.overhead for v in groups})
     names = {PODS} | {name for vector in vectors.values() for name, _ in vector.items}
     dims = tuple(sorted(names))
     return Context(

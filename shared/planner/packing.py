@@ -102,7 +102,7 @@ class Journal:
             bins.opened -= 1
         for bins, index, old, placed in reversed(self.touched):
             if index < len(bins.free):
-                bins.free[index] = old
+                bins.free[index][:] = old  # in place: simulation nodes share the list
                 bins.placed[index] = placed
         for bins in {id(b): b for b, *_ in self.touched}.values():
             bins.forget_resume_points()

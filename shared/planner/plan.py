@@ -118,4 +118,6 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         pods=tuple(sorted(up.outcomes.values(), key=lambda p: p.pod)),
         idle_since=dict(sorted(down.idle_since.items())),
         instances_first_seen=dict(sorted(down.first_seen.items())),
+        pod_memory=up.pod_memory(now),
+        model_errors=tuple(sorted(up.recalled.errors, key=lambda e: (e.pod, e.node))),
     )

@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
-from shared.domain.model import Node, Pod, Scheduling, Taint
+from shared.domain.model import Node, Pod, PodMemory, Scheduling, Taint
 from shared.domain.plan import Outcome, PodOutcome, ReasonCode
 from shared.domain.resources import CPU, GPU, MEMORY, Resources, format_amount
 from shared.planner.context import Context, GroupView
+from shared.planner.filters.framework import NodeKind, SimNode
+from shared.planner.filters.inter_pod_affinity import ANTI_AFFINITY, EXISTING_ANTI_AFFINITY
+from shared.planner.filters.node_ports import REASON as PORTS_TAKEN
+from shared.planner.filters.node_ports import port_key
+from shared.planner.filters.volume_binding import Volumes, volume_binding
+from shared.planner.ground_truth import Recall, recall, remember
 from shared.planner.packing import Bins, Journal, Request
+from shared.planner.simulation import Simulation, static_reason
+from shared.planner.template import is_startup_taint
+
+# Filter answers that can only get worse as a run places pods: a node failing one of them for a
+# pod spec is skipped for that spec for the rest of the run (until a gang rollback).
+_PERMANENT = frozenset({ANTI_AFFINITY, EXISTING_ANTI_AFFINITY, PORTS_TAKEN})
 
 
 @dataclass
@@ -23,6 +36,7 @@ class Unit:
     order: int = 0  # position in First Fit Decreasing order
     gpus: int = 0
     millicores: int = 0
+    plain: bool = True  # every member takes the class-based fast path
 
     def __post_init__(self) -> None:
         self.gpus = sum(p.requests.gpus for p in self.pods)
@@ -70,14 +84,91 @@ class ExistingClass:
     uncordon: bool = False  # nodes cordoned by the scaler: placing a pod means uncordoning one
 
 
+@dataclass
+class _Candidates:
+    """Nodes that pass the static filters for one pod spec, and where the live ones start."""
+
+    pod: Pod
+    nodes: list[tuple[SimNode, Bins, int]]
+    start: int = 0
+    dead: set[int] = field(default_factory=set)
+
+
+class _Placer:
+    """Per-node placement through the filters, for pods the class-based fast path cannot take."""
+
+    def __init__(self, ctx: Context, sim: Simulation) -> None:
+        self.ctx = ctx
+        self.sim = sim
+        self._candidates: dict[tuple[object, ...], _Candidates] = {}
+
+    def _key(self, pod: Pod, scope: object) -> tuple[object, ...]:
+        return (scope, pod.namespace, id(pod.constraints), id(pod.scheduling), frozenset(pod.labels.items()))
+
+    def forget(self) -> None:
+        """After a rollback nodes have regained room and opened ones are gone: start afresh."""
+        self._candidates.clear()
+
+    def place(
+        self,
+        pod: Pod,
+        request: Request,
+        scope: object,
+        nodes: Callable[[], list[tuple[SimNode, Bins, int]]],
+        excluded: frozenset[str],
+    ) -> tuple[Bins, int] | None:
+        """First node of `nodes` (static filters cached per scope and spec) that passes every filter."""
+        key = self._key(pod, scope)
+        found = self._candidates.get(key)
+        state = self.sim.state(pod)
+        if found is None:
+            found = self._candidates[key] = _Candidates(
+                pod, [item for item in nodes() if self.sim.static(pod, state, item[0]) is None]
+            )
+        listed = found.nodes
+        dims = self.ctx.dims
+        index = found.start
+        while index < len(listed):
+            if index in found.dead:
+                if index == found.start:
+                    found.start += 1
+                index += 1
+                continue
+            node, bins, position = listed[index]
+            if node.name in excluded:
+                index += 1
+                continue
+            reason = self.sim.dynamic(pod, state, node, request, dims)
+            if reason is None:
+                return bins, position
+            if reason in _PERMANENT or reason.startswith(("Insufficient", "Too many")):
+                found.dead.add(index)
+                if index == found.start:
+                    found.start += 1
+            index += 1
+        return None
+
+    def add(self, scope: object, item: tuple[SimNode, Bins, int]) -> None:
+        """A node opened this run joins the candidates of every spec cached for the scope."""
+        for key, found in self._candidates.items():
+            if key[0] is scope and self.sim.static(found.pod, self.sim.state(found.pod), item[0]) is None:
+                found.nodes.append(item)
+
+
 class _ExistingRoom:
     """Free room of registered nodes: which classes admit a pod, and the outcome of a placement."""
 
-    def __init__(self, ctx: Context, classes: list[ExistingClass]) -> None:
+    def __init__(self, ctx: Context, classes: list[ExistingClass], sim: Simulation) -> None:
         self.ctx = ctx
         self.classes = classes
+        self.sim = sim
         self._admitting: dict[int, list[Bins]] = {}
         self._uncordon = {id(cls.bins) for cls in classes if cls.uncordon}
+        self.node_of: dict[tuple[int, int], SimNode] = {}
+        for cls in classes:
+            for index, name in enumerate(cls.bins.ids):
+                assert name is not None
+                self.node_of[(id(cls.bins), index)] = sim.nodes[name]
 
     def targets(self, pod: Pod) -> list[Bins]:
         """Bins of the classes whose labels and taints admit the pod (cached per scheduling spec)."""
@@ -88,11 +179,20 @@ class _ExistingRoom:
             ]
         return found
 
+    def nodes(self, pod: Pod) -> list[tuple[SimNode, Bins, int]]:
+        """Every registered node of the admitting classes, schedulable classes first."""
+        return [
+            (self.node_of[(id(bins), index)], bins, index)
+            for bins in self.targets(pod)
+            for index in range(len(bins.free))
+        ]
+
     def record(self, pod: Pod, bins: Bins, index: int, result: ScaleUpResult) -> None:
         """The pod fits registered node `bins.ids[index]`: an existing outcome (maybe an uncordon)."""
         node = bins.ids[index] or ""
         group = self.ctx.group_of_node.get(node)
         result.busy_nodes.add(node)
+        result.counted_on[pod.key] = node
         if id(bins) in self._uncordon:
             result.uncordon[node] = group.name if group else ""
             reason = f"fits on {node}, which the scaler had cordoned: uncordoning it"
@@ -114,6 +214,10 @@ class GroupBins:
     bins: Bins
     inflight: int  # bins [0, inflight) are booting nodes; later ones are new
     target_id: int  # admission cache key of the group
+    nodes: list[SimNode] = field(default_factory=list)  # one per bin, same order
+
+    def items(self) -> list[tuple[SimNode, Bins, int]]:
+        return [(node, self.bins, index) for index, node in enumerate(self.nodes)]
 
 
 @dataclass
@@ -124,6 +228,14 @@ class ScaleUpResult:
     busy_nodes: set[str] = field(default_factory=set)  # registered nodes receiving pods this run
     spare_bins: dict[str, int] = field(default_factory=dict)  # booting/new bins nothing was placed on
     saturated: set[str] = field(default_factory=set)  # groups at max with pods still waiting for them
+    counted_on: dict[str, str] = field(default_factory=dict)  # pod -> registered node it is counted on
+    scaled_up_in: dict[str, str] = field(default_factory=dict)  # pod -> group grown for it
+    recalled: Recall = field(default_factory=Recall)
+    pending: list[Pod] = field(default_factory=list)
+
+    def pod_memory(self, now: datetime) -> dict[str, PodMemory]:
+        """The memory of pending pods to store for the next run."""
+        return remember(self.pending, self.recalled, self.counted_on, self.scaled_up_in, now)
 
 
 def _size_key(unit: Unit) -> tuple[int, ...]:
@@ -132,10 +244,16 @@ def _size_key(unit: Unit) -> tuple[int, ...]:
     return (-r.gpus, -r.get(CPU), -r.get(MEMORY), -len(unit.pods))
 
 
-def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome]]:
+def _skip(pod: Pod, reason: str, code: ReasonCode, outcome: Outcome = Outcome.UNHELPED) -> PodOutcome:
+    return PodOutcome(pod.key, outcome, None, reason, code, pod.requests.gpus)
+
+
+def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list[Pod]]:
     """Pending pods that may trigger a scale-up, as units in First Fit Decreasing order.
 
-    Pods ignored by policy (below the priority cutoff, too young) get their outcome here.
+    Pods ignored by policy (below the priority cutoff, too young) and pods the scheduler is
+    already preempting for (nominated to a node) get their outcome here. Also returns every pod
+    of the backlog that is planned (the ones whose memory is kept).
     """
     policy = ctx.config.policy
     skipped: dict[str, PodOutcome] = {}
@@ -145,24 +263,25 @@ def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome]]:
         if not pod.is_pending_unschedulable:
             continue
         if policy.pod_priority_cutoff is not None and pod.priority < policy.pod_priority_cutoff:
+            reason = f"priority {pod.priority} is below the cutoff {policy.pod_priority_cutoff}"
+            skipped[pod.key] = _skip(pod, reason, ReasonCode.BELOW_PRIORITY_CUTOFF)
+            continue
+        if pod.nominated_node:
+            # The scheduler preempts victims on that node for this pod; room is on its way.
+            reason = f"nominated for {pod.nominated_node} by preemption: the scheduler is freeing room there"
+            group = ctx.group_of_node.get(pod.nominated_node)
             skipped[pod.key] = PodOutcome(
                 pod.key,
-                Outcome.UNHELPED,
-                None,
-                f"priority {pod.priority} is below the cutoff {policy.pod_priority_cutoff}",
-                ReasonCode.BELOW_PRIORITY_CUTOFF,
+                Outcome.EXISTING,
+                group.name if group else None,
+                reason,
+                ReasonCode.NOMINATED,
                 pod.requests.gpus,
             )
             continue
         if policy.new_pod_delay_seconds and not ctx.older_than(pod.created_at, policy.new_pod_delay_seconds):
-            skipped[pod.key] = PodOutcome(
-                pod.key,
-                Outcome.UNHELPED,
-                None,
-                f"younger than {policy.new_pod_delay_seconds}s: left to the scheduler first",
-                ReasonCode.TOO_YOUNG,
-                pod.requests.gpus,
-            )
+            reason = f"younger than {policy.new_pod_delay_seconds}s: left to the scheduler first"
+            skipped[pod.key] = _skip(pod, reason, ReasonCode.TOO_YOUNG)
             continue
         gang = pod.labels.get(policy.gang_label) if policy.gang_label else None
         if gang:
@@ -176,7 +295,7 @@ def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome]]:
     units.sort(key=lambda u: (*_size_key(u), u.key))
     for order, unit in enumerate(units):
         unit.order = order
-    return units, skipped
+    return units, skipped, [p for u in units for p in u.pods]
 
 
 class _Admission:
@@ -189,7 +308,7 @@ class _Admission:
         self._cache: dict[tuple[int, int], bool] = {}
 
     def admits(
-        self, scheduling: Scheduling, target_id: int, labels: dict[str, str], taints: tuple[Taint, ...]
+        self, scheduling: Scheduling, target_id: int, labels: Mapping[str, str], taints: tuple[Taint, ...]
     ) -> bool:
         key = (id(scheduling), target_id)
         hit = self._cache.get(key)
@@ -200,13 +319,13 @@ class _Admission:
 
 
 def _booting(ctx: Context, view: GroupView, node: Node, complete: dict[tuple[int, int], bool]) -> bool:
-    """A registered node that cannot take pods yet but soon will (NotReady, or GPUs not advertised).
-
-    `complete` caches, per (allocatable, shape) pair, whether the node advertises all its shape has.
-    """
+    """A registered node that cannot take pods yet but soon will: NotReady, GPUs not advertised, or
+    still carrying a startup taint. `complete` caches, per (allocatable, shape) pair, whether the
+    node advertises all its shape has."""
     if node.unschedulable:
         return False
-    if node.ready:
+    policy = ctx.config.policy
+    if node.ready and not any(is_startup_taint(t, policy) for t in node.taints):
         assert view.shape is not None
         key = (id(node.allocatable), id(view.shape))
         advertised = complete.get(key)
@@ -215,7 +334,7 @@ def _booting(ctx: Context, view: GroupView, node: Node, complete: dict[tuple[int
             advertised = complete[key] = all(not value or have.get(name) for name, value in view.shape.items)
         if advertised:
             return False  # ready with everything its shape promises: in service
-    return not ctx.older_than(node.created_at, ctx.config.policy.max_node_provision_seconds)
+    return not ctx.older_than(node.created_at, policy.max_node_provision_seconds)
 
 
 def _referenced_label_keys(units: list[Unit]) -> frozenset[str]:
@@ -233,11 +352,17 @@ def _referenced_label_keys(units: list[Unit]) -> frozenset[str]:
     return frozenset(keys)
 
 
-def _existing_classes(ctx: Context, booting: set[str], label_keys: frozenset[str]) -> list[ExistingClass]:
+def _bound_ports(pods: list[Pod]) -> set[tuple[str, str, int]]:
+    return {port_key(p) for pod in pods for p in pod.constraints.host_ports}
+
+
+def _existing_classes(
+    ctx: Context, booting: set[str], label_keys: frozenset[str], sim: Simulation
+) -> list[ExistingClass]:
     """Registered nodes with room, grouped by what admission can see of them.
 
     Only label keys some pending pod refers to matter, so nodes that differ only in, say, their
-    hostname label share a class and one admission test.
+    hostname label share a class and one admission test. Each node also joins the simulation.
     """
     classes: dict[tuple[object, ...], ExistingClass] = {}
     for node in sorted(ctx.snapshot.nodes, key=lambda n: n.name):
@@ -247,7 +372,8 @@ def _existing_classes(ctx: Context, booting: set[str], label_keys: frozenset[str
         if node.unschedulable and not scaler_cordoned:
             continue
         free = list(ctx.vector(node.allocatable))
-        for pod in ctx.pods_on_node.get(node.name, ()):
+        bound = ctx.pods_on_node.get(node.name, [])
+        for pod in bound:
             for dim, amount in ctx.request(pod.requests):
                 free[dim] -= amount
         visible = {k: v for k, v in node.labels.items() if k in label_keys}
@@ -258,48 +384,206 @@ def _existing_classes(ctx: Context, booting: set[str], label_keys: frozenset[str
         cls.bins.free.append(free)
         cls.bins.ids.append(node.name)
         cls.bins.placed.append(0)
+        group = ctx.group_of_node.get(node.name)
+        sim.add_node(
+            SimNode(
+                node.name,
+                node.labels,
+                node.taints,
+                free,
+                False,
+                _bound_ports(bound),
+                group.name if group else None,
+            )
+        )
     # Schedulable nodes first; uncordoning is the fallback before buying nodes.
     return sorted(classes.values(), key=lambda c: (c.uncordon, c.bins.ids[0] or ""))
 
 
-def _group_bins(ctx: Context, view: GroupView, booting_nodes: list[str], target_id: int) -> GroupBins:
+def _new_node(ctx: Context, view: GroupView, index: int, free: list[int], kind: NodeKind) -> SimNode:
+    template = view.template
+    return SimNode(
+        f"template-{view.name}-{index}",
+        template.node_labels(index),
+        template.taints,
+        free,
+        ports=set(template.ports),
+        group=view.name,
+        kind=kind,
+    )
+
+
+def _group_bins(
+    ctx: Context, view: GroupView, booting_nodes: list[Node], target_id: int, sim: Simulation
+) -> GroupBins:
     assert view.shape is not None
+    template = view.template
     shape = ctx.vector(view.shape)
-    free: list[list[int]] = []
-    ids: list[str | None] = []
-    for name in booting_nodes:
-        room = list(shape)
-        for pod in ctx.pods_on_node.get(name, ()):
+    overhead = ctx.request(template.overhead)
+    new_free = list(shape)
+    for dim, amount in overhead:
+        new_free[dim] -= amount
+    policy = ctx.config.policy
+    gb = GroupBins(view, Bins([], [], tuple(new_free)), 0, target_id)
+    for node in booting_nodes:
+        advertised = all(not v or node.allocatable.get(n) for n, v in view.shape.items)
+        room = list(ctx.vector(node.allocatable)) if advertised else list(shape)
+        bound = ctx.pods_on_node.get(node.name, [])
+        running = {p.owner_name for p in bound if p.is_daemonset}
+        for pod in bound:
             for dim, amount in ctx.request(pod.requests):
                 room[dim] -= amount
-        free.append(room)
-        ids.append(name)
+        for ds in template.daemonsets:  # DaemonSet pods that will still land on it
+            if ds.name not in running:
+                for dim, amount in ctx.request(ds.pod.requests):
+                    room[dim] -= amount
+        gb.bins.free.append(room)
+        gb.bins.ids.append(node.name)
+        taints = tuple(t for t in node.taints if not is_startup_taint(t, policy))
+        sim_node = SimNode(
+            node.name, node.labels, taints, room, False, _bound_ports(bound), view.name, NodeKind.BOOTING
+        )
+        gb.nodes.append(sim_node)
+        sim.add_node(sim_node)
     live = len(view.asg.live_instances) if view.asg else 0
     # Desired above the instance count is capacity on its way, unless launches are failing.
     pending_slots = 0 if view.in_backoff else max(0, view.current_desired - live)
     for _ in range(len(view.unregistered) + pending_slots):
-        free.append(list(shape))
-        ids.append(None)
+        room = list(new_free)
+        gb.bins.free.append(room)
+        gb.bins.ids.append(None)
+        sim_node = _new_node(ctx, view, len(gb.nodes), room, NodeKind.LAUNCHING)
+        gb.nodes.append(sim_node)
+        sim.add_node(sim_node)
+    gb.bins.placed = [0] * len(gb.bins.free)
+    gb.inflight = len(gb.bins.free)
     can_grow = not view.in_backoff and view.unavailable_reason is None
-    max_new = max(0, view.max_size - view.current_desired) if can_grow else 0
-    return GroupBins(view, Bins(free, ids, shape, max_new), inflight=len(free), target_id=target_id)
+    gb.bins.max_new = max(0, view.max_size - view.current_desired) if can_grow else 0
+    return gb
 
 
-def _place_unit(unit: Unit, targets: Callable[[Pod], list[Bins]]) -> list[tuple[Bins, int]] | None:
-    """Place every pod of the unit on the first bins that admit and fit it; all or nothing."""
-    journal = Journal() if len(unit.pods) > 1 else None
-    placements: list[tuple[Bins, int]] = []
-    for pod, request in zip(unit.pods, unit.requests, strict=True):
-        for bins in targets(pod):
-            index = bins.place(request, journal)
-            if index is not None:
-                placements.append((bins, index))
-                break
-        else:
-            if journal is not None:
-                journal.rollback()
+class _Run:
+    """One scale-up run: the simulation, both placement paths, and the undo of gang attempts."""
+
+    def __init__(self, ctx: Context, sim: Simulation, recalled: Recall) -> None:
+        self.ctx = ctx
+        self.sim = sim
+        self.placer = _Placer(ctx, sim)
+        self.recalled = recalled
+
+    def _excluded(self, pod: Pod) -> frozenset[str]:
+        return self.recalled.distrusted.get(pod.key, frozenset())
+
+    def place_unit(
+        self, unit: Unit, place_one: Callable[[Pod, Request, Journal | None], tuple[Bins, int] | None]
+    ) -> list[tuple[Bins, int]] | None:
+        """Place every pod of the unit; all or nothing."""
+        journal = Journal() if len(unit.pods) > 1 else None
+        if journal is not None:
+            self.sim.checkpoint()
+        placements: list[tuple[Bins, int]] = []
+        for pod, request in zip(unit.pods, unit.requests, strict=True):
+            where = place_one(pod, request, journal)
+            if where is None:
+                if journal is not None:
+                    self.sim.rollback()
+                    journal.rollback()
+                    self.placer.forget()
+                return None
+            placements.append(where)
+        if journal is not None:
+            self.sim.commit()
+        return placements
+
+    def _record(
+        self, pod: Pod, node: SimNode, bins: Bins, index: int, request: Request, journal: Journal | None
+    ) -> None:
+        if journal is not None:
+            journal.touch(bins, index)
+        self.sim.record(pod, node, request)
+        bins.placed[index] += 1
+
+    def existing(
+        self, room: _ExistingRoom
+    ) -> Callable[[Pod, Request, Journal | None], tuple[Bins, int] | None]:
+        """Placement on registered nodes' free room."""
+
+        def place_one(pod: Pod, request: Request, journal: Journal | None) -> tuple[Bins, int] | None:
+            if self.sim.is_plain(pod) and pod.key not in self.recalled.distrusted:
+                for bins in room.targets(pod):
+                    index = bins.place(request, journal)
+                    if index is not None:
+                        if self.sim.watched(pod):
+                            self.sim.record(pod, room.node_of[(id(bins), index)])
+                        return bins, index
+                return None
+            found = self.placer.place(pod, request, room, lambda: room.nodes(pod), self._excluded(pod))
+            if found is not None:
+                bins, index = found
+                self._record(pod, room.node_of[(id(bins), index)], bins, index, request, journal)
+            return found
+
+        return place_one
+
+    def group(
+        self, gb: GroupBins, room: _ExistingRoom, gang: bool
+    ) -> Callable[[Pod, Request, Journal | None], tuple[Bins, int] | None]:
+        """Placement on a group's booting, launching and new nodes (a gang may also use free room)."""
+        existing = self.existing(room)
+
+        def place_one(pod: Pod, request: Request, journal: Journal | None) -> tuple[Bins, int] | None:
+            if gang:
+                found = existing(pod, request, journal)
+                if found is not None:
+                    return found
+            if self.sim.is_plain(pod):
+                opened = gb.bins.opened
+                index = gb.bins.place(request, journal)
+                if index is None:
+                    return None
+                if gb.bins.opened > opened:
+                    self._open(gb, gb.bins.free[index])
+                if self.sim.watched(pod):
+                    self.sim.record(pod, gb.nodes[index])
+                return gb.bins, index
+            found = self.placer.place(pod, request, gb, gb.items, frozenset())
+            if found is None:
+                found = self._open_for(gb, pod, request, journal)
+                if found is None:
+                    return None
+            bins, index = found
+            self._record(pod, gb.nodes[index], bins, index, request, journal)
+            return found
+
+        return place_one
+
+    def _open(self, gb: GroupBins, free: list[int]) -> SimNode:
+        del gb.nodes[len(gb.bins.free) - 1 :]  # drop nodes of bins a rollback removed
+        node = _new_node(self.ctx, gb.view, len(gb.nodes), free, NodeKind.NEW)
+        gb.nodes.append(node)
+        self.sim.add_node(node)
+        self.placer.add(gb, (node, gb.bins, len(gb.nodes) - 1))
+        return node
+
+    def _open_for(
+        self, gb: GroupBins, pod: Pod, request: Request, journal: Journal | None
+    ) -> tuple[Bins, int] | None:
+        bins = gb.bins
+        if not bins.can_open or bins.new_shape is None:
             return None
-    return placements
+        free = list(bins.new_shape)
+        probe = _new_node(self.ctx, gb.view, len(bins.free), free, NodeKind.NEW)
+        state = self.sim.state(pod)
+        if self.sim.static(pod, state, probe) or self.sim.dynamic(pod, state, probe, request, self.ctx.dims):
+            return None
+        if journal is not None:
+            journal.opening(bins)
+        bins.free.append(free)
+        bins.ids.append(None)
+        bins.placed.append(0)
+        bins.opened += 1
+        self._open(gb, free)
+        return bins, len(bins.free) - 1
 
 
 @dataclass
@@ -321,8 +605,8 @@ def _estimate(ctx: Context, gb: GroupBins, buckets: list[Bucket]) -> _Estimate:
     """Rough cost of serving the buckets' units from this group: a lower bound on nodes from the
     summed requests, less the booting nodes it already has, times its price, per GPU demanded."""
     view = gb.view
-    assert view.shape is not None
-    shape = ctx.vector(view.shape)
+    shape = gb.bins.new_shape
+    assert shape is not None
     totals = [0] * len(shape)
     gpus = millicores = 0
     for bucket in buckets:
@@ -330,7 +614,7 @@ def _estimate(ctx: Context, gb: GroupBins, buckets: list[Bucket]) -> _Estimate:
             totals[dim] += amount
         gpus += bucket.gpus
         millicores += bucket.millicores
-    nodes = max((math.ceil(t / s) for t, s in zip(totals, shape, strict=True) if s and t), default=1)
+    nodes = max((math.ceil(t / s) for t, s in zip(totals, shape, strict=True) if s > 0 and t), default=1)
     nodes = min(nodes, gb.inflight + gb.bins.max_new)
     new_nodes = max(0, nodes - gb.inflight)
     demand = gpus if gpus else millicores / 1000
@@ -342,9 +626,9 @@ def _estimate(ctx: Context, gb: GroupBins, buckets: list[Bucket]) -> _Estimate:
     else:
         cost_per_unit = price * new_nodes / demand if demand else 0.0
     dominant = ctx.dim_index[GPU] if gpus and GPU in ctx.dim_index else ctx.dim_index.get(CPU, 0)
-    capacity = shape[dominant] * max(nodes, 1)
+    capacity = max(shape[dominant], 0) * max(nodes, 1)
     waste = 1 - min(totals[dominant], capacity) / capacity if capacity else 1.0
-    covered = min(totals[dominant], shape[dominant] * gb.inflight)
+    covered = min(totals[dominant], max(shape[dominant], 0) * gb.inflight)
     return _Estimate(gb, buckets, new_nodes, cost_per_unit, covered, waste)
 
 
@@ -353,90 +637,125 @@ def _describe_size(resources: Resources) -> str:
     return f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else str(resources)
 
 
-def _diagnose(ctx: Context, unit: Unit) -> tuple[ReasonCode, str]:
-    """Why no group could take this unit, summarised over all groups."""
+def _amounts(names: tuple[str, ...], resources: Resources) -> str:
+    return ", ".join(f"{format_amount(n, resources.get(n))} {n}" for n in names)
+
+
+# The most actionable reason first: a group that could take the pod but cannot grow, then what the
+# scheduler refused, then what is wrong with the pod for every group.
+_CODE_ORDER = (
+    ReasonCode.AT_MAX,
+    ReasonCode.GANG_DOES_NOT_FIT,
+    ReasonCode.BACKOFF,
+    ReasonCode.SCHEDULER_REJECTED,
+    ReasonCode.GROUP_UNAVAILABLE,
+    ReasonCode.FILTERED,
+    ReasonCode.DAEMONSET_OVERHEAD,
+    ReasonCode.TOO_LARGE,
+    ReasonCode.UNVERIFIABLE,
+    ReasonCode.NO_MATCHING_GROUP,
+)
+
+
+def _diagnose_group(
+    ctx: Context, sim: Simulation, view: GroupView, unit: Unit, request: Resources, refused: bool
+) -> tuple[ReasonCode, str]:
+    """Why this group did not take the unit, in the scheduler's words where a filter said no."""
     pod = unit.pods[0]
+    template = view.template
+    labels = template.node_labels(0)
+    state = sim.state(pod)
+    blocked = static_reason(pod.scheduling, labels, template.taints, False)
+    if blocked:
+        return ReasonCode.NO_MATCHING_GROUP, blocked
+    if view.unavailable_reason:
+        return ReasonCode.GROUP_UNAVAILABLE, view.unavailable_reason
+    if state.unverifiable:
+        return ReasonCode.UNVERIFIABLE, state.unverifiable
+    if state.volumes is not None:
+        volume = volume_binding(state.volumes, labels)
+        if volume:
+            code = ReasonCode.UNVERIFIABLE if state.volumes.unresolvable else ReasonCode.FILTERED
+            return code, volume
+    assert view.shape is not None and template.free is not None
+    too_big = request.exceeding(view.shape)
+    if too_big:
+        shape = view.shape
+        detail = ", ".join(
+            f"{n} {format_amount(n, request.get(n))} > {format_amount(n, shape.get(n))}" for n in too_big
+        )
+        return ReasonCode.TOO_LARGE, f"larger than a node ({detail}; {template.source})"
+    squeezed = request.exceeding(template.free)
+    if squeezed:
+        count = len(template.daemonsets)
+        return (
+            ReasonCode.DAEMONSET_OVERHEAD,
+            f"{count} DaemonSet(s) need {_amounts(squeezed, template.overhead)} on every {view.name} node; "
+            f"{_amounts(squeezed, template.free)} left for pods",
+        )
+    if refused:
+        said = pod.scheduler_message or "no message"
+        return ReasonCode.SCHEDULER_REJECTED, f"the scheduler refused capacity bought for it ({said})"
+    if not pod.constraints.is_plain or state.affinity is not None:
+        probe = _new_node(ctx, view, 0, list(ctx.vector(template.free)), NodeKind.NEW)
+        for member, member_request in zip(unit.pods, unit.requests, strict=True):
+            reason = sim.dynamic(member, sim.state(member), probe, member_request, ctx.dims)
+            if reason and not reason.startswith(("Insufficient", "Too many")):
+                return ReasonCode.FILTERED, reason
+    if view.in_backoff:
+        until = view.state.backoff_until
+        return ReasonCode.BACKOFF, f"in capacity backoff until {until.isoformat() if until else '?'}"
+    if unit.gang:
+        return (
+            ReasonCode.GANG_DOES_NOT_FIT,
+            f"gang of {len(unit.pods)} pods does not fit within max size {view.max_size}",
+        )
+    return ReasonCode.AT_MAX, f"at max size {view.max_size}"
+
+
+def _diagnose(
+    ctx: Context, sim: Simulation, unit: Unit, refused: frozenset[str]
+) -> tuple[ReasonCode, str, dict[str, ReasonCode]]:
+    """Why no group could take this unit: one reason per group, the overall code, codes by group."""
     request = Resources()
     for member in unit.pods:
         request = request.maximum(member.requests)
+    by_group: dict[str, ReasonCode] = {}
     reasons: list[str] = []
-    codes: list[ReasonCode] = []
     for view in ctx.groups:
-        name = view.name
-        if not pod.scheduling.selects(view.config.labels):
-            codes.append(ReasonCode.NO_MATCHING_GROUP)
-            reasons.append(f"{name}: node selector/affinity does not match")
-            continue
-        untolerated = pod.scheduling.untolerated(view.taints)
-        if untolerated:
-            t = untolerated[0]
-            codes.append(ReasonCode.NO_MATCHING_GROUP)
-            reasons.append(f"{name}: taint {t.key}={t.value}:{t.effect} not tolerated")
-            continue
-        unavailable = view.unavailable_reason
-        if unavailable:
-            codes.append(ReasonCode.GROUP_UNAVAILABLE)
-            reasons.append(f"{name}: {unavailable}")
-            continue
-        assert view.shape is not None
-        too_big = request.exceeding(view.shape)
-        if too_big:
-            codes.append(ReasonCode.TOO_LARGE)
-            shape = view.shape
-            detail = ", ".join(
-                f"{n} {format_amount(n, request.get(n))} > {format_amount(n, shape.get(n))}" for n in too_big
-            )
-            reasons.append(f"{name}: larger than a node ({detail})")
-            continue
-        if view.in_backoff:
-            codes.append(ReasonCode.BACKOFF)
-            until = view.state.backoff_until
-            reasons.append(f"{name}: in capacity backoff until {until.isoformat() if until else '?'}")
-            continue
-        if unit.gang:
-            codes.append(ReasonCode.GANG_DOES_NOT_FIT)
-            reasons.append(
-                f"{name}: gang of {len(unit.pods)} pods does not fit within max size {view.max_size}"
-            )
-            continue
-        codes.append(ReasonCode.AT_MAX)
-        reasons.append(f"{name}: at max size {view.max_size}")
+        code, reason = _diagnose_group(ctx, sim, view, unit, request, view.name in refused)
+        by_group[view.name] = code
+        reasons.append(f"{view.name}: {reason}")
     if not reasons:
-        return ReasonCode.NO_MATCHING_GROUP, "no node groups configured"
-    for code in (
-        ReasonCode.AT_MAX,
-        ReasonCode.GANG_DOES_NOT_FIT,
-        ReasonCode.BACKOFF,
-        ReasonCode.GROUP_UNAVAILABLE,
-        ReasonCode.TOO_LARGE,
-        ReasonCode.NO_MATCHING_GROUP,
-    ):
-        if code in codes:
-            return code, f"{_describe_size(request)}: " + "; ".join(reasons)
-    return codes[0], "; ".join(reasons)
+        return ReasonCode.NO_MATCHING_GROUP, "no node groups configured", by_group
+    codes = set(by_group.values())
+    code = next(c for c in _CODE_ORDER if c in codes)
+    return code, f"{_describe_size(request)}: " + "; ".join(reasons), by_group
 
 
 def _fill_group(
-    gb: GroupBins, units: list[Unit], result: ScaleUpResult, existing: _ExistingRoom
+    run: _Run, gb: GroupBins, units: list[Unit], result: ScaleUpResult, room: _ExistingRoom
 ) -> list[Unit]:
     """First Fit Decreasing of `units` into the group's booting then new nodes; returns those placed.
 
     A gang may also use what is left of the free room of registered nodes: a member on an idle node
-    and the others on new nodes is still the whole gang.
+    and the others on new nodes is still the whole gang. Pods the scheduler refused in this group
+    are not placed here.
     """
-    target = [gb.bins]
+    refused = run.recalled.refused
+    single = run.group(gb, room, gang=False)
+    gang = run.group(gb, room, gang=True)
     placed: list[Unit] = []
     for unit in units:
-        if unit.gang:
-            placements = _place_unit(unit, lambda pod: [*existing.targets(pod), gb.bins])
-        else:
-            placements = _place_unit(unit, lambda _pod: target)
+        if any(gb.view.name in refused.get(p.key, ()) for p in unit.pods):
+            continue
+        placements = run.place_unit(unit, gang if unit.gang else single)
         if placements is None:
             continue
         placed.append(unit)
         for pod, (bins, index) in zip(unit.pods, placements, strict=True):
             if bins is not gb.bins:
-                existing.record(pod, bins, index, result)
+                room.record(pod, bins, index, result)
                 continue
             if index < gb.inflight:
                 node = gb.bins.ids[index]
@@ -446,51 +765,80 @@ def _fill_group(
                     result.busy_nodes.add(node)
             else:
                 outcome, reason = Outcome.SCALE_UP, f"needs a new {gb.view.name} node"
+                result.scaled_up_in[pod.key] = gb.view.name
             result.outcomes[pod.key] = PodOutcome(
                 pod.key, outcome, gb.view.name, reason, ReasonCode.PLACED, pod.requests.gpus
             )
     return placed
 
 
+def _simulation(ctx: Context) -> Simulation:
+    snapshot = ctx.snapshot
+    return Simulation(
+        ctx.pods_on_node,
+        snapshot.namespaces,
+        Volumes.of(snapshot.pvcs, snapshot.pvs, snapshot.storage_classes),
+    )
+
+
+def _recall(ctx: Context, pending: list[Pod]) -> Recall:
+    policy = ctx.config.policy
+    return recall(
+        pending,
+        ctx.snapshot.state.pods,
+        {n.name: n for n in ctx.snapshot.nodes},
+        {name: view.name for name, view in ctx.group_of_node.items()},
+        ctx.now,
+        policy.scheduler_retry_seconds,
+        policy.scheduler_refusal_ttl_seconds,
+    )
+
+
 def plan_scale_up(ctx: Context) -> ScaleUpResult:
     """Decide where every backlog pod goes: free room, uncordon, booting nodes, or new nodes.
 
-    Groups are chosen per priority tier (high first), then by the lowest estimated cost per GPU of
-    the new nodes the pods at hand need, then less waste, then name. A group takes every pod it
-    admits up to its max size; what is left spills to the next group. Gangs are all-or-nothing
-    within one group (or within existing free room).
+    Every node is judged by kube-scheduler's filters (shared.planner.filters); pods placed earlier
+    in the run count for later ones. Groups are chosen per priority tier (high first), then by the
+    lowest estimated cost per GPU of the new nodes the pods at hand need, then less waste, then
+    name. A group takes every pod it admits up to its max size; what is left spills to the next
+    group. Gangs are all-or-nothing within one group (or within existing free room). Fits the
+    scheduler has refuted are not counted again (shared.planner.ground_truth).
     """
     result = ScaleUpResult()
-    units, skipped = backlog_units(ctx)
+    units, skipped, pending = backlog_units(ctx)
     result.outcomes.update(skipped)
+    result.pending = pending
+    result.recalled = recalled = _recall(ctx, pending)
+    sim = _simulation(ctx)
+    run = _Run(ctx, sim, recalled)
 
-    booting: dict[str, list[str]] = {}
+    booting: dict[str, list[Node]] = {}
     complete: dict[tuple[int, int], bool] = {}
     for view in ctx.groups:
         if view.shape is not None:
-            booting[view.name] = [n.name for n in view.nodes if _booting(ctx, view, n, complete)]
-    booting_names = {name for names in booting.values() for name in names}
+            booting[view.name] = [n for n in view.nodes if _booting(ctx, view, n, complete)]
+    booting_names = {node.name for nodes in booting.values() for node in nodes}
     admission = _Admission()
 
     # 1. Free room on registered nodes (schedulable first, then scaler-cordoned ones).
-    existing = _ExistingRoom(
-        ctx, _existing_classes(ctx, booting_names, _referenced_label_keys(units)) if units else []
-    )
+    classes = _existing_classes(ctx, booting_names, _referenced_label_keys(units), sim) if units else []
+    group_bins: dict[str, GroupBins] = {}
+    for position, view in enumerate(ctx.groups):
+        if view.shape is not None and view.asg is not None:
+            group_bins[view.name] = _group_bins(ctx, view, booting.get(view.name, []), position, sim)
+    sim.prepare(pending)
+    room = _ExistingRoom(ctx, classes, sim)
+    place_existing = run.existing(room)
     remaining: list[Unit] = []
     for unit in units:
-        placements = _place_unit(unit, existing.targets) if existing.classes else None
+        placements = run.place_unit(unit, place_existing) if classes else None
         if placements is None:
             remaining.append(unit)
             continue
         for pod, (bins, index) in zip(unit.pods, placements, strict=True):
-            existing.record(pod, bins, index, result)
+            room.record(pod, bins, index, result)
 
     # 2. Booting and new nodes, one group at a time.
-    group_bins: dict[str, GroupBins] = {}
-    for position, view in enumerate(ctx.groups):
-        if view.shape is not None and view.asg is not None:
-            group_bins[view.name] = _group_bins(ctx, view, booting.get(view.name, []), position)
-
     buckets: dict[tuple[int, ...], Bucket] = {}
     for unit in remaining:
         signature = unit.signature
@@ -506,7 +854,7 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
             for bucket in buckets.values()
             if bucket.units
             and all(
-                admission.admits(sched, gb.target_id, gb.view.config.labels, gb.view.taints)
+                admission.admits(sched, gb.target_id, gb.view.labels, gb.view.taints)
                 for sched in bucket.schedulings
             )
         ]
@@ -524,27 +872,47 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
                 break
             best = min(estimates, key=lambda e: e.rank)
             candidates.remove(best.group_bins)
-            units = sorted((u for b in best.buckets for u in b.units.values()), key=lambda u: u.order)
-            placed = _fill_group(best.group_bins, units, result, existing)
-            for unit in placed:
+            ordered = sorted((u for b in best.buckets for u in b.units.values()), key=lambda u: u.order)
+            for unit in _fill_group(run, best.group_bins, ordered, result, room):
                 buckets[unit.signature].add(unit, -1)
 
-    remaining = sorted((u for b in buckets.values() for u in b.units.values()), key=lambda u: u.order)
     for gb in group_bins.values():
-        if not gb.bins.can_open and not gb.view.in_backoff and admitted_buckets(gb):
-            result.saturated.add(gb.view.name)
         result.new_nodes[gb.view.name] = gb.bins.opened
         result.spare_bins[gb.view.name] = sum(1 for count in gb.bins.placed if count == 0)
-
-    diagnosis_cache: dict[tuple[object, ...], tuple[ReasonCode, str]] = {}
-    for unit in remaining:
-        cache_key = (unit.pods[0].scheduling, tuple(unit.requests), unit.gang)
-        diagnosis = diagnosis_cache.get(cache_key)
-        if diagnosis is None:
-            diagnosis = diagnosis_cache[cache_key] = _diagnose(ctx, unit)
-        code, reason = diagnosis
-        for pod in unit.pods:
-            result.outcomes[pod.key] = PodOutcome(
-                pod.key, Outcome.UNHELPED, None, reason, code, pod.requests.gpus
-            )
+    _report_unplaced(ctx, sim, buckets, recalled, result)
     return result
+
+
+def _report_unplaced(
+    ctx: Context,
+    sim: Simulation,
+    buckets: dict[tuple[int, ...], Bucket],
+    recalled: Recall,
+    result: ScaleUpResult,
+) -> None:
+    """A reason for every pod left over; a group that could take one but is at max is saturated."""
+    remaining = sorted((u for b in buckets.values() for u in b.units.values()), key=lambda u: u.order)
+    cache: dict[tuple[object, ...], tuple[ReasonCode, str, dict[str, ReasonCode]]] = {}
+    for unit in remaining:
+        pod = unit.pods[0]
+        refused = recalled.refused.get(pod.key, frozenset())
+        key = (
+            pod.namespace,
+            id(pod.scheduling),
+            id(pod.constraints),
+            frozenset(pod.labels.items()),
+            tuple(unit.requests),
+            unit.gang,
+            refused,
+        )
+        diagnosis = cache.get(key)
+        if diagnosis is None:
+            diagnosis = cache[key] = _diagnose(ctx, sim, unit, refused)
+        code, reason, by_group = diagnosis
+        for name, group_code in by_group.items():
+            if group_code in (ReasonCode.AT_MAX, ReasonCode.GANG_DOES_NOT_FIT):
+                result.saturated.add(name)
+        for member in unit.pods:
+            result.outcomes[member.key] = PodOutcome(
+                member.key, Outcome.UNHELPED, None, reason, code, member.requests.gpus
+            )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from shared.domain.model import GroupState, ScalerState
+from shared.domain.model import GroupState, InstanceType, ScalerState
 from shared.domain.plan import Outcome, ReasonCode
 from shared.domain.resources import Resources
 from shared.planner import plan
@@ -116,7 +116,7 @@ def test_node_selector_and_taints_decide_the_group() -> None:
     assert got["untolerated"] == ("unhelped", None)
     reason = next(p for p in result.pods if p.pod.endswith("untolerated"))
     assert reason.code is ReasonCode.NO_MATCHING_GROUP
-    assert "taint nvidia.com/gpu=true:NoSchedule not tolerated" in reason.reason
+    assert "node(s) had untolerated taint {nvidia.com/gpu: true}" in reason.reason
 
 
 def test_required_node_affinity_operators() -> None:
@@ -270,10 +270,11 @@ def test_scale_from_zero_uses_the_instance_type_shape() -> None:
         ]
     )
     snap = snapshot([pod("p", gpus=4, cpu="40", memory="100Gi")], [], [asg("research-g5", desired=0)])
-    shape = Resources.of({"cpu": 47500, "memory": 190 * 2**30, "nvidia.com/gpu": 4})
+    capacity = Resources.of({"cpu": 48000, "memory": 192 * 2**30, "nvidia.com/gpu": 4, "pods": 234})
     from dataclasses import replace
 
-    result = plan(replace(snap, instance_shapes={"g5.12xlarge": shape}), cfg, NOW)
+    g5 = InstanceType("g5.12xlarge", capacity, "amd64")
+    result = plan(replace(snap, instance_types={"g5.12xlarge": g5}), cfg, NOW)
     # Then a node is bought without any node of the group ever having existed
     assert result.group("g5").desired == 1
 

@@ -1,0 +1,37 @@
+"""The node view every filter judges, and the filter result."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from shared.domain.model import Taint
+
+Reason = str | None  # None: the node passes; otherwise the scheduler's words for why not
+
+
+class NodeKind(StrEnum):
+    REGISTERED = "registered"  # a Node object the scheduler can bind to now
+    BOOTING = "booting"  # registered but not ready yet (NotReady, GPUs not advertised, startup taint)
+    LAUNCHING = "launching"  # an instance (or desired slot) with no Node object yet
+    NEW = "new"  # a node this plan buys (the group's template)
+
+
+@dataclass(eq=False, slots=True)
+class SimNode:
+    """One node as the planner's simulation of the scheduler sees it during a run.
+
+    `free` is the room left, a dense vector in the run's dimension order; it is the same list the
+    packing bins hold, so a placement through either path is seen by both. `ports` are the host
+    ports in use as (protocol, host_ip, port).
+    """
+
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    free: list[int]
+    unschedulable: bool = False
+    ports: set[tuple[str, str, int]] = field(default_factory=set)
+    group: str | None = None
+    kind: NodeKind = NodeKind.REGISTERED

@@ -1,0 +1,96 @@
+"""The scheduler is the ground truth: what the planner counted and the scheduler did not do is a
+model error, and a model error may cost one node once, never a node per run.
+
+- A fit the planner has counted for a pending pod on the same registered node for longer than the
+  scheduler's retry period (kube-scheduler re-queues unschedulable pods at least every 5 minutes,
+  and at once on node and pod events) is refuted: that node is no longer counted for that pod and
+  no longer kept busy by it.
+- When the refuted node is capacity bought for that pod (a node of a group the scaler grew for it,
+  created after the scale-up), the group is refused for the pod for a TTL: not bought again.
+Memory is per pending pod (by key, checked against its uid) and forgotten once the pod is gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from shared.domain.model import Node, Pod, PodMemory
+from shared.domain.plan import ModelError
+
+
+@dataclass
+class Recall:
+    """What the memory says before this run's placement."""
+
+    memory: dict[str, PodMemory] = field(default_factory=dict)  # pending pods' memory, errors applied
+    distrusted: dict[str, frozenset[str]] = field(default_factory=dict)  # pod -> nodes not to count
+    refused: dict[str, frozenset[str]] = field(default_factory=dict)  # pod -> groups not to grow
+    errors: list[ModelError] = field(default_factory=list)
+
+
+def recall(
+    pending: list[Pod],
+    stored: Mapping[str, PodMemory],
+    nodes: Mapping[str, Node],
+    group_of_node: Mapping[str, str],
+    now: datetime,
+    retry_seconds: int,
+    refusal_ttl_seconds: int,
+) -> Recall:
+    """Apply the scheduler's verdicts to the stored memory of the pending pods."""
+    out = Recall()
+    retry = timedelta(seconds=retry_seconds)
+    for pod in pending:
+        memory = stored.get(pod.key)
+        if memory is None or (memory.uid and pod.uid and memory.uid != pod.uid):
+            continue
+        distrusted = {n for n in memory.distrusted if n in nodes}
+        refused = {g: until for g, until in memory.refused.items() if until > now}
+        counted = memory.counted_on
+        if counted and counted in nodes and memory.counted_since and now - memory.counted_since >= retry:
+            distrusted.add(counted)
+            out.errors.append(ModelError(pod.key, counted, memory.counted_since, pod.scheduler_message))
+            group = group_of_node.get(counted)
+            bought = memory.bought.get(group) if group else None
+            created = nodes[counted].created_at
+            if group and bought is not None and created is not None and created >= bought:
+                refused[group] = now + timedelta(seconds=refusal_ttl_seconds)
+            counted = ""
+        out.memory[pod.key] = replace(
+            memory,
+            uid=pod.uid or memory.uid,
+            counted_on=counted,
+            counted_since=memory.counted_since if counted else None,
+            distrusted=tuple(sorted(distrusted)),
+            refused=refused,
+        )
+        if distrusted:
+            out.distrusted[pod.key] = frozenset(distrusted)
+        if refused:
+            out.refused[pod.key] = frozenset(refused)
+    return out
+
+
+def remember(
+    pending: list[Pod],
+    recalled: Recall,
+    counted_on: Mapping[str, str],
+    scaled_up_in: Mapping[str, str],
+    now: datetime,
+) -> dict[str, PodMemory]:
+    """The memory to store after this run: where each pending pod is counted, what was bought."""
+    out: dict[str, PodMemory] = {}
+    for pod in pending:
+        memory = recalled.memory.get(pod.key, PodMemory(uid=pod.uid))
+        node = counted_on.get(pod.key, "")
+        since = memory.counted_since if node and node == memory.counted_on else (now if node else None)
+        bought = dict(memory.bought)
+        group = scaled_up_in.get(pod.key)
+        if group and group not in bought:
+            bought[group] = now
+        updated = replace(memory, counted_on=node, counted_since=since, bought=bought)
+        if updated.counted_on or updated.distrusted or updated.bought or updated.refused:
+            out[pod.key] = updated
+    return dict(sorted(out.items()))

@@ -1,0 +1,368 @@
+"""The planner's simulation of the scheduler for one run: every node it may count on (registered,
+booting, launching, new) with its free room and host ports, the pods bound or placed on them, and
+the per-domain counts the stateful filters read.
+
+Like cluster-autoscaler's binpacking estimator, a pod placed by the plan is fed back into the
+picture before the next one is judged (its ports, its labels for others' affinity and spread, its
+own anti-affinity). Counts come from label postings, never from pairwise scans of pods.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from shared.domain.constraints import LabelSelector, PodAffinityTerm, SpreadConstraint
+from shared.domain.model import Pod, Scheduling, Taint
+from shared.planner.filters.dynamic_resources import dynamic_resources
+from shared.planner.filters.framework import Reason, SimNode
+from shared.planner.filters.inter_pod_affinity import InterPodAffinityState, inter_pod_affinity
+from shared.planner.filters.node_affinity import node_affinity
+from shared.planner.filters.node_ports import node_ports, port_key
+from shared.planner.filters.node_resources_fit import Request, node_resources_fit
+from shared.planner.filters.node_unschedulable import node_unschedulable
+from shared.planner.filters.pod_topology_spread import DomainCounts, SpreadState, pod_topology_spread
+from shared.planner.filters.taint_toleration import taint_toleration
+from shared.planner.filters.volume_binding import VolumeDemand, Volumes, volume_binding, volume_demand
+
+Pair = tuple[str, str]
+
+
+def static_reason(
+    scheduling: Scheduling, labels: Mapping[str, str], taints: tuple[Taint, ...], unschedulable: bool
+) -> Reason:
+    """The filters that read only the node's labels, taints and cordon (one home for all paths)."""
+    return (
+        node_unschedulable(scheduling, unschedulable)
+        or node_affinity(scheduling, labels)
+        or taint_toleration(scheduling, taints)
+    )
+
+
+@dataclass(frozen=True)
+class PodState:
+    """Everything the filters precompute for one pod (CycleState of kube-scheduler's PreFilter)."""
+
+    affinity: InterPodAffinityState | None
+    spread: SpreadState | None
+    volumes: VolumeDemand | None
+    unverifiable: Reason  # DRA: never placed
+
+
+def _spread_key(pod: Pod, constraint: SpreadConstraint, keys: tuple[str, ...]) -> tuple[object, ...]:
+    scheduling = pod.scheduling
+    return (
+        constraint,
+        pod.namespace,
+        keys,
+        (scheduling.node_selector, scheduling.affinity_terms)
+        if constraint.node_affinity_policy == "Honor"
+        else None,
+        scheduling.tolerations if constraint.node_taints_policy == "Honor" else None,
+    )
+
+
+@dataclass
+class _SpreadIndex:
+    constraint: SpreadConstraint
+    namespace: str
+    keys: tuple[str, ...]
+    scheduling: Scheduling
+    counts: DomainCounts
+    eligible: set[str]
+
+    def admits(self, node: SimNode) -> bool:
+        if any(key not in node.labels for key in self.keys):
+            return False
+        policy = self.constraint
+        if policy.node_affinity_policy == "Honor" and not self.scheduling.selects(node.labels):
+            return False
+        return not (policy.node_taints_policy == "Honor" and self.scheduling.untolerated(node.taints))
+
+    def matches(self, pod: Pod) -> bool:
+        selector = self.constraint.selector
+        return pod.namespace == self.namespace and selector is not None and selector.matches(pod.labels)
+
+
+class Simulation:
+    """Nodes and placed pods of one planning run, and the filters over them."""
+
+    def __init__(
+        self,
+        pods_on_node: Mapping[str, Iterable[Pod]],
+        namespaces: Mapping[str, Mapping[str, str]],
+        volumes: Volumes,
+    ) -> None:
+        self.nodes: dict[str, SimNode] = {}
+        self._namespaces = namespaces
+        self._volumes = volumes
+        self._bound = pods_on_node
+        self._pods: list[tuple[Pod, str]] = []
+        self._postings: dict[Pair, list[int]] = {}
+        self._affinity: dict[tuple[PodAffinityTerm, ...], Counter[Pair]] = {}
+        self._anti: dict[PodAffinityTerm, Counter[Pair]] = {}
+        self._existing_anti: dict[PodAffinityTerm, Counter[Pair]] = {}
+        self._spread: dict[tuple[object, ...], _SpreadIndex] = {}
+        self._states: dict[tuple[object, ...], PodState] = {}
+        self._watched: dict[tuple[object, ...], bool] = {}
+        self._undo: list[Callable[[], None]] | None = None
+        self.active = False  # any inter-pod index exists: placements must be recorded
+
+    # ------------------------------------------------------------------------------ nodes, pods
+
+    def add_node(self, node: SimNode) -> None:
+        """A node the plan may count on (new nodes included, as the scheduler will see them)."""
+        self.nodes[node.name] = node
+        for index in self._spread.values():
+            if index.admits(node):
+                index.eligible.add(node.name)
+                index.counts.add_domain(node.labels[index.constraint.topology_key])
+        if self._undo is not None:
+            self._undo.append(lambda: self._remove_node(node))
+
+    def _remove_node(self, node: SimNode) -> None:
+        del self.nodes[node.name]
+        for index in self._spread.values():
+            index.eligible.discard(node.name)  # its domain stays: counts are only ever lower bounds
+
+    def prepare(self, pending: Iterable[Pod]) -> None:
+        """Index bound pods and build the counts every constrained pending pod will read."""
+        bound = [
+            (pod, name)
+            for name, pods in self._bound.items()
+            if name in self.nodes
+            for pod in pods
+            if not pod.is_terminal
+        ]
+        constrained = [p for p in pending if not p.constraints.is_plain]
+        has_anti = any(pod.constraints.anti_affinity for pod, _ in bound)
+        if not constrained and not has_anti:
+            return
+        self.active = True
+        for pod, name in bound:
+            self._index(pod, name)
+        for pod, name in bound:
+            for term in pod.constraints.anti_affinity:
+                self._existing_counter(term)[self._pair(term.topology_key, name)] += 1
+        for pod in constrained:
+            self._build(pod)
+
+    def _pair(self, key: str, node_name: str) -> Pair:
+        return (key, self.nodes[node_name].labels.get(key, "\0"))
+
+    def _index(self, pod: Pod, node_name: str) -> None:
+        position = len(self._pods)
+        self._pods.append((pod, node_name))
+        for item in pod.labels.items():
+            self._postings.setdefault(item, []).append(position)
+
+    def _candidates(self, selector: LabelSelector | None) -> Iterable[tuple[Pod, str]]:
+        if selector is None:
+            return ()
+        lists = [self._postings.get(item, []) for item in selector.match_labels]
+        for req in selector.match_expressions:
+            if req.operator == "In":
+                lists.append(sorted({i for v in req.values for i in self._postings.get((req.key, v), ())}))
+        if not lists:
+            return self._pods
+        smallest = min(lists, key=len)
+        return (self._pods[i] for i in smallest)
+
+    def _existing_counter(self, term: PodAffinityTerm) -> Counter[Pair]:
+        counter = self._existing_anti.get(term)
+        if counter is None:
+            counter = self._existing_anti[term] = Counter()
+        return counter
+
+    def _selects(self, term: PodAffinityTerm, pod: Pod) -> bool:
+        return term.selects(pod.namespace, pod.labels, self._namespaces.get(pod.namespace))
+
+    def _build(self, pod: Pod) -> None:
+        constraints = pod.constraints
+        if constraints.affinity and constraints.affinity not in self._affinity:
+            counts: Counter[Pair] = Counter()
+            terms = constraints.affinity
+            for other, name in self._candidates(terms[0].selector):
+                if all(self._selects(t, other) for t in terms):
+                    for t in terms:
+                        counts[self._pair(t.topology_key, name)] += 1
+            self._affinity[terms] = counts
+        for term in constraints.anti_affinity:
+            if term not in self._anti:
+                counts = Counter()
+                for other, name in self._candidates(term.selector):
+                    if self._selects(term, other):
+                        counts[self._pair(term.topology_key, name)] += 1
+                self._anti[term] = counts
+        hard = constraints.hard_spread
+        keys = tuple(sorted({c.topology_key for c in hard}))
+        for constraint in hard:
+            key = _spread_key(pod, constraint, keys)
+            if key in self._spread:
+                continue
+            index = _SpreadIndex(constraint, pod.namespace, keys, pod.scheduling, DomainCounts(), set())
+            for node in self.nodes.values():
+                if index.admits(node):
+                    index.eligible.add(node.name)
+                    index.counts.add_domain(node.labels[constraint.topology_key])
+            for other, name in self._candidates(constraint.selector):
+                if name in index.eligible and index.matches(other):
+                    index.counts.increment(self.nodes[name].labels[constraint.topology_key])
+            self._spread[key] = index
+
+    # ------------------------------------------------------------------------------ filters
+
+    def state(self, pod: Pod) -> PodState:
+        """PreFilter of the stateful filters for `pod` (cached per distinct pod spec)."""
+        key = (pod.namespace, id(pod.constraints), id(pod.scheduling), frozenset(pod.labels.items()))
+        found = self._states.get(key)
+        if found is None:
+            found = self._states[key] = self._prefilter(pod)
+        return found
+
+    def _prefilter(self, pod: Pod) -> PodState:
+        constraints = pod.constraints
+        existing = tuple(
+            (term.topology_key, counts)
+            for term, counts in self._existing_anti.items()
+            if self._selects(term, pod)
+        )
+        affinity: InterPodAffinityState | None = None
+        if constraints.affinity or constraints.anti_affinity or existing:
+            affinity = InterPodAffinityState(
+                affinity=constraints.affinity,
+                affinity_counts=self._affinity.get(constraints.affinity, Counter()),
+                matches_own_affinity=all(self._selects(t, pod) for t in constraints.affinity),
+                anti_affinity=tuple((t.topology_key, self._anti[t]) for t in constraints.anti_affinity),
+                existing_anti=existing,
+            )
+        spread: SpreadState | None = None
+        hard = constraints.hard_spread
+        if hard:
+            keys = tuple(sorted({c.topology_key for c in hard}))
+            spread = SpreadState(
+                keys,
+                tuple(
+                    (
+                        c,
+                        self._spread[_spread_key(pod, c, keys)].counts,
+                        1 if c.selector is not None and c.selector.matches(pod.labels) else 0,
+                    )
+                    for c in hard
+                ),
+            )
+        volumes = (
+            volume_demand(pod.namespace, constraints.claims, self._volumes) if constraints.claims else None
+        )
+        return PodState(affinity, spread, volumes, dynamic_resources(constraints))
+
+    def is_plain(self, pod: Pod) -> bool:
+        """No constraint of its own and no placed pod's anti-affinity about it: the fast path."""
+        if not pod.constraints.is_plain:
+            return False
+        return not (self._existing_anti and self.state(pod).affinity is not None)
+
+    def static(self, pod: Pod, state: PodState, node: SimNode) -> Reason:
+        """Filters that depend on the node alone: they never change during the run."""
+        return (
+            state.unverifiable
+            or static_reason(pod.scheduling, node.labels, node.taints, node.unschedulable)
+            or (volume_binding(state.volumes, node.labels) if state.volumes is not None else None)
+        )
+
+    def dynamic(
+        self, pod: Pod, state: PodState, node: SimNode, request: Request, dims: tuple[str, ...]
+    ) -> Reason:
+        """Filters whose answer changes as pods are placed: room, ports, inter-pod rules."""
+        return (
+            node_resources_fit(request, node.free, dims)
+            or (node_ports(pod.constraints.host_ports, node.ports) if pod.constraints.host_ports else None)
+            or (inter_pod_affinity(state.affinity, node.labels) if state.affinity is not None else None)
+            or (pod_topology_spread(state.spread, node.labels) if state.spread is not None else None)
+        )
+
+    # ------------------------------------------------------------------------------ placement
+
+    def watched(self, pod: Pod) -> bool:
+        """Whether placing the pod changes what a filter answers for another pod."""
+        if not self.active:
+            return False
+        if not pod.constraints.is_plain:
+            return True
+        key = (pod.namespace, frozenset(pod.labels.items()))
+        found = self._watched.get(key)
+        if found is None:
+            found = self._watched[key] = (
+                any(all(self._selects(t, pod) for t in terms) for terms in self._affinity)
+                or any(self._selects(t, pod) for t in self._anti)
+                or any(index.matches(pod) for index in self._spread.values())
+            )
+        return found
+
+    def record(self, pod: Pod, node: SimNode, request: Request | None = None) -> None:
+        """The plan places `pod` on `node`: take its room (when `request` is given), ports and counts."""
+        undo: list[Callable[[], None]] = []
+        if request is not None:
+            free = node.free
+            for dim, amount in request:
+                free[dim] -= amount
+            undo.append(lambda: _give_back(free, request))
+        for port in pod.constraints.host_ports:
+            key = port_key(port)
+            if key not in node.ports:
+                node.ports.add(key)
+                undo.append(lambda key=key: node.ports.discard(key))  # type: ignore[misc]
+        if self.active and self.watched(pod):
+            for counter, by in self._count_updates(pod, node):
+                for pair in by:
+                    counter[pair] += 1
+                undo.append(lambda counter=counter, by=by: _decrement(counter, by))  # type: ignore[misc]
+            for index in self._spread.values():
+                if node.name in index.eligible and index.matches(pod):
+                    value = node.labels[index.constraint.topology_key]
+                    index.counts.increment(value)
+                    undo.append(lambda index=index, value=value: index.counts.increment(value, -1))  # type: ignore[misc]
+            self._index(pod, node.name)
+        if self._undo is not None:
+            self._undo.extend(undo)
+
+    def _count_updates(self, pod: Pod, node: SimNode) -> list[tuple[Counter[Pair], list[Pair]]]:
+        updates: list[tuple[Counter[Pair], list[Pair]]] = []
+        for terms, counter in self._affinity.items():
+            if all(self._selects(t, pod) for t in terms):
+                updates.append(
+                    (counter, [(t.topology_key, node.labels.get(t.topology_key, "\0")) for t in terms])
+                )
+        for term, counter in self._anti.items():
+            if self._selects(term, pod):
+                updates.append((counter, [(term.topology_key, node.labels.get(term.topology_key, "\0"))]))
+        for term in pod.constraints.anti_affinity:
+            existing = self._existing_counter(term)
+            updates.append((existing, [(term.topology_key, node.labels.get(term.topology_key, "\0"))]))
+            self._states.clear()  # a new existing anti-affinity term: prefilters must see it
+            self._watched.clear()
+        return updates
+
+    def checkpoint(self) -> None:
+        """Start recording undo steps (a gang is placed all or nothing)."""
+        self._undo = []
+
+    def commit(self) -> None:
+        self._undo = None
+
+    def rollback(self) -> None:
+        """Undo every placement and node since the checkpoint, newest first."""
+        steps, self._undo = self._undo or [], None
+        for step in reversed(steps):
+            step()
+
+
+def _give_back(free: list[int], request: Request) -> None:
+    for dim, amount in request:
+        free[dim] += amount
+
+
+def _decrement(counter: Counter[Pair], pairs: list[Pair]) -> None:
+    for pair in pairs:
+        counter[pair] -= 1

@@ -1,0 +1,265 @@
+"""Template nodes: the node a scale-up of a group would create, modelled as a full Node, like
+cluster-autoscaler's template NodeInfo (simulator/node_info_utils.go: a real node of the group,
+sanitized, plus its DaemonSet pods; cloudprovider/aws/aws_manager.go buildNodeFromTemplate for
+groups with no node yet).
+
+- allocatable: the config's `allocatable` when given; else the smallest of what the group's
+  registered nodes advertise; else the instance type's capacity minus the kubelet reservation
+  of the EKS-optimized AMI (shared.planner.eks), or minus the config's explicit `node_reservation`;
+- labels: well-known labels, the labels every registered node of the group shares, cluster-
+  autoscaler's `k8s.io/cluster-autoscaler/node-template/label/*` ASG tags, the config's labels;
+- taints: the config's, the `node-template/taint/*` tags', those every registered node shares,
+  minus startup taints (they go away once the node's agents are up);
+- DaemonSet pods whose selector, affinity and tolerations admit the node take their share first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from shared.config import PolicyConfig, ScalerConfig
+from shared.domain.constraints import HOSTNAME, REGION, ZONE
+from shared.domain.model import AsgState, DaemonSet, InstanceType, Node, Taint, TaintEffect
+from shared.domain.resources import EMPTY, EPHEMERAL_STORAGE, PODS, Resources
+from shared.formats.quantity import quantity
+from shared.planner.eks import KUBELET_DEFAULT_MAX_PODS, node_allocatable
+from shared.planner.filters.node_ports import port_key
+from shared.planner.simulation import static_reason
+
+CA_TEMPLATE = "k8s.io/cluster-autoscaler/node-template/"
+# cluster-autoscaler's taint prefixes (utils/taints/taints.go): startup taints are expected to go
+# away once the node is up; ignore-taint is their deprecated spelling.
+STARTUP_TAINT_PREFIXES = (
+    "startup-taint.cluster-autoscaler.kubernetes.io/",
+    "ignore-taint.cluster-autoscaler.kubernetes.io/",
+)
+# Condition taints the node lifecycle controller manages, the cordon taint and autoscalers'
+# deletion markers: never part of what a new node looks like.
+_TRANSIENT_TAINTS = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/unschedulable",
+        "node.kubernetes.io/memory-pressure",
+        "node.kubernetes.io/disk-pressure",
+        "node.kubernetes.io/pid-pressure",
+        "node.kubernetes.io/network-unavailable",
+        "ToBeDeletedByClusterAutoscaler",
+        "DeletionCandidateOfClusterAutoscaler",
+        "karpenter.sh/disrupted",
+    }
+)
+# Per-node or per-zone labels a registered node carries that a new node need not share.
+_PER_NODE_LABELS = frozenset({HOSTNAME, "alpha.eksctl.io/instance-id", "node.kubernetes.io/instance-id"})
+_ZONE_LABELS = frozenset(
+    {
+        ZONE,
+        "failure-domain.beta.kubernetes.io/zone",
+        "topology.ebs.csi.aws.com/zone",
+        "topology.k8s.aws/zone-id",
+    }
+)
+# An instance type says nothing about the root volume: unless a node or a tag tells, local
+# storage is not what limits placement.
+UNKNOWN_EPHEMERAL_STORAGE = 2**50
+
+
+def is_startup_taint(taint: Taint, policy: PolicyConfig) -> bool:
+    """A taint a node carries only while it starts (configured keys and cluster-autoscaler's prefixes)."""
+    return taint.key in policy.startup_taints or taint.key.startswith(STARTUP_TAINT_PREFIXES)
+
+
+@dataclass(frozen=True)
+class Template:
+    """The node a scale-up of one group would create, with the DaemonSet pods that land on it."""
+
+    group: str
+    allocatable: Resources | None  # None: the shape is unknown (no config, node or instance data)
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    source: str  # where the allocatable comes from, for reasons
+    daemonsets: tuple[DaemonSet, ...] = ()
+    overhead: Resources = EMPTY  # what the DaemonSets request
+    ports: frozenset[tuple[str, str, int]] = field(default_factory=frozenset)
+
+    @property
+    def free(self) -> Resources | None:
+        """Room left for pending pods once the DaemonSets run (negative amounts kept: nothing fits)."""
+        return None if self.allocatable is None else self.allocatable - self.overhead
+
+    def node_labels(self, index: int) -> dict[str, str]:
+        """Labels of the index-th new node: each new node is its own hostname domain."""
+        return {**self.labels, HOSTNAME: f"template-{self.group}-{index}"}
+
+    def as_node(self) -> Node:
+        """The template as a Node object."""
+        return Node(
+            name=f"template-{self.group}",
+            allocatable=self.allocatable or EMPTY,
+            labels=self.node_labels(0),
+            taints=self.taints,
+        )
+
+
+def _shared_labels(nodes: list[Node], single_zone: bool) -> dict[str, str]:
+    if not nodes:
+        return {}
+    shared = dict(nodes[0].labels)
+    for node in nodes[1:]:
+        shared = {k: v for k, v in shared.items() if node.labels.get(k) == v}
+    return {
+        k: v
+        for k, v in shared.items()
+        if k not in _PER_NODE_LABELS and (single_zone or k not in _ZONE_LABELS)
+    }
+
+
+def _shared_taints(nodes: list[Node]) -> list[Taint]:
+    if not nodes:
+        return []
+    shared = set(nodes[0].taints)
+    for node in nodes[1:]:
+        shared &= set(node.taints)
+    return sorted(shared, key=lambda t: (t.key, t.effect))
+
+
+def _tag_labels_taints_resources(
+    tags: Mapping[str, str],
+) -> tuple[dict[str, str], list[Taint], dict[str, int]]:
+    """cluster-autoscaler's node-template ASG tags (cloudprovider/aws/README.md, "Auto-Discovery")."""
+    labels: dict[str, str] = {}
+    taints: list[Taint] = []
+    resources: dict[str, int] = {}
+    effects = {e.value: e for e in TaintEffect}
+    for key, value in sorted(tags.items()):
+        if not key.startswith(CA_TEMPLATE):
+            continue
+        kind, _, name = key[len(CA_TEMPLATE) :].partition("/")
+        if not name:
+            continue
+        if kind == "label":
+            labels[name] = value
+        elif kind == "taint":
+            taint_value, _, effect = value.rpartition(":")
+            if effect in effects:
+                taints.append(Taint(name, taint_value, effects[effect]))
+        elif kind == "resources":
+            try:
+                resources[name] = quantity(name, value)
+            except ValueError:
+                continue  # a malformed tag is ignored as cluster-autoscaler ignores it
+    return labels, taints, resources
+
+
+def _smallest(nodes: Iterable[Node]) -> Resources | None:
+    """Element-wise minimum over nodes that advertise every resource any of them advertises."""
+    candidates = list(nodes)
+    if not candidates:
+        return None
+    names = {name for node in candidates for name, _ in node.allocatable.items}
+    complete = [n for n in candidates if all(n.allocatable.get(name) > 0 for name in names)]
+    if not complete:
+        return None
+    smallest = complete[0].allocatable.as_dict()
+    for node in complete[1:]:
+        for name in smallest:
+            smallest[name] = min(smallest[name], node.allocatable.get(name))
+    return Resources.of(smallest)
+
+
+def _allocatable(
+    config: ScalerConfig,
+    group_shape: Resources | None,
+    usable: list[Node],
+    instance_type: InstanceType | None,
+    tag_resources: Mapping[str, int],
+) -> tuple[Resources | None, str]:
+    if group_shape is not None:
+        return group_shape, "config allocatable"
+    observed = _smallest(usable)
+    if observed is not None:
+        return observed, f"the smallest registered node ({len(usable)} seen)"
+    if instance_type is None and not tag_resources:
+        return None, "no allocatable in config, no registered node, no instance type data"
+    capacity = (instance_type.capacity if instance_type else EMPTY).as_dict()
+    capacity.update(tag_resources)
+    capacity.setdefault(PODS, KUBELET_DEFAULT_MAX_PODS)
+    allocatable = node_allocatable(Resources.of(capacity), config.reservation)
+    if not allocatable.get(EPHEMERAL_STORAGE):
+        allocatable = allocatable + Resources.of({EPHEMERAL_STORAGE: UNKNOWN_EPHEMERAL_STORAGE})
+    how = "the configured node_reservation" if config.reservation is not None else "the EKS AMI reservation"
+    name = instance_type.name if instance_type else "node-template tags"
+    return allocatable, f"{name} minus {how}"
+
+
+def build_template(
+    config: ScalerConfig,
+    group_name: str,
+    asg: AsgState | None,
+    registered: list[Node],
+    instance_types: Mapping[str, InstanceType],
+    daemonsets: tuple[DaemonSet, ...],
+) -> Template:
+    """The template node of one configured group."""
+    group = config.group(group_name)
+    policy = config.policy
+    single_zone = asg is not None and len(asg.availability_zones) == 1
+    usable = [n for n in registered if n.ready and not any(is_startup_taint(t, policy) for t in n.taints)]
+    tag_labels, tag_taints, tag_resources = _tag_labels_taints_resources(asg.tags if asg else {})
+    instance_type = instance_types.get(group.instance_type) if group.instance_type else None
+
+    labels: dict[str, str] = {"kubernetes.io/os": "linux", REGION: config.region_of(group)}
+    if instance_type is not None:
+        labels["kubernetes.io/arch"] = instance_type.architecture
+    if group.instance_type:
+        labels["node.kubernetes.io/instance-type"] = group.instance_type
+    if asg is not None and single_zone:
+        zone = asg.availability_zones[0]
+        labels[ZONE] = zone
+        labels["topology.ebs.csi.aws.com/zone"] = zone  # the EBS CSI node plugin's key
+    if asg is not None and "eks:nodegroup-name" in asg.tags:
+        labels["eks.amazonaws.com/nodegroup"] = asg.tags["eks:nodegroup-name"]
+        labels["eks.amazonaws.com/capacityType"] = "ON_DEMAND"
+    labels.update(_shared_labels(usable or registered, single_zone))
+    labels.setdefault("kubernetes.io/arch", "amd64")
+    labels.update(tag_labels)
+    labels.update(group.labels)
+
+    taints: dict[tuple[str, str], Taint] = {}
+    for taint in (*_shared_taints(registered), *tag_taints, *group.domain_taints):
+        if taint.key in _TRANSIENT_TAINTS or is_startup_taint(taint, policy):
+            continue
+        taints[(taint.key, taint.effect)] = taint
+    template_taints = tuple(sorted(taints.values(), key=lambda t: (t.key, t.effect)))
+
+    allocatable, source = _allocatable(config, group.shape, usable, instance_type, tag_resources)
+    if allocatable is not None and not allocatable.get(PODS):
+        allocatable = allocatable + Resources.of({PODS: KUBELET_DEFAULT_MAX_PODS})
+    template = Template(group.name, allocatable, labels, template_taints, source)
+    return with_daemonsets(template, daemonsets)
+
+
+def with_daemonsets(template: Template, daemonsets: tuple[DaemonSet, ...]) -> Template:
+    """The DaemonSets whose pods the template admits, their requests and host ports."""
+    labels = template.node_labels(0)
+    admitted = tuple(
+        ds
+        for ds in sorted(daemonsets, key=lambda d: d.key)
+        if static_reason(ds.pod.scheduling, labels, template.taints, False) is None
+    )
+    overhead = EMPTY
+    ports: set[tuple[str, str, int]] = set()
+    for ds in admitted:
+        overhead = overhead + ds.pod.requests
+        ports.update(port_key(p) for p in ds.pod.constraints.host_ports)
+    return Template(
+        template.group,
+        template.allocatable,
+        template.labels,
+        template.taints,
+        template.source,
+        admitted,
+        overhead,
+        frozenset(ports),
+    )
