@@ -10,7 +10,7 @@ the kube-scheduler plugins they mirror.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shared.domain.labels import LabelSelector
 
@@ -90,15 +90,12 @@ class PodConstraints:
     spread: tuple[SpreadConstraint, ...] = ()  # DoNotSchedule and ScheduleAnyway
     claims: tuple[str, ...] = ()  # PVC names in the pod's namespace (incl. generic ephemeral volumes)
     resource_claims: tuple[str, ...] = ()  # DRA: spec.resourceClaims names
+    # No constraint that depends on other pods, ports or volumes: the class-based fast path.
+    # Computed once (the planner asks for every pod, many times).
+    is_plain: bool = field(init=False, compare=False, repr=False)
 
-    @property
-    def hard_spread(self) -> tuple[SpreadConstraint, ...]:
-        return tuple(c for c in self.spread if c.is_hard)
-
-    @property
-    def is_plain(self) -> bool:
-        """No constraint that depends on other pods, ports or volumes: the class-based fast path."""
-        return not (
+    def __post_init__(self) -> None:
+        plain = not (
             self.host_ports
             or self.affinity
             or self.anti_affinity
@@ -106,6 +103,11 @@ class PodConstraints:
             or self.claims
             or self.resource_claims
         )
+        object.__setattr__(self, "is_plain", plain)
+
+    @property
+    def hard_spread(self) -> tuple[SpreadConstraint, ...]:
+        return tuple(c for c in self.spread if c.is_hard)
 
 
 NO_CONSTRAINTS = PodConstraints()

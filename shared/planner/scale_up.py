@@ -542,7 +542,7 @@ class _Run:
                 if index is None:
                     return None
                 if gb.bins.opened > opened:
-                    self._open(gb, gb.bins.free[index])
+                    self.open_bin(gb, gb.bins.free[index])
                 if self.sim.watched(pod):
                     self.sim.record(pod, gb.nodes[index])
                 return gb.bins, index
@@ -557,7 +557,8 @@ class _Run:
 
         return place_one
 
-    def _open(self, gb: GroupBins, free: list[int]) -> SimNode:
+    def open_bin(self, gb: GroupBins, free: list[int]) -> SimNode:
+        """A bin just opened for a new node: the node joins the simulation."""
         del gb.nodes[len(gb.bins.free) - 1 :]  # drop nodes of bins a rollback removed
         node = _new_node(self.ctx, gb.view, len(gb.nodes), free, NodeKind.NEW)
         gb.nodes.append(node)
@@ -582,7 +583,7 @@ class _Run:
         bins.ids.append(None)
         bins.placed.append(0)
         bins.opened += 1
-        self._open(gb, free)
+        self.open_bin(gb, free)
         return bins, len(bins.free) - 1
 
 
@@ -745,11 +746,24 @@ def _fill_group(
     refused = run.recalled.refused
     single = run.group(gb, room, gang=False)
     gang = run.group(gb, room, gang=True)
+    bins = gb.bins
     placed: list[Unit] = []
     for unit in units:
-        if any(gb.view.name in refused.get(p.key, ()) for p in unit.pods):
+        if refused and any(gb.view.name in refused.get(p.key, ()) for p in unit.pods):
             continue
-        placements = run.place_unit(unit, gang if unit.gang else single)
+        if unit.plain and not unit.gang:
+            # The fast path, inline: most of the backlog is plain single pods.
+            opened = bins.opened
+            index = bins.place(unit.requests[0])
+            if index is None:
+                continue
+            if bins.opened > opened:
+                run.open_bin(gb, bins.free[index])
+            if run.sim.active and run.sim.watched(unit.pods[0]):
+                run.sim.record(unit.pods[0], gb.nodes[index])
+            placements: list[tuple[Bins, int]] | None = [(bins, index)]
+        else:
+            placements = run.place_unit(unit, gang if unit.gang else single)
         if placements is None:
             continue
         placed.append(unit)
@@ -827,11 +841,18 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
         if view.shape is not None and view.asg is not None:
             group_bins[view.name] = _group_bins(ctx, view, booting.get(view.name, []), position, sim)
     sim.prepare(pending)
+    for unit in units:
+        unit.plain = all(sim.is_plain(p) and p.key not in recalled.distrusted for p in unit.pods)
     room = _ExistingRoom(ctx, classes, sim)
     place_existing = run.existing(room)
     remaining: list[Unit] = []
     for unit in units:
-        placements = run.place_unit(unit, place_existing) if classes else None
+        if not classes:
+            placements = None
+        elif unit.plain and not unit.gang:
+            placements = _place_plain(unit, room, sim)
+        else:
+            placements = run.place_unit(unit, place_existing)
         if placements is None:
             remaining.append(unit)
             continue
@@ -881,6 +902,18 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
         result.spare_bins[gb.view.name] = sum(1 for count in gb.bins.placed if count == 0)
     _report_unplaced(ctx, sim, buckets, recalled, result)
     return result
+
+
+def _place_plain(unit: Unit, room: _ExistingRoom, sim: Simulation) -> list[tuple[Bins, int]] | None:
+    """The fast path on registered nodes: first fit over the classes that admit the pod."""
+    pod, request = unit.pods[0], unit.requests[0]
+    for bins in room.targets(pod):
+        index = bins.place(request)
+        if index is not None:
+            if sim.active and sim.watched(pod):
+                sim.record(pod, room.node_of[(id(bins), index)])
+            return [(bins, index)]
+    return None
 
 
 def _report_unplaced(
