@@ -15,7 +15,7 @@ from shared.demo import cli as demo_cli
 from shared.domain.errors import ConfigError, InputError
 from shared.domain.model import ScalerState, Snapshot
 from shared.formats.aws import asgs_from_describe
-from shared.formats.kubernetes import nodes_from_list, pods_from_list
+from shared.formats.kubernetes import KubeObjects, nodes_from_list, objects_from_documents, pods_from_list
 from shared.formats.plan_output import plan_to_json, plan_to_table
 from shared.formats.state import state_from_json
 from shared.planner import plan
@@ -44,12 +44,64 @@ def _parse_now(raw: str | None) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+def _unique(objects: Sequence[Any], key: Any) -> tuple[Any, ...]:
+    # Dumps may overlap (--pods and an --objects file holding pods too): the first copy wins.
+    seen: dict[str, Any] = {}
+    for obj in objects:
+        seen.setdefault(key(obj), obj)
+    return tuple(seen.values())
+
+
+def _read_objects(paths: Sequence[str]) -> list[KubeObjects]:
+    found = []
+    for path in paths:
+        objects = objects_from_documents([(_read_json(path), path)])
+        if objects.skipped:
+            kinds = ", ".join(sorted(set(objects.skipped)))
+            print(
+                f"backlog-scaler: {path}: skipped {len(objects.skipped)} object(s) of kind(s) {kinds}",
+                file=sys.stderr,
+            )
+        found.append(objects)
+    return found
+
+
+def _snapshot_inputs(args: argparse.Namespace) -> dict[str, Any]:
+    """Pods, nodes and the objects the filters read, from --pods, --nodes and every --objects file."""
+    extra = _read_objects(args.objects or ())
+    if args.pods is None and not any("Pod" in o.kinds for o in extra):
+        raise InputError(
+            "no pods: pass --pods (kubectl get pods -A -o json) or an --objects file with Pod objects"
+        )
+    if args.nodes is None and not any("Node" in o.kinds for o in extra):
+        raise InputError(
+            "no nodes: pass --nodes (kubectl get nodes -o json; an empty NodeList for a cluster without "
+            "nodes) or an --objects file with Node objects"
+        )
+    pods = list(pods_from_list(_read_json(args.pods), args.pods)) if args.pods else []
+    nodes = list(nodes_from_list(_read_json(args.nodes), args.nodes)) if args.nodes else []
+    namespaces: dict[str, Any] = {}
+    for o in extra:
+        pods.extend(o.pods)
+        nodes.extend(o.nodes)
+        for name, labels in o.namespaces.items():
+            namespaces.setdefault(name, labels)
+    return {
+        "pods": _unique(pods, lambda p: p.key),
+        "nodes": _unique(nodes, lambda n: n.name),
+        "daemonsets": _unique([d for o in extra for d in o.daemonsets], lambda d: d.key),
+        "pvcs": _unique([c for o in extra for c in o.pvcs], lambda c: c.key),
+        "pvs": _unique([v for o in extra for v in o.pvs], lambda v: v.name),
+        "storage_classes": _unique([c for o in extra for c in o.storage_classes], lambda c: c.name),
+        "namespaces": namespaces,
+    }
+
+
 def run_plan(args: argparse.Namespace) -> int:
     """`backlog-scaler plan`: read dumps, plan, print."""
     config = load_config(args.config)
     snapshot = Snapshot(
-        pods=pods_from_list(_read_json(args.pods), args.pods),
-        nodes=nodes_from_list(_read_json(args.nodes), args.nodes),
+        **_snapshot_inputs(args),
         asgs=asgs_from_describe(_read_json(args.asgs), args.asgs),
         state=state_from_json(_read_json(args.state), args.state) if args.state else ScalerState(),
     )
@@ -74,8 +126,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="backlog-scaler", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     p = commands.add_parser("plan", help="show what the scaler would do on kubectl/aws dumps")
-    p.add_argument("--pods", required=True, help="kubectl get pods -A -o json")
-    p.add_argument("--nodes", required=True, help="kubectl get nodes -o json")
+    p.add_argument("--pods", help="kubectl get pods -A -o json (or give pods in --objects)")
+    p.add_argument("--nodes", help="kubectl get nodes -o json (or give nodes in --objects)")
+    p.add_argument(
+        "--objects",
+        action="append",
+        metavar="FILE",
+        help="more objects, repeatable: kubectl get daemonsets,pvc,pv,storageclasses,namespaces -A -o json "
+        "(any kubectl JSON: a List of mixed kinds or one object; pods and nodes may come from here too)",
+    )
     p.add_argument("--asgs", required=True, help="aws autoscaling describe-auto-scaling-groups")
     p.add_argument("--config", required=True, help="scaler config (YAML or JSON)")
     p.add_argument("--state", help="stored state: idle-since per node, backoff per group (JSON)")

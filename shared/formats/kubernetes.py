@@ -8,13 +8,33 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from shared.domain.constraints import (
+    NAMESPACE_NAME,
+    NO_CONSTRAINTS,
+    HostPort,
+    PodAffinityTerm,
+    PodConstraints,
+    SpreadConstraint,
+)
 from shared.domain.errors import InputError
-from shared.domain.model import Node, Pod, Requirement, Scheduling, Taint, TaintEffect, Toleration
+from shared.domain.labels import LabelSelector
+from shared.domain.model import (
+    DaemonSet,
+    Node,
+    Pod,
+    Requirement,
+    Scheduling,
+    Taint,
+    TaintEffect,
+    Toleration,
+)
 from shared.domain.resources import Resources
+from shared.domain.volumes import NodeSelectorTerms, PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.formats.quantity import quantity
 
 _PROVIDER_ID = re.compile(r"^aws:///[^/]*/(i-[0-9a-f]+)$")
@@ -46,30 +66,56 @@ def _add(total: dict[str, int], raw: Mapping[str, Any] | None) -> None:
 
 
 def _requests_uncached(spec: Mapping[str, Any]) -> Resources:
+    # PodRequests in kubernetes pkg/api/v1/resource/helpers.go: sidecars (restartable init
+    # containers) run beside the containers, so they add up with them; a regular init container
+    # runs beside the sidecars declared before it. Pod = max(containers + sidecars, init) + overhead.
     total: dict[str, int] = {}
     for container in spec.get("containers") or ():
         _add(total, (container.get("resources") or {}).get("requests"))
+    sidecars: dict[str, int] = {}
+    init: dict[str, int] = {}
     for container in spec.get("initContainers") or ():
-        init: dict[str, int] = {}
-        _add(init, (container.get("resources") or {}).get("requests"))
-        for name, value in init.items():
-            if value > total.get(name, 0):
-                total[name] = value
+        requests = (container.get("resources") or {}).get("requests")
+        if container.get("restartPolicy") == "Always":
+            _add(total, requests)
+            _add(sidecars, requests)
+            running = sidecars
+        else:
+            running = dict(sidecars)
+            _add(running, requests)
+        for name, value in running.items():
+            if value > init.get(name, 0):
+                init[name] = value
+    for name, value in init.items():
+        if value > total.get(name, 0):
+            total[name] = value
     _add(total, spec.get("overhead"))
     total["pods"] = total.get("pods", 0) + 1  # every pod takes one of the node's pod slots
     return Resources.of(total)
 
 
 def _requests_key(containers: Any) -> tuple[Any, ...]:
-    return tuple(tuple(((c.get("resources") or {}).get("requests") or {}).items()) for c in containers or ())
+    return tuple(
+        (c.get("restartPolicy"), tuple(((c.get("resources") or {}).get("requests") or {}).items()))
+        for c in containers or ()
+    )
 
 
 _requests_cache: dict[tuple[Any, ...], Resources] = {}
 _CACHE_LIMIT = 4096
 
 
+def _all_strings(key: tuple[Any, ...]) -> bool:
+    containers, init_containers, overhead = key
+    return (
+        all(type(value) is str for _, items in containers for _, value in items)
+        and all(type(value) is str for _, items in init_containers for _, value in items)
+        and all(type(value) is str for _, value in overhead)
+    )
+
+
 def pod_requests(spec: Mapping[str, Any]) -> Resources:
-    """Sum over containers, max with each init container, plus spec.overhead."""
+    """max(sum(containers) + sum(sidecars), effective init) + spec.overhead, as the scheduler counts."""
     # Thousands of pods share a handful of request shapes: key on the raw request items (cheap
     # tuples of the decoded JSON) and parse each shape once.
     try:
@@ -84,9 +130,7 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
     if cached is None:
         cached = _requests_uncached(spec)
         # Only all-string shapes are kept: 1 == True == 1.0 as dict keys, and the API sends strings.
-        if all(type(value) is str for part in key[:2] for items in part for _, value in items) and all(
-            type(value) is str for _, value in key[2]
-        ):
+        if _all_strings(key):
             if len(_requests_cache) >= _CACHE_LIMIT:
                 _requests_cache.clear()
             _requests_cache[key] = cached
@@ -166,34 +210,238 @@ def _build_scheduling(spec: Mapping[str, Any]) -> Scheduling:
 _EMPTY_SCHEDULING = Scheduling()
 
 
+_LABEL_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+_WHEN_UNSATISFIABLE = frozenset({"DoNotSchedule", "ScheduleAnyway"})
+_POLICIES = frozenset({"Honor", "Ignore"})
+
+
+def _int(raw: object, field: str) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise ValueError(f"{field}: expected an integer, got {raw!r}")
+    return raw
+
+
+def _one_of(raw: object, field: str, allowed: frozenset[str], default: str) -> str:
+    if raw is None:
+        return default
+    if raw not in allowed:
+        raise ValueError(f"{field}: expected one of {sorted(allowed)}, got {raw!r}")
+    return str(raw)
+
+
+def _label_selector(raw: object, field: str) -> LabelSelector | None:
+    """A metav1.LabelSelector; null stays None (matches nothing), {} matches everything."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise TypeError(f"{field}: expected an object, got {type(raw).__name__}")
+    expressions = _requirements(raw.get("matchExpressions"))
+    for req in expressions:
+        if req.operator not in _LABEL_SELECTOR_OPERATORS:
+            raise ValueError(f"{field}: unknown operator {req.operator!r}")
+    match_labels = raw.get("matchLabels") or {}
+    return LabelSelector(tuple(sorted((str(k), str(v)) for k, v in match_labels.items())), expressions)
+
+
+def _merge_label_keys(
+    selector: LabelSelector, labels: Mapping[str, str], keys: object, operator: str
+) -> LabelSelector:
+    """matchLabelKeys (In) / mismatchLabelKeys (NotIn): the pod's own values, for keys it has."""
+    if not keys:
+        return selector
+    if not isinstance(keys, list):
+        raise TypeError(f"label keys: expected a list, got {type(keys).__name__}")
+    added = list(selector.match_expressions)
+    for key in keys:
+        if key in labels:
+            req = Requirement(str(key), operator, (str(labels[key]),))
+            # The API server merges them at creation already (MatchLabelKeysInPodAffinity): once is enough.
+            if req not in added:
+                added.append(req)
+    if len(added) == len(selector.match_expressions):
+        return selector
+    return LabelSelector(selector.match_labels, tuple(added))
+
+
+def _affinity_term(raw: Mapping[str, Any], namespace: str, labels: Mapping[str, str]) -> PodAffinityTerm:
+    topology_key = raw["topologyKey"]
+    if not topology_key or not isinstance(topology_key, str):
+        raise ValueError(f"topologyKey: expected a label key, got {topology_key!r}")
+    selector = _label_selector(raw.get("labelSelector"), "labelSelector")
+    if selector is not None:  # a nil selector matches no pod, whatever the label keys say
+        selector = _merge_label_keys(selector, labels, raw.get("matchLabelKeys"), "In")
+        selector = _merge_label_keys(selector, labels, raw.get("mismatchLabelKeys"), "NotIn")
+    namespaces = raw.get("namespaces") or ()
+    namespace_selector = _label_selector(raw.get("namespaceSelector"), "namespaceSelector")
+    if not namespaces and namespace_selector is None:
+        namespaces = (namespace,)  # neither given: the pod's own namespace
+    return PodAffinityTerm(selector, topology_key, frozenset(str(n) for n in namespaces), namespace_selector)
+
+
+def _spread_constraint(raw: Mapping[str, Any], labels: Mapping[str, str]) -> SpreadConstraint:
+    topology_key = raw["topologyKey"]
+    if not topology_key or not isinstance(topology_key, str):
+        raise ValueError(f"topologyKey: expected a label key, got {topology_key!r}")
+    when = raw["whenUnsatisfiable"]
+    if when not in _WHEN_UNSATISFIABLE:
+        raise ValueError(f"whenUnsatisfiable: expected DoNotSchedule or ScheduleAnyway, got {when!r}")
+    selector = _label_selector(raw.get("labelSelector"), "labelSelector")
+    if selector is not None:  # as the scheduler's mergeLabelSetWithSelector: nothing stays nothing
+        selector = _merge_label_keys(selector, labels, raw.get("matchLabelKeys"), "In")
+    min_domains = raw.get("minDomains")
+    return SpreadConstraint(
+        max_skew=_int(raw["maxSkew"], "maxSkew"),
+        topology_key=topology_key,
+        when_unsatisfiable=when,
+        selector=selector,
+        min_domains=None if min_domains is None else _int(min_domains, "minDomains"),
+        node_affinity_policy=_one_of(raw.get("nodeAffinityPolicy"), "nodeAffinityPolicy", _POLICIES, "Honor"),
+        node_taints_policy=_one_of(raw.get("nodeTaintsPolicy"), "nodeTaintsPolicy", _POLICIES, "Ignore"),
+    )
+
+
+def _build_inter_pod(raw: tuple[Any, Any, Any], namespace: str, labels: Mapping[str, str]) -> PodConstraints:
+    affinity, anti_affinity, spread = raw
+    return PodConstraints(
+        affinity=tuple(_affinity_term(t, namespace, labels) for t in affinity or ()),
+        anti_affinity=tuple(_affinity_term(t, namespace, labels) for t in anti_affinity or ()),
+        spread=tuple(_spread_constraint(c, labels) for c in spread or ()),
+    )
+
+
+_raw_inter_pod_cache: dict[tuple[Any, ...], PodConstraints] = {}
+_constraints_cache: dict[PodConstraints, PodConstraints] = {}
+
+
+def _intern_constraints(constraints: PodConstraints) -> PodConstraints:
+    if len(_constraints_cache) >= _CACHE_LIMIT:
+        _constraints_cache.clear()
+    return _constraints_cache.setdefault(constraints, constraints)
+
+
+def _inter_pod(spec: Mapping[str, Any], namespace: str, labels: Mapping[str, str]) -> PodConstraints:
+    """Required pod (anti-)affinity and topology spread, cached on the raw JSON of those fields."""
+    affinity = spec.get("affinity") or {}
+    raw = (
+        (affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"),
+        (affinity.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"),
+        spec.get("topologySpreadConstraints"),
+    )
+    if not any(raw):
+        return NO_CONSTRAINTS
+    try:
+        text = json.dumps(raw, sort_keys=True)
+        # Only (mis)matchLabelKeys read the pod's labels: other pods of a workload share the entry.
+        key = (namespace, text, tuple(sorted(labels.items())) if "LabelKeys" in text else ())
+        cached = _raw_inter_pod_cache.get(key)
+    except (TypeError, ValueError, AttributeError):
+        return _build_inter_pod(raw, namespace, labels)
+    if cached is None:
+        cached = _intern_constraints(_build_inter_pod(raw, namespace, labels))
+        if len(_raw_inter_pod_cache) >= _CACHE_LIMIT:
+            _raw_inter_pod_cache.clear()
+        _raw_inter_pod_cache[key] = cached
+    return cached
+
+
+def _container_host_ports(container: Mapping[str, Any], out: list[HostPort]) -> None:
+    for port in container.get("ports") or ():
+        host_port = port.get("hostPort")
+        if host_port is None or host_port == 0:  # 0 / unset: no host port (nodeports plugin)
+            continue
+        out.append(
+            HostPort(
+                _int(host_port, "hostPort"), str(port.get("protocol") or "TCP"), str(port.get("hostIP") or "")
+            )
+        )
+
+
+def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """Host ports of the containers and of the sidecars (restartable init containers)."""
+    ports: list[HostPort] = []
+    for container in spec.get("containers") or ():
+        _container_host_ports(container, ports)
+    for container in spec.get("initContainers") or ():
+        if container.get("restartPolicy") == "Always":
+            _container_host_ports(container, ports)
+    return tuple(ports)
+
+
+def _claims(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
+    """PVC names: persistentVolumeClaim volumes, and generic ephemeral ones (`<pod>-<volume>`)."""
+    claims: list[str] = []
+    for volume in spec.get("volumes") or ():
+        pvc = volume.get("persistentVolumeClaim")
+        if pvc is not None:
+            claims.append(str(pvc["claimName"]))
+        elif volume.get("ephemeral") is not None:
+            claims.append(f"{pod_name}-{volume['name']}")
+    return tuple(claims)
+
+
+def pod_constraints(
+    spec: Mapping[str, Any], namespace: str, name: str, labels: Mapping[str, str]
+) -> PodConstraints:
+    """The pod's PodConstraints, interned: equal constraint sets are one object."""
+    constraints = _inter_pod(spec, namespace, labels)
+    host_ports = _host_ports(spec)
+    claims = _claims(spec, name)
+    resource_claims = tuple(str(c["name"]) for c in spec.get("resourceClaims") or ())
+    if not host_ports and not claims and not resource_claims:
+        return constraints
+    return _intern_constraints(
+        PodConstraints(
+            host_ports=host_ports,
+            affinity=constraints.affinity,
+            anti_affinity=constraints.anti_affinity,
+            spread=constraints.spread,
+            claims=claims,
+            resource_claims=resource_claims,
+        )
+    )
+
+
+def _controller(owners: Any) -> Mapping[str, Any] | None:
+    if not owners:
+        return None
+    controller: Mapping[str, Any] = next((o for o in owners if o.get("controller")), owners[0])
+    return controller
+
+
 def pod_from_json(obj: Mapping[str, Any]) -> Pod:
     """One Pod object (as the API returns it) to a domain Pod; KeyError/TypeError on malformed input."""
     meta = obj["metadata"]
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    owners = meta.get("ownerReferences") or ()
-    owner_kind = next((o.get("kind") for o in owners if o.get("controller")), None) or (
-        owners[0].get("kind") if owners else None
-    )
+    owner = _controller(meta.get("ownerReferences"))
     unschedulable = False
+    message = ""
     for cond in status.get("conditions") or ():
         if cond.get("type") == "PodScheduled":
             unschedulable = cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
+            message = str(cond.get("message") or "")
             break
+    namespace = meta.get("namespace") or "default"
+    name = meta["name"]
+    labels = meta.get("labels") or {}
     return Pod(
-        namespace=meta.get("namespace") or "default",
-        name=meta["name"],
+        namespace=namespace,
+        name=name,
         uid=meta.get("uid") or "",
         requests=pod_requests(spec),
         phase=status.get("phase") or "Pending",
         node_name=spec.get("nodeName") or None,
         scheduling=_scheduling(spec),
-        labels=meta.get("labels") or {},
+        labels=labels,
         annotations=meta.get("annotations") or {},
-        owner_kind=owner_kind,
+        owner_kind=owner.get("kind") if owner else None,
+        owner_name=owner.get("name") if owner else None,
         priority=int(spec.get("priority") or 0),
         created_at=parse_time(meta.get("creationTimestamp")),
         unschedulable=unschedulable,
+        constraints=pod_constraints(spec, namespace, name, labels),
+        nominated_node=status.get("nominatedNodeName") or None,
+        scheduler_message=message,
     )
 
 
@@ -260,3 +508,222 @@ def pods_from_list(document: object, source: str = "pods") -> tuple[Pod, ...]:
 def nodes_from_list(document: object, source: str = "nodes") -> tuple[Node, ...]:
     """A NodeList (kubectl get nodes -o json) to domain nodes; InputError naming the source."""
     return _parse_all(_items(document, "Node", source), node_from_json, "Node", source)
+
+
+# The tolerations the DaemonSet controller adds to every daemon pod
+# (pkg/controller/daemon/util/daemonset_util.go, AddOrUpdateDaemonPodTolerations).
+_DAEMON_TOLERATIONS = (
+    ("node.kubernetes.io/not-ready", "NoExecute"),
+    ("node.kubernetes.io/unreachable", "NoExecute"),
+    ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+    ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+    ("node.kubernetes.io/pid-pressure", "NoSchedule"),
+    ("node.kubernetes.io/unschedulable", "NoSchedule"),
+)
+_HOST_NETWORK_DAEMON_TOLERATION = ("node.kubernetes.io/network-unavailable", "NoSchedule")
+
+
+def _daemon_tolerations(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    tolerations: list[Mapping[str, Any]] = list(spec.get("tolerations") or ())
+    wanted = list(_DAEMON_TOLERATIONS)
+    if spec.get("hostNetwork"):
+        wanted.append(_HOST_NETWORK_DAEMON_TOLERATION)
+    for key, effect in wanted:
+        # MatchToleration: same key, operator, value and effect is the same toleration.
+        if not any(
+            t.get("key") == key
+            and t.get("operator") == "Exists"
+            and not t.get("value")
+            and t.get("effect") == effect
+            for t in tolerations
+        ):
+            tolerations.append({"key": key, "operator": "Exists", "effect": effect})
+    return tolerations
+
+
+def daemonset_from_json(obj: Mapping[str, Any]) -> DaemonSet:
+    """An apps/v1 DaemonSet to the pending pod it would put on each node its template admits."""
+    meta = obj["metadata"]
+    namespace = meta.get("namespace") or "default"
+    name = meta["name"]
+    template = obj["spec"]["template"]
+    template_meta = template.get("metadata") or {}
+    spec = {key: value for key, value in (template.get("spec") or {}).items() if key != "nodeName"}
+    spec["tolerations"] = _daemon_tolerations(spec)
+    owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name, "controller": True}
+    pod = pod_from_json(
+        {
+            "metadata": {
+                "name": name,  # daemon pods are named <ds>-<suffix>; the suffix is not known yet
+                "namespace": namespace,
+                "labels": template_meta.get("labels") or {},
+                "annotations": template_meta.get("annotations") or {},
+                "ownerReferences": [owner],
+            },
+            "spec": spec,
+            "status": {"phase": "Pending"},
+        }
+    )
+    return DaemonSet(namespace=namespace, name=name, pod=pod)
+
+
+_LEGACY_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
+
+
+def pvc_from_json(obj: Mapping[str, Any]) -> PersistentVolumeClaim:
+    """A PersistentVolumeClaim; its class read as GetPersistentVolumeClaimClass does (annotation first)."""
+    meta = obj["metadata"]
+    spec = obj.get("spec") or {}
+    annotations = meta.get("annotations") or {}
+    storage_class = annotations.get(_LEGACY_CLASS_ANNOTATION, spec.get("storageClassName"))
+    return PersistentVolumeClaim(
+        namespace=meta.get("namespace") or "default",
+        name=meta["name"],
+        volume_name=str(spec.get("volumeName") or ""),
+        storage_class=None if storage_class is None else str(storage_class),
+        phase=str((obj.get("status") or {}).get("phase") or "Pending"),
+    )
+
+
+def _node_selector_terms(terms: Iterable[Mapping[str, Any]] | None) -> NodeSelectorTerms:
+    # matchFields (only metadata.name exists) is ignored, as in a pod's node affinity here: a term
+    # with matchFields alone is dropped.
+    return tuple(
+        _requirements(term.get("matchExpressions")) for term in terms or () if term.get("matchExpressions")
+    )
+
+
+def pv_from_json(obj: Mapping[str, Any]) -> PersistentVolume:
+    """A PersistentVolume: its required node affinity and its (legacy zone) labels."""
+    meta = obj["metadata"]
+    required = ((obj.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
+    return PersistentVolume(
+        name=meta["name"],
+        node_affinity=_node_selector_terms(required.get("nodeSelectorTerms")),
+        labels=meta.get("labels") or {},
+    )
+
+
+_DEFAULT_CLASS_ANNOTATIONS = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",  # still honoured by the API server
+)
+_BINDING_MODES = frozenset({"Immediate", "WaitForFirstConsumer"})
+
+
+def storage_class_from_json(obj: Mapping[str, Any]) -> StorageClass:
+    """A storage.k8s.io/v1 StorageClass: binding mode, allowed topologies, default flag."""
+    meta = obj["metadata"]
+    annotations = meta.get("annotations") or {}
+    return StorageClass(
+        name=meta["name"],
+        provisioner=str(obj.get("provisioner") or ""),
+        binding_mode=_one_of(obj.get("volumeBindingMode"), "volumeBindingMode", _BINDING_MODES, "Immediate"),
+        allowed_topologies=tuple(
+            tuple(
+                Requirement(str(expr["key"]), "In", tuple(str(v) for v in expr["values"]))
+                for expr in term.get("matchLabelExpressions") or ()
+            )
+            for term in obj.get("allowedTopologies") or ()
+        ),
+        is_default=any(annotations.get(a) == "true" for a in _DEFAULT_CLASS_ANNOTATIONS),
+    )
+
+
+def namespace_from_json(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, str]]:
+    """A Namespace to (name, labels), with the kubernetes.io/metadata.name label the API server sets."""
+    meta = obj["metadata"]
+    name = str(meta["name"])
+    labels = dict(meta.get("labels") or {})
+    labels.setdefault(NAMESPACE_NAME, name)
+    return name, labels
+
+
+_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
+    "Pod": pod_from_json,
+    "Node": node_from_json,
+    "DaemonSet": daemonset_from_json,
+    "PersistentVolumeClaim": pvc_from_json,
+    "PersistentVolume": pv_from_json,
+    "StorageClass": storage_class_from_json,
+    "Namespace": namespace_from_json,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class KubeObjects:
+    """What `objects_from_documents` found, by kind, in the order the documents hold them."""
+
+    pods: tuple[Pod, ...] = ()
+    nodes: tuple[Node, ...] = ()
+    daemonsets: tuple[DaemonSet, ...] = ()
+    pvcs: tuple[PersistentVolumeClaim, ...] = ()
+    pvs: tuple[PersistentVolume, ...] = ()
+    storage_classes: tuple[StorageClass, ...] = ()
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    skipped: tuple[str, ...] = ()  # the kind of each object skipped (one entry per object)
+    kinds: frozenset[str] = frozenset()  # kinds present, incl. that of an empty <Kind>List
+
+
+def _document_items(document: object, source: str) -> list[tuple[str, Mapping[str, Any], str]]:
+    """(kind, object, where) for each object of a List / <Kind>List, or for a single object."""
+    if not isinstance(document, Mapping):
+        raise InputError(f"{source}: expected a Kubernetes object or List, got {type(document).__name__}")
+    doc_kind = document.get("kind")
+    if not isinstance(doc_kind, str) or not doc_kind:
+        raise InputError(f"{source}: expected a Kubernetes object or List with a kind")
+    items = document.get("items")
+    if not (doc_kind.endswith("List") and "items" in document):
+        return [(doc_kind, document, source)]
+    if not isinstance(items, list):
+        raise InputError(f"{source}: expected items to be a list in {doc_kind}")
+    # Raw API lists (PodList, ...) leave out each item's kind; kubectl's List spells it out.
+    default_kind = doc_kind[: -len("List")] or None
+    out: list[tuple[str, Mapping[str, Any], str]] = []
+    for index, item in enumerate(items):
+        where = f"{source}: items[{index}]"
+        if not isinstance(item, Mapping):
+            raise InputError(f"{where}: expected a Kubernetes object, got {type(item).__name__}")
+        kind = item.get("kind") or default_kind
+        if not isinstance(kind, str):
+            raise InputError(f"{where}: expected a Kubernetes object with a kind")
+        out.append((kind, item, where))
+    return out
+
+
+def objects_from_documents(documents: Iterable[tuple[object, str]]) -> KubeObjects:
+    """Any `kubectl get ... -o json` output ((document, source) pairs) to domain objects by kind.
+
+    A List of mixed kinds, a `<Kind>List` or one object; kinds the planner does not read are
+    skipped and listed in `skipped`. InputError naming the source and the item on malformed input.
+    """
+    found: dict[str, list[Any]] = {kind: [] for kind in _PARSERS}
+    skipped: list[str] = []
+    kinds: set[str] = set()
+    for document, source in documents:
+        if isinstance(document, Mapping) and isinstance(document.get("kind"), str):
+            list_kind = document["kind"][: -len("List")]
+            if document["kind"].endswith("List") and list_kind in _PARSERS:
+                kinds.add(list_kind)
+        for kind, item, where in _document_items(document, source):
+            parse = _PARSERS.get(kind)
+            if parse is None:
+                skipped.append(kind)
+                continue
+            kinds.add(kind)
+            try:
+                found[kind].append(parse(item))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+                raise InputError(f"{where}: malformed {kind}: {detail}") from exc
+    return KubeObjects(
+        pods=tuple(found["Pod"]),
+        nodes=tuple(found["Node"]),
+        daemonsets=tuple(found["DaemonSet"]),
+        pvcs=tuple(found["PersistentVolumeClaim"]),
+        pvs=tuple(found["PersistentVolume"]),
+        storage_classes=tuple(found["StorageClass"]),
+        namespaces=dict(found["Namespace"]),
+        skipped=tuple(skipped),
+        kinds=frozenset(kinds),
+    )

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from shared.cli import main
+from shared.domain.model import Snapshot
+from shared.domain.plan import Plan
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ARGS = [
@@ -71,3 +74,172 @@ def test_bad_input_file_gives_a_one_line_error_naming_the_file(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert str(bad) in err and expected in err
+
+
+def _kubectl_objects() -> list[dict[str, Any]]:
+    """What `kubectl get daemonsets,pvc,pv,storageclasses,namespaces,services -A -o json` prints."""
+    return [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "dcgm-exporter", "namespace": "kube-system"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "dcgm-exporter"}},
+                "template": {
+                    "metadata": {"labels": {"app": "dcgm-exporter"}},
+                    "spec": {
+                        "containers": [
+                            {"name": "dcgm", "image": "dcgm:3", "resources": {"requests": {"cpu": "100m"}}}
+                        ]
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "research"},
+            "spec": {"storageClassName": "gp3", "accessModes": ["ReadWriteOnce"]},
+            "status": {"phase": "Pending"},
+        },
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-1"}, "spec": {}},
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "gp3"},
+            "provisioner": "ebs.csi.aws.com",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "research", "labels": {"kubernetes.io/metadata.name": "research"}},
+        },
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "shop"}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "db", "namespace": "shop"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "shop"}},
+    ]
+
+
+def _write(path: Path, document: object) -> str:
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+def _without(args: list[str], *flags: str) -> list[str]:
+    out = list(args)
+    for flag in flags:
+        index = out.index(flag)
+        del out[index : index + 2]
+    return out
+
+
+class _RecordingPlanner:
+    """Stands in for the planner: records the snapshot it is given and plans nothing."""
+
+    def __init__(self) -> None:
+        self.snapshots: list[Snapshot] = []
+
+    def __call__(self, snapshot: Snapshot, config: object, now: object) -> Plan:
+        self.snapshots.append(snapshot)
+        return Plan(groups=())
+
+
+def test_objects_files_are_merged_into_the_snapshot_and_unknown_kinds_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given pods and nodes in one --objects file (as `kubectl get pods,nodes -A -o json` prints them),
+    # and the storage objects, a DaemonSet, a namespace and kinds the planner does not read in another
+    planner = _RecordingPlanner()
+    monkeypatch.setattr("shared.cli.plan", planner)
+    pods = json.loads((EXAMPLES / "pods.json").read_text())["items"]
+    nodes = json.loads((EXAMPLES / "nodes.json").read_text())["items"]
+    workload = _write(tmp_path / "workload.json", {"apiVersion": "v1", "kind": "List", "items": pods + nodes})
+    cluster = _write(
+        tmp_path / "cluster.json", {"apiVersion": "v1", "kind": "List", "items": _kubectl_objects()}
+    )
+    args = [
+        *_without(ARGS, "--pods", "--nodes"),
+        "--objects",
+        workload,
+        "--objects",
+        cluster,
+        "--format",
+        "json",
+    ]
+    # When planning
+    assert main(args) == 0
+    # Then one snapshot holds everything
+    (snapshot,) = planner.snapshots
+    assert len(snapshot.pods) == len(pods) and len(snapshot.nodes) == len(nodes)
+    assert [d.key for d in snapshot.daemonsets] == ["kube-system/dcgm-exporter"]
+    assert [c.key for c in snapshot.pvcs] == ["research/data"]
+    assert [v.name for v in snapshot.pvs] == ["pv-1"]
+    assert [c.name for c in snapshot.storage_classes] == ["gp3"]
+    assert snapshot.namespaces == {"research": {"kubernetes.io/metadata.name": "research"}}
+    # And one line on stderr for the file that held unknown kinds
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"backlog-scaler: {cluster}: skipped 3 object(s) of kind(s) ConfigMap, Service"]
+
+
+def test_pods_given_twice_are_counted_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given --pods and an --objects file holding the same pods again
+    planner = _RecordingPlanner()
+    monkeypatch.setattr("shared.cli.plan", planner)
+    again = _write(tmp_path / "again.json", json.loads((EXAMPLES / "pods.json").read_text()))
+    # When planning
+    assert main([*ARGS, "--objects", again]) == 0
+    # Then each pod is in the snapshot once
+    (snapshot,) = planner.snapshots
+    keys = [p.key for p in snapshot.pods]
+    assert len(keys) == len(set(keys)) == len(json.loads((EXAMPLES / "pods.json").read_text())["items"])
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("dropped", "expected"),
+    [
+        ("--nodes", "no nodes: pass --nodes (kubectl get nodes -o json"),
+        ("--pods", "no pods: pass --pods (kubectl get pods -A -o json)"),
+    ],
+)
+def test_plan_without_pods_or_nodes_anywhere_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], dropped: str, expected: str
+) -> None:
+    # Given an --objects file with neither pods nor nodes, and one of --pods / --nodes left out
+    cluster = _write(
+        tmp_path / "cluster.json", {"apiVersion": "v1", "kind": "List", "items": _kubectl_objects()}
+    )
+    # When planning
+    assert main([*_without(ARGS, dropped), "--objects", cluster]) == 2
+    # Then the error says where pods / nodes may come from
+    err = capsys.readouterr().err
+    assert f"backlog-scaler: error: {expected}" in err
+
+
+def test_a_malformed_objects_file_names_the_file_and_the_item(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = _write(tmp_path / "bad.json", {"kind": "List", "items": [{"kind": "StorageClass", "metadata": {}}]})
+    assert main([*ARGS, "--objects", bad]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"backlog-scaler: error: {bad}: items[0]: malformed StorageClass: missing field 'name'"
+
+
+def test_objects_only_plan_gives_an_outcome_per_pending_pod(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the example pods and nodes in one --objects file, with a DaemonSet and storage objects
+    pods = json.loads((EXAMPLES / "pods.json").read_text())["items"]
+    nodes = json.loads((EXAMPLES / "nodes.json").read_text())["items"]
+    everything = _write(
+        tmp_path / "all.json",
+        {"apiVersion": "v1", "kind": "List", "items": pods + nodes + _kubectl_objects()},
+    )
+    # When planning through the real planner
+    assert main([*_without(ARGS, "--pods", "--nodes"), "--objects", everything, "--format", "json"]) == 0
+    # Then the plan has an outcome for every pending pod of the example
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["pods"]) == 16

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 import pytest
 
 from shared.domain.errors import InputError
+from shared.domain.model import PodMemory, ScalerState
 from shared.formats.aws import asgs_from_describe
 from shared.formats.kubernetes import instance_id_from_provider_id, nodes_from_list, pods_from_list
-from shared.formats.state import state_from_json
+from shared.formats.state import state_from_json, state_to_json
 from tests.builders import asg, node, pod
 
 
@@ -90,3 +94,146 @@ def test_state_file_errors_name_the_field() -> None:
         state_from_json({"nodes": {"n1": {"idle_since": "yesterday"}}}, "state.json")
     with pytest.raises(InputError, match="needs a timezone"):
         state_from_json({"groups": {"a": {"backoff_until": "2026-01-01T00:00:00"}}})
+
+
+def test_asg_availability_zones_are_sorted_and_deduplicated() -> None:
+    # Given a group whose AvailabilityZones list is out of order with a repeat
+    doc = {
+        "AutoScalingGroups": [
+            {**asg("g", desired=0), "AvailabilityZones": ["us-west-2c", "us-west-2a", "us-west-2c"]}
+        ]
+    }
+
+    # When it is parsed
+    parsed = asgs_from_describe(doc)["g"]
+
+    # Then its zones are sorted, each once
+    assert parsed.availability_zones == ("us-west-2a", "us-west-2c")
+
+
+def test_asg_without_availability_zones_has_none() -> None:
+    # Given a group output without AvailabilityZones / When it is parsed / Then it has no zones
+    assert asgs_from_describe({"AutoScalingGroups": [asg("g", desired=0)]})["g"].availability_zones == ()
+
+
+def _sidecar_pod(
+    containers: list[str], init: list[tuple[str, bool]], overhead: str | None = None
+) -> dict[str, Any]:
+    """A pod with app containers asking `containers` cpu and init containers (cpu, is_sidecar) in order."""
+    raw = pod("p", gpus=0, cpu=containers[0], memory="1Gi", overhead={"cpu": overhead} if overhead else None)
+    raw["spec"]["containers"] += [
+        {"name": f"app{i}", "image": "app:1", "resources": {"requests": {"cpu": cpu}}}
+        for i, cpu in enumerate(containers[1:], start=1)
+    ]
+    raw["spec"]["initContainers"] = [
+        {
+            "name": f"init{i}",
+            "image": "init:1",
+            "resources": {"requests": {"cpu": cpu}},
+            **({"restartPolicy": "Always"} if sidecar else {}),
+        }
+        for i, (cpu, sidecar) in enumerate(init)
+    ]
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("containers", "init", "overhead", "cpu"),
+    [
+        # A sidecar (restartPolicy Always) runs beside the app: 1 + 0.5
+        (["1"], [("500m", True)], None, 1500),
+        # A regular init container after the sidecar runs beside it: max(1 + 0.5, 3 + 0.5) = 3.5
+        (["1"], [("500m", True), ("3", False)], None, 3500),
+        # Before the sidecar it runs alone: max(1 + 0.5, 3) = 3
+        (["1"], [("3", False), ("500m", True)], None, 3000),
+        # The docs' rule: max(sum of app and sidecar containers, effective init) + overhead:
+        # init-a (2) alone, then sidecars 0.5 and 0.25, then migrate 3 + 0.75 -> max(2 + 0.75, 3.75) + 0.1
+        (["1", "1"], [("2", False), ("500m", True), ("250m", True), ("3", False)], "100m", 3850),
+        # The app containers and sidecars outweigh every init container: 4 + 1 > 2 + 1
+        (["4"], [("1", True), ("2", False)], None, 5000),
+    ],
+)
+def test_sidecar_requests_add_to_the_containers_and_to_later_init_containers(
+    containers: list[str], init: list[tuple[str, bool]], overhead: str | None, cpu: int
+) -> None:
+    # Given a pod with sidecars and regular init containers in this order
+    raw = _sidecar_pod(containers, init, overhead)
+    # When parsed
+    (parsed,) = pods_from_list({"kind": "PodList", "items": [raw]})
+    # Then its request is the one the scheduler counts (kubernetes PodRequests)
+    assert parsed.requests.get("cpu") == cpu
+
+
+def test_the_requests_cache_tells_a_sidecar_from_a_regular_init_container() -> None:
+    # Given two pods with the same requests, one with its init container a sidecar
+    regular, sidecar = _sidecar_pod(["1"], [("2", False)]), _sidecar_pod(["1"], [("2", True)])
+    # When parsed, one after the other
+    a, b = pods_from_list({"kind": "PodList", "items": [regular, sidecar]})
+    # Then each gets its own shape: max(1, 2) and 1 + 2
+    assert (a.requests.get("cpu"), b.requests.get("cpu")) == (2000, 3000)
+
+
+def test_state_pods_section_round_trips() -> None:
+    # Given a state file remembering one pending pod
+    document = {
+        "nodes": {"n1": {"idle_since": "2026-12-02T11:00:00Z"}},
+        "groups": {},
+        "instances": {},
+        "pods": {
+            "research/train-0": {
+                "uid": "uid-research-train-0",
+                "counted_on": "ip-10-0-1-5",
+                "counted_since": "2026-12-02T11:50:00Z",
+                "distrusted": ["ip-10-0-1-4"],
+                "bought": {"a100": "2026-12-02T11:40:00Z"},
+                "refused": {"v100": "2026-12-02T12:30:00Z"},
+            }
+        },
+    }
+    # When read and written back
+    state = state_from_json(document, "state.json")
+    # Then the pod's memory is there, and writing gives the same document
+    memory = state.pods["research/train-0"]
+    assert memory.counted_on == "ip-10-0-1-5" and memory.distrusted == ("ip-10-0-1-4",)
+    assert memory.counted_since == datetime(2026, 12, 2, 11, 50, tzinfo=UTC)
+    assert memory.bought == {"a100": datetime(2026, 12, 2, 11, 40, tzinfo=UTC)}
+    assert memory.refused == {"v100": datetime(2026, 12, 2, 12, 30, tzinfo=UTC)}
+    assert state_to_json(state) == document
+
+
+def test_state_without_remembered_pods_writes_no_pods_section() -> None:
+    document = {
+        "nodes": {},
+        "groups": {"a100": {"backoff_until": None, "last_scale_up": None, "last_scale_down": None}},
+        "instances": {},
+    }
+    state = state_from_json(document)
+    assert state.pods == {}
+    assert state_to_json(state) == document
+    assert state_to_json(ScalerState(pods={"a/b": PodMemory(uid="u")}))["pods"]["a/b"] == {
+        "uid": "u",
+        "counted_on": "",
+        "counted_since": None,
+        "distrusted": [],
+        "bought": {},
+        "refused": {},
+    }
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ({"counted_since": "soon"}, r"state.json: pods.a/p.counted_since: not an ISO 8601 timestamp"),
+        ({"distrusted": "n1"}, r"state.json: pods.a/p.distrusted: expected a list of strings"),
+        ({"bought": ["a100"]}, r"state.json: pods.a/p.bought: expected an object of group -> timestamp"),
+        ({"refused": {"v100": None}}, r"state.json: pods.a/p.refused.v100: expected an ISO 8601 timestamp"),
+        ({"bought": {"a100": "2026-01-01T00:00:00"}}, r"pods.a/p.bought.a100: timestamp needs a timezone"),
+        ({"uid": 7}, r"state.json: pods.a/p.uid: expected a string, got int"),
+        ({"counted_at": "n1"}, r"state.json: pods.a/p: unknown keys \['counted_at'\]"),
+    ],
+)
+def test_state_pods_section_errors_name_the_field(entry: dict[str, Any], expected: str) -> None:
+    with pytest.raises(InputError, match=expected):
+        state_from_json({"pods": {"a/p": entry}}, "state.json")
+    with pytest.raises(InputError, match=r"state.json: pods: expected an object of objects"):
+        state_from_json({"pods": {"a/p": "n1"}}, "state.json")
