@@ -30,13 +30,14 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from shared.adapters.aws import clients
-from shared.adapters.aws.fleet import AsgFleet
+from shared.adapters.aws.fleet import DEFAULT_ARCHITECTURE, AsgFleet
 from shared.config import NodeGroupConfig, ScalerConfig
 from shared.demo.lambda_events import launch_unsuccessful
 from shared.demo.scenario import DemoJob, Scenario
-from shared.domain.model import LIVE_LIFECYCLE_STATES, Node, Pod
+from shared.domain.model import LIVE_LIFECYCLE_STATES, InstanceType, Node, Pod
 from shared.domain.resources import CPU, GPU, PODS, Resources
 from shared.formats.kubernetes import node_from_json, pod_from_json
+from shared.planner.eks import node_allocatable
 
 Json = dict[str, Any]
 NAMESPACE = "research"
@@ -91,6 +92,7 @@ class GroupShape:
     labels: Mapping[str, str]
     taints: tuple[Json, ...]
     allocatable: Resources
+    architecture: str = DEFAULT_ARCHITECTURE  # the kubernetes.io/arch label of its nodes
 
     @property
     def gpus(self) -> int:
@@ -172,26 +174,37 @@ class Sample:
 
 
 def group_shapes(config: ScalerConfig) -> dict[str, GroupShape]:
-    """Each group's node as its kubelet reports it: config allocatable, else from the instance type."""
+    """Each group's node as its kubelet reports it: config allocatable, else from the instance type.
+
+    From the instance type, the kubelet reserves what the planner assumes it does (the configured
+    reservation, else the EKS AMI's), so the demo's nodes are the ones the scaler bought.
+    """
     need = [g for g in config.node_groups if g.shape is None]
-    derived: Mapping[str, Resources] = {}
+    types: Mapping[str, InstanceType] = {}
     if need:
-        derived = AsgFleet.from_config(config).instance_shapes([g.instance_type for g in need], config.region)
+        types = AsgFleet.from_config(config).instance_types([g.instance_type for g in need], config.region)
     shapes = {}
     for group in config.node_groups:
-        shape = group.shape if group.shape is not None else derived.get(group.instance_type)
+        known = types.get(group.instance_type)
+        architecture = known.architecture if known is not None else DEFAULT_ARCHITECTURE
+        if group.shape is not None:
+            shape: Resources | None = group.shape
+        elif known is not None:
+            shape = node_allocatable(known.capacity, config.reservation)
+        else:
+            shape = None
         if shape is None or not shape.gpus:
             raise ValueError(f"group {group.name}: no GPU shape for {group.instance_type}")
         if not shape.get(PODS):
             shape = shape + Resources.of({PODS: DEFAULT_MAX_PODS})
-        shapes[group.name] = _shape(group, shape)
+        shapes[group.name] = _shape(group, shape, architecture)
     return shapes
 
 
-def _shape(group: NodeGroupConfig, allocatable: Resources) -> GroupShape:
+def _shape(group: NodeGroupConfig, allocatable: Resources, architecture: str) -> GroupShape:
     taints = tuple({"key": t.key, "value": t.value, "effect": str(t.effect)} for t in group.taints)
     return GroupShape(
-        group.name, group.asg_name, group.instance_type, dict(group.labels), taints, allocatable
+        group.name, group.asg_name, group.instance_type, dict(group.labels), taints, allocatable, architecture
     )
 
 
@@ -403,7 +416,7 @@ class World:
             **shape.labels,
             "kubernetes.io/hostname": instance.node_name,
             "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64",
+            "kubernetes.io/arch": shape.architecture,
             "node.kubernetes.io/instance-type": shape.instance_type,
             "topology.kubernetes.io/region": self._config.region,
             "topology.kubernetes.io/zone": instance.zone,

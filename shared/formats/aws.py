@@ -28,6 +28,7 @@ def asg_from_json(obj: Mapping[str, Any], region: str = "") -> AsgState:
         ),
         tags={str(t["Key"]): str(t.get("Value") or "") for t in obj.get("Tags") or ()},
         region=region or _region_from_arn(obj.get("AutoScalingGroupARN")),
+        availability_zones=tuple(sorted({str(zone) for zone in obj.get("AvailabilityZones") or ()})),
     )
 
 

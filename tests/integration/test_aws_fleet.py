@@ -45,10 +45,12 @@ class RecordingFactory:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
         self._clients: dict[tuple[str, str], Any] = {}
+        self.built: list[tuple[str, str]] = []  # (service, region) of each client, in order
 
     def __call__(self, service: str, region: str) -> Any:
         key = (service, region)
         if key not in self._clients:
+            self.built.append(key)
             client = SESSION.client(service, region_name=region, config=clients.client_config())
 
             def record(params: dict[str, Any], model: Any, **_: Any) -> None:
@@ -136,6 +138,7 @@ def test_describe_groups_reads_sizes_instances_and_tags(factory: RecordingFactor
     assert asg.tags["team"] == "ml"
     assert asg.tags[constants.TAG_CLUSTER] == CLUSTER
     assert asg.region == REGION
+    assert asg.availability_zones == (f"{REGION}a",)
 
 
 def test_describe_groups_asks_for_at_most_100_names_per_call(factory: RecordingFactory) -> None:
@@ -202,7 +205,7 @@ def test_discover_group_names_by_cluster_tag(factory: RecordingFactory) -> None:
     assert filters == [[{"Name": f"tag:{constants.TAG_CLUSTER}", "Values": [CLUSTER]}]] * 2
 
 
-def test_from_config_takes_regions_and_reservation_from_the_scaler_config(factory: RecordingFactory) -> None:
+def test_from_config_takes_the_regions_of_the_scaler_config(factory: RecordingFactory) -> None:
     # Given a config with a group in another region
     create_group("gpu-west", region=OTHER_REGION)
     config = ScalerConfig.model_validate(
@@ -470,60 +473,56 @@ def test_moto_records_no_scaling_activities(factory: RecordingFactory) -> None:
     assert fleet.failed_activities(asg, datetime(2000, 1, 1, tzinfo=UTC)) == ()
 
 
-# instance shapes
+# instance types
 
 
-def test_instance_shapes_from_moto_instance_types(factory: RecordingFactory) -> None:
-    # Given the default reservation (500m cpu, 2Gi memory) and moto's instance-type data
-    fleet = AsgFleet(
-        {},
-        default_region=REGION,
-        reservation=Resources.of({CPU: 500, MEMORY: 2 * GIB}),
-        client_factory=factory,
-    )
+def test_instance_types_give_raw_capacity_and_architecture_from_moto_data(factory: RecordingFactory) -> None:
+    # Given moto's instance-type data
+    fleet = fleet_with(factory)
 
-    # When the shapes of GPU types are asked, including one moto does not know (p3.16xlarge)
-    shapes = fleet.instance_shapes(["p4d.24xlarge", "p3.16xlarge", "g5.xlarge", "nope.large"])
+    # When GPU and arm64 types are asked, including one moto does not know (p3.16xlarge)
+    types = fleet.instance_types(["p4d.24xlarge", "p3.16xlarge", "g5.xlarge", "g5g.xlarge", "nope.large"])
 
-    # Then known types get vCPU/memory/GPU/pod counts minus the reservation; unknown ones are absent
-    assert set(shapes) == {"p4d.24xlarge", "g5.xlarge"}
-    assert shapes["p4d.24xlarge"] == Resources.of(
-        {CPU: 96_000 - 500, MEMORY: 1_179_648 * 2**20 - 2 * GIB, GPU: 8, PODS: 737}
-    )
-    assert shapes["g5.xlarge"] == Resources.of({CPU: 4_000 - 500, MEMORY: 14 * GIB, GPU: 1, PODS: 58})
+    # Then known types get raw vCPU/memory/GPU/pod capacity (no reservation) and their kubernetes.io/arch;
+    # unknown ones are absent
+    assert set(types) == {"p4d.24xlarge", "g5.xlarge", "g5g.xlarge"}
+    p4d = types["p4d.24xlarge"]
+    assert p4d.name == "p4d.24xlarge"
+    assert p4d.capacity == Resources.of({CPU: 96_000, MEMORY: 1152 * GIB, GPU: 8, PODS: 737})
+    assert p4d.architecture == "amd64"
+    assert types["g5.xlarge"].capacity == Resources.of({CPU: 4_000, MEMORY: 16 * GIB, GPU: 1, PODS: 58})
+    assert types["g5.xlarge"].architecture == "amd64"
+    assert types["g5g.xlarge"].capacity == Resources.of({CPU: 4_000, MEMORY: 8 * GIB, GPU: 1, PODS: 58})
+    assert types["g5g.xlarge"].architecture == "arm64"
     assert fleet.gpu_models(["p4d.24xlarge", "g5.xlarge", "nope.large"]) == {
         "p4d.24xlarge": "A100",
         "g5.xlarge": "A10G",
     }
 
 
-def test_instance_shapes_are_cached(factory: RecordingFactory) -> None:
-    # Given shapes already read once, unknown type included
+def test_instance_types_are_cached(factory: RecordingFactory) -> None:
+    # Given types already read once, unknown type included
     fleet = fleet_with(factory)
-    fleet.instance_shapes(["g5.xlarge", "nope.large"])
+    fleet.instance_types(["g5.xlarge", "nope.large"])
     calls = len(factory.operations("DescribeInstanceTypes"))
 
     # When they are asked again
-    again = fleet.instance_shapes(["nope.large", "g5.xlarge"])
+    again = fleet.instance_types(["nope.large", "g5.xlarge"])
 
     # Then no further call is made
     assert set(again) == {"g5.xlarge"}
     assert len(factory.operations("DescribeInstanceTypes")) == calls
 
 
-def test_reservation_never_drives_a_resource_below_zero(factory: RecordingFactory) -> None:
-    # Given a reservation larger than the instance's cpu and a pods reservation
-    fleet = AsgFleet(
-        {}, default_region=REGION, reservation=Resources.of({CPU: 100_000, PODS: 8}), client_factory=factory
-    )
+def test_instance_types_are_read_in_the_region_asked(factory: RecordingFactory) -> None:
+    # Given a fleet whose default region is us-east-1
+    fleet = fleet_with(factory)
 
-    # When the shape is computed
-    shape = fleet.instance_shapes(["g5.xlarge"])["g5.xlarge"]
+    # When a type is asked in another region
+    fleet.instance_types(["g5.xlarge"], OTHER_REGION)
 
-    # Then cpu is zero (absent), not negative, and pods are reduced
-    assert shape.get(CPU) == 0
-    assert shape.get(PODS) == 50
-    assert shape.get(GPU) == 1
+    # Then the other region's ec2 client is the one asked
+    assert factory.built == [("ec2", OTHER_REGION)]
 
 
 def test_instance_type_errors_are_read_errors() -> None:
@@ -533,4 +532,4 @@ def test_instance_type_errors_are_read_errors() -> None:
 
     # When / Then it is a FleetReadError
     with stub, pytest.raises(FleetReadError):
-        fleet_with(only(client)).instance_shapes(["g5.xlarge"])
+        fleet_with(only(client)).instance_types(["g5.xlarge"])

@@ -1,12 +1,13 @@
-"""Pure parts of the AWS fleet adapter: failure classification and instance-type shapes."""
+"""Pure parts of the AWS fleet adapter: failure classification and instance-type data."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.adapters.aws.fleet import classify_failure, instance_type_from_json, max_pods
+from shared.adapters.aws.fleet import architecture, classify_failure, instance_type_from_json, max_pods
+from shared.domain.model import InstanceType
 from shared.domain.operations import FailureKind
-from shared.domain.resources import CPU, GPU, MEMORY, PODS
+from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
 
 # Status messages as Auto Scaling writes them into failed activities.
 CAPACITY = (
@@ -76,6 +77,7 @@ def test_instance_type_shape_counts_nvidia_gpus_and_memory_in_bytes() -> None:
         "VCpuInfo": {"DefaultVCpus": 96},
         "MemoryInfo": {"SizeInMiB": 1179648},
         "GpuInfo": {"Gpus": [{"Name": "A100", "Manufacturer": "NVIDIA", "Count": 8}]},
+        "ProcessorInfo": {"SupportedArchitectures": ["x86_64"]},
         "NetworkInfo": {
             "MaximumNetworkInterfaces": 60,
             "Ipv4AddressesPerInterface": 50,
@@ -94,6 +96,7 @@ def test_instance_type_shape_counts_nvidia_gpus_and_memory_in_bytes() -> None:
     assert capacity.get(GPU) == 8
     assert capacity.get(PODS) == 737  # eni-max-pods.txt
     assert info.gpu_model == "A100"
+    assert info.to_domain() == InstanceType("p4d.24xlarge", capacity, "amd64")
 
 
 def test_instance_type_shape_names_other_vendors_and_neuron_devices() -> None:
@@ -133,3 +136,32 @@ def test_max_pods_follows_the_vpc_cni_formula(network: dict[str, int], pods: int
     # Given the network limits of an instance type
     # When / Then max pods is ENIs x (IPs per ENI - 1) + 2
     assert max_pods(network) == pods
+
+
+@pytest.mark.parametrize(
+    ("supported", "arch"),
+    [
+        (["x86_64"], "amd64"),
+        (["i386", "x86_64"], "amd64"),  # older x86 types list both; their nodes run 64-bit
+        (["arm64"], "arm64"),
+        (["arm64_mac"], "arm64"),
+        ([], "amd64"),  # EC2 said nothing: the domain's default
+    ],
+)
+def test_architecture_uses_the_kubernetes_arch_spelling(supported: list[str], arch: str) -> None:
+    # Given ProcessorInfo.SupportedArchitectures as EC2 reports them
+    # When / Then the architecture is spelled as the kubernetes.io/arch label spells it
+    assert architecture({"SupportedArchitectures": supported}) == arch
+
+
+def test_instance_type_without_processor_info_is_amd64() -> None:
+    # Given an entry without ProcessorInfo (as some Stubber responses are)
+    entry = {"InstanceType": "m5.large", "VCpuInfo": {"DefaultVCpus": 2}, "MemoryInfo": {"SizeInMiB": 8192}}
+
+    # When it is parsed into the domain's instance type
+    instance_type = instance_type_from_json(entry).to_domain()
+
+    # Then it is amd64 with its raw capacity (the kubelet's default pods without network data)
+    assert instance_type == InstanceType(
+        "m5.large", Resources.of({CPU: 2000, MEMORY: 8 * 2**30, PODS: 110}), "amd64"
+    )

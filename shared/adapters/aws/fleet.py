@@ -18,9 +18,9 @@ from shared import constants
 from shared.adapters.aws import clients
 from shared.adapters.aws.clients import BOTO_ERRORS, AwsClient, error_code, scaler_error
 from shared.domain.errors import FleetActionError, FleetReadError
-from shared.domain.model import AsgState
+from shared.domain.model import AsgState, InstanceType
 from shared.domain.operations import FailureKind, ScalingFailure
-from shared.domain.resources import CPU, EMPTY, GPU, MEMORY, PODS, Resources
+from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
 from shared.formats.aws import asg_from_json
 
 if TYPE_CHECKING:
@@ -51,6 +51,16 @@ GPU_RESOURCE_BY_MANUFACTURER = {
 NEURON_RESOURCE = "aws.amazon.com/neuron"
 # The kubelet's own default when the instance type says nothing about its network interfaces.
 DEFAULT_MAX_PODS = 110
+# ProcessorInfo.SupportedArchitectures as the kubernetes.io/arch label spells them, in order of
+# preference: x86 types list both i386 and x86_64, and their nodes run amd64.
+ARCHITECTURE_BY_EC2_NAME = {
+    "x86_64": "amd64",
+    "arm64": "arm64",
+    "x86_64_mac": "amd64",
+    "arm64_mac": "arm64",
+    "i386": "386",
+}
+DEFAULT_ARCHITECTURE = "amd64"
 
 # Failed activities carry no error code, only prose: these substrings (matched case-insensitively, first
 # match wins) are what EC2 and Auto Scaling write for the failures backing off can help with. Spot and
@@ -90,12 +100,17 @@ class InstanceTypeInfo:
     accelerators: Mapping[str, int]  # extended resource name -> count
     gpu_model: str  # "A100", "" without GPUs
     max_pods: int
+    architecture: str = DEFAULT_ARCHITECTURE  # kubernetes.io/arch spelling
 
     def capacity(self) -> Resources:
         """Capacity of one node before any reservation."""
         amounts = {CPU: self.vcpus * 1000, MEMORY: self.memory_mib * 2**20, PODS: self.max_pods}
         amounts.update(self.accelerators)
         return Resources.of(amounts)
+
+    def to_domain(self) -> InstanceType:
+        """The domain's view: raw capacity and architecture."""
+        return InstanceType(name=self.instance_type, capacity=self.capacity(), architecture=self.architecture)
 
 
 def instance_type_from_json(obj: Mapping[str, Any]) -> InstanceTypeInfo:
@@ -118,7 +133,17 @@ def instance_type_from_json(obj: Mapping[str, Any]) -> InstanceTypeInfo:
         accelerators=accelerators,
         gpu_model="/".join(dict.fromkeys(models)),
         max_pods=max_pods(obj.get("NetworkInfo") or {}),
+        architecture=architecture(obj.get("ProcessorInfo") or {}),
     )
+
+
+def architecture(processor_info: Mapping[str, Any]) -> str:
+    """The kubernetes.io/arch of a type's nodes from ProcessorInfo (amd64 when EC2 says nothing known)."""
+    supported = {str(a) for a in processor_info.get("SupportedArchitectures") or ()}
+    for ec2_name, kubernetes_name in ARCHITECTURE_BY_EC2_NAME.items():
+        if ec2_name in supported:
+            return kubernetes_name
+    return DEFAULT_ARCHITECTURE
 
 
 def max_pods(network_info: Mapping[str, Any]) -> int:
@@ -146,23 +171,20 @@ class AsgFleet:
         asg_regions: Mapping[str, str],
         *,
         default_region: str,
-        reservation: Resources = EMPTY,
         client_factory: ClientFactory = clients.client,
     ) -> None:
         self._asg_regions = dict(asg_regions)
         self._default_region = default_region
-        self._reservation = reservation
         self._client_factory = client_factory
         self._lock = threading.Lock()
         self._types: dict[tuple[str, str], InstanceTypeInfo | None] = {}  # None: unknown type
 
     @classmethod
     def from_config(cls, config: ScalerConfig, *, client_factory: ClientFactory = clients.client) -> AsgFleet:
-        """The fleet of a scaler config: its groups' regions and its node reservation."""
+        """The fleet of a scaler config: its groups' regions."""
         return cls(
             {group.asg_name: config.region_of(group) for group in config.node_groups},
             default_region=config.region,
-            reservation=config.reservation,
             client_factory=client_factory,
         )
 
@@ -232,18 +254,9 @@ class AsgFleet:
             raise FleetReadError(f"scaling activities of {asg.name}: malformed activity: {exc!r}") from exc
         return tuple(failures)
 
-    def instance_shapes(self, instance_types: Iterable[str], region: str = "") -> Mapping[str, Resources]:
-        """Allocatable of one node per instance type: capacity minus the reservation, never below zero."""
-        shapes: dict[str, Resources] = {}
-        for name, info in self._instance_types(instance_types, region).items():
-            capacity = info.capacity()
-            shapes[name] = Resources.of(
-                {
-                    resource: max(0, amount - self._reservation.get(resource))
-                    for resource, amount in capacity.items
-                }
-            )
-        return shapes
+    def instance_types(self, instance_types: Iterable[str], region: str = "") -> Mapping[str, InstanceType]:
+        """Raw capacity and architecture per instance type; unknown types are absent. Cached per process."""
+        return {name: info.to_domain() for name, info in self._instance_types(instance_types, region).items()}
 
     def gpu_models(self, instance_types: Iterable[str], region: str = "") -> Mapping[str, str]:
         """GPU model per instance type ("A100"); types without GPUs and unknown types are absent."""
