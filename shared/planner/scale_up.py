@@ -103,7 +103,13 @@ class _Placer:
         self._candidates: dict[tuple[object, ...], _Candidates] = {}
 
     def _key(self, pod: Pod, scope: object) -> tuple[object, ...]:
-        return (scope, pod.namespace, id(pod.constraints), id(pod.scheduling), frozenset(pod.labels.items()))
+        return (
+            id(scope),
+            pod.namespace,
+            id(pod.constraints),
+            id(pod.scheduling),
+            frozenset(pod.labels.items()),
+        )
 
     def forget(self) -> None:
         """After a rollback nodes have regained room and opened ones are gone: start afresh."""
@@ -151,7 +157,7 @@ class _Placer:
     def add(self, scope: object, item: tuple[SimNode, Bins, int]) -> None:
         """A node opened this run joins the candidates of every spec cached for the scope."""
         for key, found in self._candidates.items():
-            if key[0] is scope and self.sim.static(found.pod, self.sim.state(found.pod), item[0]) is None:
+            if key[0] == id(scope) and self.sim.static(found.pod, self.sim.state(found.pod), item[0]) is None:
                 found.nodes.append(item)
 
 
@@ -639,7 +645,13 @@ def _describe_size(resources: Resources) -> str:
 
 
 def _amounts(names: tuple[str, ...], resources: Resources) -> str:
-    return ", ".join(f"{format_amount(n, resources.get(n))} {n}" for n in names)
+    """Amounts as a manifest would spell them ("515m cpu", "2.5Gi memory")."""
+    parts = []
+    for name in names:
+        value = resources.get(name)
+        text = f"{value}m" if name == CPU and value % 1000 else format_amount(name, value)
+        parts.append(f"{text} {name}")
+    return ", ".join(parts)
 
 
 # The most actionable reason first: a group that could take the pod but cannot grow, then what the

@@ -54,7 +54,7 @@ from shared.domain.model import (
 from shared.domain.plan import Plan, ReasonCode
 from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
 from shared.planner import plan as plan_fn
-from shared.planner.context import DEFAULT_MAX_PODS
+from shared.planner.eks import KUBELET_DEFAULT_MAX_PODS as DEFAULT_MAX_PODS
 from shared.sim.trace import Job, Trace
 from shared.sim.workload import Sizing, default_sizing
 
