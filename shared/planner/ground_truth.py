@@ -5,14 +5,17 @@ model error, and a model error may cost one node once, never a node per run.
   scheduler's retry period (kube-scheduler re-queues unschedulable pods at least every 5 minutes,
   and at once on node and pod events) is refuted: that node is no longer counted for that pod and
   no longer kept busy by it.
-- When the refuted node is capacity bought for that pod (a node of a group the scaler grew for it,
-  created after the scale-up), the group is refused for the pod for a TTL: not bought again.
+- When capacity bought for a pod (a node of a group the scaler grew for it, created after the
+  scale-up) has been usable for the retry period and the scheduler still refuses the pod there,
+  the group is refused for the pod for a TTL: not bought again. "Refuses" is either a refuted
+  fit on that node, or the node, even with nothing but its DaemonSets, cannot hold the pod by
+  what it really advertises (the template promised more than the node has).
 Memory is per pending pod (by key, checked against its uid) and forgotten once the pod is gone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -38,8 +41,13 @@ def recall(
     now: datetime,
     retry_seconds: int,
     refusal_ttl_seconds: int,
+    holds: Callable[[Pod, Node], bool],
 ) -> Recall:
-    """Apply the scheduler's verdicts to the stored memory of the pending pods."""
+    """Apply the scheduler's verdicts to the stored memory of the pending pods.
+
+    `holds(pod, node)`: whether the node, running only its DaemonSet and mirror pods, can hold the
+    pod by the scheduler's filters on what it advertises.
+    """
     out = Recall()
     retry = timedelta(seconds=retry_seconds)
     for pod in pending:
@@ -58,6 +66,19 @@ def recall(
             if group and bought is not None and created is not None and created >= bought:
                 refused[group] = now + timedelta(seconds=refusal_ttl_seconds)
             counted = ""
+        for group, since in memory.bought.items():
+            if group in refused:
+                continue
+            bought_nodes = [
+                n
+                for name, g in group_of_node.items()
+                if g == group
+                and (n := nodes[name]).created_at is not None
+                and n.created_at >= since
+                and _usable_since(n, now, retry)
+            ]
+            if bought_nodes and not any(holds(pod, n) for n in bought_nodes):
+                refused[group] = now + timedelta(seconds=refusal_ttl_seconds)
         out.memory[pod.key] = replace(
             memory,
             uid=pod.uid or memory.uid,
@@ -71,6 +92,12 @@ def recall(
         if refused:
             out.refused[pod.key] = frozenset(refused)
     return out
+
+
+def _usable_since(node: Node, now: datetime, retry: timedelta) -> bool:
+    """Ready (and schedulable) for at least the scheduler's retry period."""
+    since = node.ready_changed_at or node.created_at
+    return node.ready and not node.unschedulable and since is not None and now - since >= retry
 
 
 def remember(

@@ -15,6 +15,7 @@ from shared.planner.filters.framework import NodeKind, SimNode
 from shared.planner.filters.inter_pod_affinity import ANTI_AFFINITY, EXISTING_ANTI_AFFINITY
 from shared.planner.filters.node_ports import REASON as PORTS_TAKEN
 from shared.planner.filters.node_ports import port_key
+from shared.planner.filters.node_resources_fit import node_resources_fit
 from shared.planner.filters.volume_binding import Volumes, volume_binding
 from shared.planner.ground_truth import Recall, recall, remember
 from shared.planner.packing import Bins, Journal, Request
@@ -809,6 +810,19 @@ def _simulation(ctx: Context) -> Simulation:
 
 def _recall(ctx: Context, pending: list[Pod]) -> Recall:
     policy = ctx.config.policy
+
+    def holds(pod: Pod, node: Node) -> bool:
+        free = list(ctx.vector(node.allocatable))
+        for other in ctx.pods_on_node.get(node.name, ()):
+            if other.is_daemonset or other.is_mirror:
+                for dim, amount in ctx.request(other.requests):
+                    free[dim] -= amount
+        taints = tuple(t for t in node.taints if not is_startup_taint(t, policy))
+        return (
+            static_reason(pod.scheduling, node.labels, taints, False) is None
+            and node_resources_fit(ctx.request(pod.requests), free, ctx.dims) is None
+        )
+
     return recall(
         pending,
         ctx.snapshot.state.pods,
@@ -817,6 +831,7 @@ def _recall(ctx: Context, pending: list[Pod]) -> Recall:
         ctx.now,
         policy.scheduler_retry_seconds,
         policy.scheduler_refusal_ttl_seconds,
+        holds,
     )
 
 

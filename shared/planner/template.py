@@ -175,9 +175,21 @@ def _allocatable(
     instance_type: InstanceType | None,
     tag_resources: Mapping[str, int],
 ) -> tuple[Resources | None, str]:
-    if group_shape is not None:
-        return group_shape, "config allocatable"
     observed = _smallest(usable)
+    if group_shape is not None:
+        if observed is None:
+            return group_shape, "config allocatable"
+        # The scheduler sees what nodes advertise: a config that promises more than a real node
+        # of the group has would buy a node per run for a pod no node can hold.
+        capped = Resources.of(
+            {
+                name: min(value, observed.get(name)) if observed.get(name) else value
+                for name, value in group_shape.items
+            }
+        )
+        if capped == group_shape:
+            return group_shape, "config allocatable"
+        return capped, "config allocatable, capped by the smallest registered node"
     if observed is not None:
         return observed, f"the smallest registered node ({len(usable)} seen)"
     if instance_type is None and not tag_resources:
