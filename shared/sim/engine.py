@@ -46,6 +46,7 @@ from shared.domain.model import (
     Node,
     NodeState,
     Pod,
+    PodMemory,
     ScalerState,
     Scheduling,
     Snapshot,
@@ -399,6 +400,7 @@ class Simulation:
         self._pending_gpus = 0
         # Stored state (the DynamoDB table).
         self._idle_since: dict[str, NodeState] = {}
+        self._pod_memory: Mapping[str, PodMemory] = {}
         self._idle_since_s: dict[str, int] = {}
         self._first_seen: dict[str, datetime] = {}
         self._last_plan_idle: Mapping[str, datetime] = {}
@@ -882,7 +884,10 @@ class Simulation:
             nodes=tuple(node.domain() for node in self._nodes.values()),
             asgs=asgs,
             state=ScalerState(
-                nodes=dict(self._idle_since), groups=groups, instances_first_seen=dict(self._first_seen)
+                nodes=dict(self._idle_since),
+                groups=groups,
+                instances_first_seen=dict(self._first_seen),
+                pods=self._pod_memory,
             ),
         )
 
@@ -918,6 +923,7 @@ class Simulation:
             self._idle_since = fresh
             self._idle_since_s = fresh_s
         self._first_seen = dict(result.instances_first_seen)
+        self._pod_memory = result.pod_memory  # the ground-truth memory, stored as the real store does
 
         # Terminations first, re-validated: an idle node still idle, an instance still there.
         for termination in result.terminate:
