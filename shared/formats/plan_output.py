@@ -45,6 +45,10 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
             }
             for p in plan.pods
         ],
+        "model_errors": [
+            {"pod": e.pod, "node": e.node, "since": e.since.isoformat(), "scheduler_message": e.message}
+            for e in plan.model_errors
+        ],
     }
 
 
@@ -90,4 +94,11 @@ def plan_to_table(plan: Plan, *, max_reasons: int = 10) -> str:
         lines += _table(rows)
         if len(by_reason) > max_reasons:
             lines.append(f"... and {len(by_reason) - max_reasons} more reasons (use --format json)")
+    if plan.model_errors:
+        lines.append("")
+        lines.append("MODEL ERRORS (fits the scheduler did not use: no longer counted)")
+        rows = [["POD", "NODE", "COUNTED SINCE", "SCHEDULER SAID"]]
+        for e in plan.model_errors:
+            rows.append([e.pod, e.node, e.since.isoformat(), e.message or "-"])
+        lines += _table(rows)
     return "\n".join(lines)
