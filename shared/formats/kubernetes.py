@@ -144,6 +144,23 @@ def _requirements(raw: Iterable[Mapping[str, Any]] | None) -> tuple[Requirement,
     )
 
 
+# A term with no expressions matches no node (component-helpers nodeaffinity: "an empty or nil
+# NodeSelectorTerm matches no objects"); "a value in the empty set" says that as a Requirement.
+_MATCHES_NOTHING = Requirement("", "In", ())
+# matchFields select on metadata.name, which no label carries: a key no label can have keeps the
+# answer conservative (In never holds on a template or a node; NotIn always does).
+FIELD_PREFIX = "field:"
+
+
+def _node_selector_term(term: Mapping[str, Any]) -> tuple[Requirement, ...]:
+    requirements = _requirements(term.get("matchExpressions"))
+    fields = tuple(
+        Requirement(FIELD_PREFIX + req.key, req.operator, req.values)
+        for req in _requirements(term.get("matchFields"))
+    )
+    return (requirements + fields) or (_MATCHES_NOTHING,)
+
+
 _scheduling_cache: dict[Scheduling, Scheduling] = {}
 
 
@@ -190,9 +207,7 @@ def _build_scheduling(spec: Mapping[str, Any]) -> Scheduling:
         return _EMPTY_SCHEDULING
     scheduling = Scheduling(
         node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
-        affinity_terms=tuple(
-            _requirements(term.get("matchExpressions")) for term in affinity if term.get("matchExpressions")
-        ),
+        affinity_terms=tuple(_node_selector_term(term) for term in affinity),
         tolerations=tuple(
             Toleration(
                 key=str(t.get("key") or ""),

@@ -16,6 +16,7 @@ from shared.planner.filters.inter_pod_affinity import ANTI_AFFINITY, EXISTING_AN
 from shared.planner.filters.node_ports import REASON as PORTS_TAKEN
 from shared.planner.filters.node_ports import port_key
 from shared.planner.filters.node_resources_fit import node_resources_fit
+from shared.planner.filters.pod_topology_spread import skewed_domains
 from shared.planner.filters.volume_binding import Volumes, volume_binding
 from shared.planner.ground_truth import Recall, recall, remember
 from shared.planner.packing import Bins, Journal, Request
@@ -87,10 +88,17 @@ class ExistingClass:
 
 @dataclass
 class _Candidates:
-    """Nodes that pass the static filters for one pod spec, and where the live ones start."""
+    """Nodes of one scope that pass the static filters for one pod spec."""
 
     pod: Pod
     nodes: list[tuple[SimNode, Bins, int]]
+
+
+@dataclass
+class _Progress:
+    """Where the live candidates start for one request: nodes before `start` and in `dead` failed a
+    filter whose answer only gets worse during the run (room, ports, anti-affinity)."""
+
     start: int = 0
     dead: set[int] = field(default_factory=set)
 
@@ -102,19 +110,12 @@ class _Placer:
         self.ctx = ctx
         self.sim = sim
         self._candidates: dict[tuple[object, ...], _Candidates] = {}
-
-    def _key(self, pod: Pod, scope: object) -> tuple[object, ...]:
-        return (
-            id(scope),
-            pod.namespace,
-            id(pod.constraints),
-            id(pod.scheduling),
-            frozenset(pod.labels.items()),
-        )
+        self._progress: dict[tuple[object, ...], _Progress] = {}
 
     def forget(self) -> None:
         """After a rollback nodes have regained room and opened ones are gone: start afresh."""
         self._candidates.clear()
+        self._progress.clear()
 
     def place(
         self,
@@ -125,33 +126,43 @@ class _Placer:
         excluded: frozenset[str],
     ) -> tuple[Bins, int] | None:
         """First node of `nodes` (static filters cached per scope and spec) that passes every filter."""
-        key = self._key(pod, scope)
-        found = self._candidates.get(key)
+        # Static filters read the pod's node constraints and volumes, never its labels.
+        key = (id(scope), pod.namespace, id(pod.constraints), id(pod.scheduling))
         state = self.sim.state(pod)
+        found = self._candidates.get(key)
         if found is None:
             found = self._candidates[key] = _Candidates(
                 pod, [item for item in nodes() if self.sim.static(pod, state, item[0]) is None]
             )
+        # What makes a node dead for good: the request's size, the pod's own constraints, and the
+        # existing anti-affinity terms that match its labels (not the labels themselves).
+        existing = tuple(id(c) for _, c in state.affinity.existing_anti) if state.affinity else ()
+        progress = self._progress.setdefault((key, request, existing), _Progress())
         listed = found.nodes
         dims = self.ctx.dims
-        index = found.start
+        dead = progress.dead
+        skewed: set[tuple[str, str]] = set()
+        index = progress.start
         while index < len(listed):
-            if index in found.dead:
-                if index == found.start:
-                    found.start += 1
+            if index in dead:
+                if index == progress.start:
+                    progress.start += 1
                 index += 1
                 continue
             node, bins, position = listed[index]
-            if node.name in excluded:
+            if node.name in excluded or (skewed and _in_domains(node, skewed)):
                 index += 1
                 continue
             reason = self.sim.dynamic(pod, state, node, request, dims)
             if reason is None:
                 return bins, position
             if reason in _PERMANENT or reason.startswith(("Insufficient", "Too many")):
-                found.dead.add(index)
-                if index == found.start:
-                    found.start += 1
+                dead.add(index)
+                if index == progress.start:
+                    progress.start += 1
+            elif state.spread is not None:
+                # Every node of a domain over its skew fails alike until a pod is placed.
+                skewed.update(skewed_domains(state.spread, node.labels))
             index += 1
         return None
 
@@ -160,6 +171,11 @@ class _Placer:
         for key, found in self._candidates.items():
             if key[0] == id(scope) and self.sim.static(found.pod, self.sim.state(found.pod), item[0]) is None:
                 found.nodes.append(item)
+
+
+def _in_domains(node: SimNode, domains: set[tuple[str, str]]) -> bool:
+    labels = node.labels
+    return any(labels.get(key) == value for key, value in domains)
 
 
 class _ExistingRoom:
@@ -297,7 +313,9 @@ def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list
             singles.append(pod)
     units = [Unit([p], [ctx.request(p.requests)]) for p in singles]
     for gang_key, members in gangs.items():
-        members.sort(key=lambda p: p.key)
+        # Largest member first, as First Fit Decreasing places single pods: a replan after the
+        # plan was applied must pack the gang the same way.
+        members.sort(key=lambda p: (-p.requests.gpus, -p.requests.get(CPU), -p.requests.get(MEMORY), p.key))
         units.append(Unit(members, [ctx.request(p.requests) for p in members], gang=gang_key))
     units.sort(key=lambda u: (*_size_key(u), u.key))
     for order, unit in enumerate(units):

@@ -144,12 +144,18 @@ class Simulation:
             self._index(pod, name)
         for pod, name in bound:
             for term in pod.constraints.anti_affinity:
-                self._existing_counter(term)[self._pair(term.topology_key, name)] += 1
+                self._count(self._existing_counter(term), (term.topology_key,), name)
         for pod in constrained:
             self._build(pod)
 
-    def _pair(self, key: str, node_name: str) -> Pair:
-        return (key, self.nodes[node_name].labels.get(key, "\0"))
+    def _count(self, counter: Counter[Pair], keys: Iterable[str], node_name: str) -> None:
+        """Count a pod on its node's topology pairs; a node without the key counts nowhere, as in
+        interpodaffinity's updateWithAffinityTerms."""
+        labels = self.nodes[node_name].labels
+        for key in keys:
+            value = labels.get(key)
+            if value is not None:
+                counter[(key, value)] += 1
 
     def _index(self, pod: Pod, node_name: str) -> None:
         position = len(self._pods)
@@ -185,15 +191,14 @@ class Simulation:
             terms = constraints.affinity
             for other, name in self._candidates(terms[0].selector):
                 if all(self._selects(t, other) for t in terms):
-                    for t in terms:
-                        counts[self._pair(t.topology_key, name)] += 1
+                    self._count(counts, (t.topology_key for t in terms), name)
             self._affinity[terms] = counts
         for term in constraints.anti_affinity:
             if term not in self._anti:
                 counts = Counter()
                 for other, name in self._candidates(term.selector):
                     if self._selects(term, other):
-                        counts[self._pair(term.topology_key, name)] += 1
+                        self._count(counts, (term.topology_key,), name)
                 self._anti[term] = counts
         hard = constraints.hard_spread
         keys = tuple(sorted({c.topology_key for c in hard}))
@@ -336,12 +341,13 @@ class Simulation:
                 )
         for term, counter in self._anti.items():
             if self._selects(term, pod):
-                updates.append((counter, [(term.topology_key, node.labels.get(term.topology_key, "\0"))]))
+                updates.append((counter, _pairs((term.topology_key,), node.labels)))
         for term in pod.constraints.anti_affinity:
+            if term not in self._existing_anti:
+                self._states.clear()  # a new existing anti-affinity term: prefilters must see it
+                self._watched.clear()
             existing = self._existing_counter(term)
-            updates.append((existing, [(term.topology_key, node.labels.get(term.topology_key, "\0"))]))
-            self._states.clear()  # a new existing anti-affinity term: prefilters must see it
-            self._watched.clear()
+            updates.append((existing, _pairs((term.topology_key,), node.labels)))
         return updates
 
     def checkpoint(self) -> None:
@@ -356,6 +362,10 @@ class Simulation:
         steps, self._undo = self._undo or [], None
         for step in reversed(steps):
             step()
+
+
+def _pairs(keys: Iterable[str], labels: Mapping[str, str]) -> list[Pair]:
+    return [(key, labels[key]) for key in keys if key in labels]
 
 
 def _give_back(free: list[int], request: Request) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from shared.domain.constraints import SpreadConstraint
+from shared.domain.constraints import HOSTNAME, SpreadConstraint
 from shared.planner.filters.framework import Reason
 
 MISSING_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
@@ -44,6 +44,7 @@ class DomainCounts:
             del self.histogram[old]
             if old == self.minimum or new < self.minimum:
                 self.minimum = min(self.histogram)
+        self.minimum = min(self.minimum, new)  # a decrement (rollback) can go below the minimum
 
     def global_min(self, min_domains: int | None) -> int:
         if min_domains is not None and len(self.counts) < min_domains:
@@ -70,3 +71,22 @@ def pod_topology_spread(state: SpreadState, labels: Mapping[str, str]) -> Reason
         if skew > constraint.max_skew:
             return SKEW
     return None
+
+
+def skewed_domains(state: SpreadState, labels: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The (key, value) domains of this node that are over their max skew for the pod.
+
+    Hostname domains are left out: each is one node, so knowing it saves no other evaluation.
+    """
+    out: list[tuple[str, str]] = []
+    for constraint, domains, self_match in state.constraints:
+        key = constraint.topology_key
+        value = labels.get(key)
+        if value is None or key == HOSTNAME:
+            continue
+        if (
+            domains.counts.get(value, 0) + self_match - domains.global_min(constraint.min_domains)
+            > constraint.max_skew
+        ):
+            out.append((key, value))
+    return out
