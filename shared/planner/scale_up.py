@@ -928,6 +928,8 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
     tiers = sorted({v.config.priority for v in ctx.groups}, reverse=True)
     for tier in tiers:
         candidates = [gb for gb in group_bins.values() if gb.view.config.priority == tier]
+        ranked = list(candidates)  # the tier's groups, in the order the cost estimates chose them
+        chosen: list[GroupBins] = []
         while candidates and any(b.units for b in buckets.values()):
             estimates = [
                 _estimate(ctx, gb, admitted)
@@ -938,9 +940,27 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
                 break
             best = min(estimates, key=lambda e: e.rank)
             candidates.remove(best.group_bins)
+            chosen.append(best.group_bins)
             ordered = sorted((u for b in best.buckets for u in b.units.values()), key=lambda u: u.order)
             for unit in _fill_group(run, best.group_bins, ordered, result, room):
                 buckets[unit.signature].add(unit, -1)
+        # Spread and affinity depend on where the other pods went: a zone group that took what
+        # its skew allowed can take more once the other zones have grown. Constrained pods left
+        # over try the tier's groups again, one pod at a time, cheapest group first.
+        groups_in_order = chosen + [gb for gb in ranked if gb not in chosen]
+        leftovers = sorted(
+            (u for b in buckets.values() for u in b.units.values() if not u.plain), key=lambda u: u.order
+        )
+        for unit in leftovers:
+            for gb in groups_in_order:
+                if not all(
+                    admission.admits(p.scheduling, gb.target_id, gb.view.labels, gb.view.taints)
+                    for p in unit.pods
+                ):
+                    continue
+                if _fill_group(run, gb, [unit], result, room):
+                    buckets[unit.signature].add(unit, -1)
+                    break
 
     for gb in group_bins.values():
         result.new_nodes[gb.view.name] = gb.bins.opened
