@@ -16,11 +16,11 @@ from shared.planner.filters.inter_pod_affinity import ANTI_AFFINITY, EXISTING_AN
 from shared.planner.filters.node_ports import REASON as PORTS_TAKEN
 from shared.planner.filters.node_ports import port_key
 from shared.planner.filters.node_resources_fit import node_resources_fit
-from shared.planner.filters.pod_topology_spread import skewed_domains
+from shared.planner.filters.pod_topology_spread import SpreadState, allowed_domains
 from shared.planner.filters.volume_binding import Volumes, volume_binding
 from shared.planner.ground_truth import Recall, recall, remember
 from shared.planner.packing import Bins, Journal, Request
-from shared.planner.simulation import Simulation, static_reason
+from shared.planner.simulation import PodState, Simulation, static_reason
 from shared.planner.template import is_startup_taint
 
 # Filter answers that can only get worse as a run places pods: a node failing one of them for a
@@ -92,15 +92,36 @@ class _Candidates:
 
     pod: Pod
     nodes: list[tuple[SimNode, Bins, int]]
+    by_domain: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # key -> value -> indices
+
+    def domains(self, key: str) -> dict[str, list[int]]:
+        """Candidate indices per value of a topology key (nodes without the key are in none)."""
+        found = self.by_domain.get(key)
+        if found is None:
+            found = self.by_domain[key] = {}
+            for index, (node, _, _) in enumerate(self.nodes):
+                value = node.labels.get(key)
+                if value is not None:
+                    found.setdefault(value, []).append(index)
+        return found
+
+    def append(self, item: tuple[SimNode, Bins, int]) -> None:
+        self.nodes.append(item)
+        for key, values in self.by_domain.items():
+            value = item[0].labels.get(key)
+            if value is not None:
+                values.setdefault(value, []).append(len(self.nodes) - 1)
 
 
 @dataclass
 class _Progress:
-    """Where the live candidates start for one request: nodes before `start` and in `dead` failed a
-    filter whose answer only gets worse during the run (room, ports, anti-affinity)."""
+    """Where the live candidates start for one request: nodes before `start` (per domain when the
+    scan goes domain by domain) and in `dead` failed a filter whose answer only gets worse during
+    the run (room, ports, anti-affinity)."""
 
     start: int = 0
     dead: set[int] = field(default_factory=set)
+    starts: dict[str, int] = field(default_factory=dict)
 
 
 class _Placer:
@@ -126,8 +147,10 @@ class _Placer:
         excluded: frozenset[str],
     ) -> tuple[Bins, int] | None:
         """First node of `nodes` (static filters cached per scope and spec) that passes every filter."""
-        # Static filters read the pod's node constraints and volumes, never its labels.
-        key = (id(scope), pod.namespace, id(pod.constraints), id(pod.scheduling))
+        # Static filters read the pod's node constraints, volumes and DRA claims; never its labels
+        # nor its inter-pod rules, so all the replicas of all the apps of a spec share one list.
+        constraints = pod.constraints
+        key = (id(scope), pod.namespace, id(pod.scheduling), constraints.claims, constraints.resource_claims)
         state = self.sim.state(pod)
         found = self._candidates.get(key)
         if found is None:
@@ -137,11 +160,23 @@ class _Placer:
         # What makes a node dead for good: the request's size, the pod's own constraints, and the
         # existing anti-affinity terms that match its labels (not the labels themselves).
         existing = tuple(id(c) for _, c in state.affinity.existing_anti) if state.affinity else ()
-        progress = self._progress.setdefault((key, request, existing), _Progress())
+        progress = self._progress.setdefault((key, id(constraints), request, existing), _Progress())
         listed = found.nodes
         dims = self.ctx.dims
         dead = progress.dead
-        skewed: set[tuple[str, str]] = set()
+        allowed = _allowed_domains(state.spread) if state.spread is not None else ()
+        if allowed:
+            # Zone-like spread: scan only the domains within max skew, each from its own start.
+            key_name, values = allowed[0]
+            buckets = found.domains(key_name)
+            for value in sorted(values):
+                indices = buckets.get(value)
+                if not indices:
+                    continue
+                where = self._scan(pod, request, state, listed, indices, progress, value, excluded, allowed)
+                if where is not None:
+                    return where
+            return None
         index = progress.start
         while index < len(listed):
             if index in dead:
@@ -150,7 +185,7 @@ class _Placer:
                 index += 1
                 continue
             node, bins, position = listed[index]
-            if node.name in excluded or (skewed and _in_domains(node, skewed)):
+            if node.name in excluded:
                 index += 1
                 continue
             reason = self.sim.dynamic(pod, state, node, request, dims)
@@ -160,22 +195,67 @@ class _Placer:
                 dead.add(index)
                 if index == progress.start:
                     progress.start += 1
-            elif state.spread is not None:
-                # Every node of a domain over its skew fails alike until a pod is placed.
-                skewed.update(skewed_domains(state.spread, node.labels))
             index += 1
+        return None
+
+    def _scan(
+        self,
+        pod: Pod,
+        request: Request,
+        state: PodState,
+        listed: list[tuple[SimNode, Bins, int]],
+        indices: list[int],
+        progress: _Progress,
+        domain: str,
+        excluded: frozenset[str],
+        allowed: tuple[tuple[str, frozenset[str]], ...],
+    ) -> tuple[Bins, int] | None:
+        """First fit over the candidates of one domain, skipping dead ones for good."""
+        dims = self.ctx.dims
+        dead = progress.dead
+        start = position_in = progress.starts.get(domain, 0)
+        while position_in < len(indices):
+            index = indices[position_in]
+            node, bins, position = listed[index]
+            if (
+                index in dead
+                or node.name in excluded
+                or (len(allowed) > 1 and _outside(node.labels, allowed))
+            ):
+                if index in dead and position_in == start:
+                    start += 1
+                position_in += 1
+                continue
+            reason = self.sim.dynamic(pod, state, node, request, dims)
+            if reason is None:
+                progress.starts[domain] = start
+                return bins, position
+            if reason in _PERMANENT or reason.startswith(("Insufficient", "Too many")):
+                dead.add(index)
+                if position_in == start:
+                    start += 1
+            position_in += 1
+        progress.starts[domain] = start
         return None
 
     def add(self, scope: object, item: tuple[SimNode, Bins, int]) -> None:
         """A node opened this run joins the candidates of every spec cached for the scope."""
         for key, found in self._candidates.items():
             if key[0] == id(scope) and self.sim.static(found.pod, self.sim.state(found.pod), item[0]) is None:
-                found.nodes.append(item)
+                found.append(item)
 
 
-def _in_domains(node: SimNode, domains: set[tuple[str, str]]) -> bool:
-    labels = node.labels
-    return any(labels.get(key) == value for key, value in domains)
+def _allowed_domains(state: SpreadState) -> tuple[tuple[str, frozenset[str]], ...]:
+    """Per zone-like spread key, the domains within max skew now: nodes elsewhere are skipped
+    without running the filters (hostname domains are single nodes and left to the filter)."""
+    return tuple((key, frozenset(values)) for key, values in allowed_domains(state))
+
+
+def _outside(labels: Mapping[str, str], allowed: tuple[tuple[str, frozenset[str]], ...]) -> bool:
+    for key, values in allowed:  # noqa: SIM110 (an explicit loop: called once per candidate node)
+        if labels.get(key) not in values:
+            return True
+    return False
 
 
 class _ExistingRoom:

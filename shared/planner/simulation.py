@@ -106,6 +106,7 @@ class Simulation:
         self._spread: dict[tuple[object, ...], _SpreadIndex] = {}
         self._states: dict[tuple[object, ...], PodState] = {}
         self._watched: dict[tuple[object, ...], bool] = {}
+        self._matching: dict[tuple[object, ...], list[tuple[Counter[Pair], tuple[str, ...]]]] = {}
         self._undo: list[Callable[[], None]] | None = None
         self.active = False  # any inter-pod index exists: placements must be recorded
 
@@ -145,7 +146,8 @@ class Simulation:
         for pod, name in bound:
             for term in pod.constraints.anti_affinity:
                 self._count(self._existing_counter(term), (term.topology_key,), name)
-        for pod in constrained:
+        specs = {(p.namespace, id(p.constraints), id(p.scheduling)): p for p in constrained}
+        for pod in specs.values():  # replicas share their spec: build each index once
             self._build(pod)
 
     def _count(self, counter: Counter[Pair], keys: Iterable[str], node_name: str) -> None:

@@ -73,20 +73,16 @@ def pod_topology_spread(state: SpreadState, labels: Mapping[str, str]) -> Reason
     return None
 
 
-def skewed_domains(state: SpreadState, labels: Mapping[str, str]) -> list[tuple[str, str]]:
-    """The (key, value) domains of this node that are over their max skew for the pod.
-
-    Hostname domains are left out: each is one node, so knowing it saves no other evaluation.
-    """
-    out: list[tuple[str, str]] = []
+def allowed_domains(state: SpreadState) -> list[tuple[str, set[str]]]:
+    """Per hard constraint on a key other than the hostname, the known domains where placing the
+    pod keeps the skew within bounds (a shortcut for the Filter: same answer, one set per domain)."""
+    out: list[tuple[str, set[str]]] = []
     for constraint, domains, self_match in state.constraints:
-        key = constraint.topology_key
-        value = labels.get(key)
-        if value is None or key == HOSTNAME:
+        if constraint.topology_key == HOSTNAME:
             continue
-        if (
-            domains.counts.get(value, 0) + self_match - domains.global_min(constraint.min_domains)
-            > constraint.max_skew
-        ):
-            out.append((key, value))
+        floor = domains.global_min(constraint.min_domains)
+        values = {
+            v for v, count in domains.counts.items() if count + self_match - floor <= constraint.max_skew
+        }
+        out.append((constraint.topology_key, values))
     return out
