@@ -1,7 +1,9 @@
 """Kubernetes manifests the operator applies after `cdk deploy`: pure functions returning YAML text.
 
 The RBAC rules are exactly what the functions do: list/watch pods and nodes, cordon (patch) and delete
-nodes, evict pods, and record Events on pending pods. Nothing reads secrets or touches workloads.
+nodes, evict pods (delete them on a forced drain without grace), record Events on pending pods, and
+list what the scheduler's filters read (DaemonSets, PVCs, PVs, StorageClasses, namespace labels).
+Nothing reads secrets or changes workloads beyond those evictions.
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ EVENTS_ROUTE = "/events"
 # (api groups, resources, verbs). Events: the core group and events.k8s.io serve the same objects;
 # allowing both lets the client use either API version.
 RBAC_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = (
-    (("",), ("pods",), ("get", "list", "watch")),
+    (("",), ("pods",), ("get", "list", "watch", "delete")),
     (("",), ("pods/eviction",), ("create",)),
     (("",), ("nodes",), ("get", "list", "watch", "patch", "delete")),
     (("", "events.k8s.io"), ("events",), ("create", "patch")),
+    (("",), ("persistentvolumeclaims", "persistentvolumes", "namespaces"), ("list",)),
+    (("apps",), ("daemonsets",), ("list",)),
+    (("storage.k8s.io",), ("storageclasses",), ("list",)),
 )
 
 

@@ -39,9 +39,12 @@ from shared.domain.errors import AuthError, InputError, LeaseHeldError, ReadErro
 from shared.domain.model import (
     ANNOTATION_CORDONED_AT,
     AsgState,
+    DaemonSet,
     GroupState,
+    InstanceType,
     Node,
     Pod,
+    PodMemory,
     ScalerState,
     Snapshot,
 )
@@ -55,7 +58,7 @@ from shared.domain.operations import (
     ScalingFailure,
 )
 from shared.domain.plan import Outcome, Plan, ReasonCode, Termination
-from shared.domain.resources import Resources
+from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.drain import (
     GIVE_UP_AFTER_GRACE,
     INTERRUPTION_HOLD,
@@ -76,7 +79,7 @@ from shared.ports import Clock, Cluster, Fleet, Notifier, StateStore
 from shared.reporting import ActionKind, ActionRecord, ActionStatus, Reporter
 
 LEASE_TTL_SECONDS = 120
-GATHER_THREADS = 8  # reads of one run in flight at once
+GATHER_THREADS = 16  # reads of one run in flight at once (10 listings and loads, plus one per group)
 LEASE_RENEW_MARGIN_SECONDS = 30  # renew a lease this close to its end before the next write
 LEASE_WAIT_ATTEMPTS = 5  # manual and AWS-event calls wait this often for a reconcile to finish
 LEASE_WAIT_SECONDS = 2.0
@@ -131,6 +134,7 @@ class ReconcileResult:
     errors: tuple[str, ...] = ()
     pending_pods: int = 0
     detail: str = ""
+    model_errors: int = 0  # fits the planner counted and the scheduler refuted (see Plan.model_errors)
 
     @property
     def ok(self) -> bool:
@@ -149,6 +153,7 @@ class ReconcileResult:
             "started_at": self.started_at.isoformat(),
             "duration_seconds": round(self.duration_seconds, 3),
             "pending_pods": self.pending_pods,
+            "model_errors": self.model_errors,
             "groups": [g.to_json() for g in self.groups],
             "actions": [a.to_json() for a in self.actions],
             "errors": list(self.errors),
@@ -172,13 +177,18 @@ def desired_to_set(target: int, asg: AsgState) -> int | None:
     return None
 
 
-def termination_blocker(termination: Termination, node: Node | None, pods: Sequence[Pod]) -> str | None:
-    """Why a planned termination must not happen now (None: go ahead), from fresh reads."""
+def termination_blocker(
+    termination: Termination, priority_cutoff: int | None, node: Node | None, pods: Sequence[Pod]
+) -> str | None:
+    """Why a planned termination must not happen now (None: go ahead), from fresh reads.
+
+    `priority_cutoff` is the policy's pod_priority_cutoff: pods below it do not keep a node busy.
+    """
     if node is None:
         return "the node is gone"
     if node.instance_id != termination.instance_id:
         return f"the node now belongs to instance {node.instance_id}"
-    busy = [p for p in pods if p.counts_for_idleness]
+    busy = [p for p in pods if p.keeps_node_busy(priority_cutoff)]
     if busy:
         return f"it now runs {busy[0].key}"
     protection = _protection(node, pods)
@@ -191,13 +201,16 @@ def termination_blocker(termination: Termination, node: Node | None, pods: Seque
     return None
 
 
-def cordon_blocker(node: Node | None, pods: Sequence[Pod]) -> str | None:
-    """Why a planned cordon must not happen now (None: go ahead), from fresh reads."""
+def cordon_blocker(priority_cutoff: int | None, node: Node | None, pods: Sequence[Pod]) -> str | None:
+    """Why a planned cordon must not happen now (None: go ahead), from fresh reads.
+
+    `priority_cutoff` is the policy's pod_priority_cutoff: pods below it do not keep a node busy.
+    """
     if node is None:
         return "the node is gone"
     if node.unschedulable:
         return "it is already cordoned"
-    busy = [p for p in pods if p.counts_for_idleness]
+    busy = [p for p in pods if p.keeps_node_busy(priority_cutoff)]
     if busy:
         return f"it now runs {busy[0].key}"
     return _protection(node, pods)
@@ -209,6 +222,13 @@ def _protection(node: Node, pods: Sequence[Pod]) -> str | None:
     if any(p.do_not_disrupt for p in pods):
         return "it runs a pod annotated karpenter.sh/do-not-disrupt"
     return None
+
+
+def _worth_remembering(memory: PodMemory) -> bool:
+    """A record that tells the planner something; a uid alone does not, so it is not stored."""
+    return bool(
+        memory.counted_on or memory.counted_since or memory.distrusted or memory.bought or memory.refused
+    )
 
 
 def _at_lease(write: Callable[[Lease, str, datetime], None], group: str, at: datetime, lease: Lease) -> None:
@@ -229,7 +249,12 @@ class _Gathered:
     state: ScalerState
     intents: tuple[DrainIntent, ...]
     failures: Mapping[str, tuple[ScalingFailure, ...]]  # by group name
-    shapes: Mapping[str, Resources]
+    instance_types: Mapping[str, InstanceType]  # by name, for groups without config allocatable
+    daemonsets: tuple[DaemonSet, ...]
+    pvcs: tuple[PersistentVolumeClaim, ...]
+    pvs: tuple[PersistentVolume, ...]
+    storage_classes: tuple[StorageClass, ...]
+    namespaces: Mapping[str, Mapping[str, str]]  # name -> labels
 
     @property
     def draining(self) -> frozenset[str]:
@@ -283,7 +308,9 @@ class Controller:
         self._owner = owner
         self._dry_run = dry_run or config.dry_run  # either setting asks for a dry run
         self._lease_ttl = lease_ttl_seconds
-        self._drainer = Drainer(cluster=cluster, fleet=fleet, state=state)
+        self._drainer = Drainer(
+            cluster=cluster, fleet=fleet, state=state, priority_cutoff=config.policy.pod_priority_cutoff
+        )
         self._group_by_asg = {g.asg_name: g.name for g in config.node_groups}
         # Pod uid -> (event reason, when told): one event per outcome per warm process (see _record_events).
         self._told: dict[str, tuple[str, datetime]] = {}
@@ -360,9 +387,14 @@ class Controller:
         with ThreadPoolExecutor(max_workers=GATHER_THREADS, thread_name_prefix="gather") as pool:
             pods = pool.submit(self._cluster.list_pods)
             nodes = pool.submit(self._cluster.list_nodes)
+            daemonsets = pool.submit(self._cluster.list_daemonsets)
+            pvcs = pool.submit(self._cluster.list_persistent_volume_claims)
+            pvs = pool.submit(self._cluster.list_persistent_volumes)
+            storage_classes = pool.submit(self._cluster.list_storage_classes)
+            namespaces = pool.submit(self._cluster.list_namespaces)
             state = pool.submit(self._state.load)
             intents = pool.submit(self._state.drain_intents)
-            shapes = pool.submit(self._shapes)
+            instance_types = pool.submit(self._instance_types)
             asgs = self._fleet.describe_groups([g.asg_name for g in self._config.node_groups])
             failures = {
                 g.name: pool.submit(self._fleet.failed_activities, asgs[g.asg_name], since)
@@ -376,18 +408,24 @@ class Controller:
                 state=state.result(),
                 intents=intents.result(),
                 failures={name: future.result() for name, future in failures.items()},
-                shapes=shapes.result(),
+                instance_types=instance_types.result(),
+                daemonsets=daemonsets.result(),
+                pvcs=pvcs.result(),
+                pvs=pvs.result(),
+                storage_classes=storage_classes.result(),
+                namespaces=namespaces.result(),
             )
 
-    def _shapes(self) -> dict[str, Resources]:
+    def _instance_types(self) -> dict[str, InstanceType]:
+        """EC2's data on the instance types of groups whose allocatable the config does not give."""
         by_region: dict[str, set[str]] = {}
         for group in self._config.node_groups:
             if group.shape is None and group.instance_type:
                 by_region.setdefault(self._config.region_of(group), set()).add(group.instance_type)
-        shapes: dict[str, Resources] = {}
+        found: dict[str, InstanceType] = {}
         for region, types in sorted(by_region.items()):
-            shapes.update(self._fleet.instance_shapes(sorted(types), region))
-        return shapes
+            found.update(self._fleet.instance_types(sorted(types), region))
+        return found
 
     # ------------------------------------------------------------------------------------ decide
 
@@ -437,8 +475,20 @@ class Controller:
     def _plan(self, gathered: _Gathered, state: ScalerState, now: datetime) -> Plan:
         draining = gathered.draining
         nodes = tuple(_as_foreign_cordon(n) if n.name in draining else n for n in gathered.nodes)
-        snapshot = Snapshot(gathered.pods, nodes, gathered.asgs, state, gathered.shapes)
+        snapshot = Snapshot(
+            gathered.pods,
+            nodes,
+            gathered.asgs,
+            state,
+            instance_types=gathered.instance_types,
+            daemonsets=gathered.daemonsets,
+            pvcs=gathered.pvcs,
+            pvs=gathered.pvs,
+            storage_classes=gathered.storage_classes,
+            namespaces=gathered.namespaces,
+        )
         plan = make_plan(snapshot, self._config, now)
+        self._report_model_errors(plan)
         for decision in plan.groups:
             self._reporter.log(
                 "info",
@@ -455,6 +505,18 @@ class Controller:
             self._reporter.log("info", "pending pods", outcomes=dict(sorted(outcomes.items())))
         return plan
 
+    def _report_model_errors(self, plan: Plan) -> None:
+        """Log each fit the scheduler refuted: where the planner's model of the scheduler is wrong."""
+        for error in plan.model_errors:
+            self._reporter.log(
+                "warning",
+                "model error",
+                pod=error.pod,
+                node=error.node,
+                since=error.since.isoformat(),
+                scheduler_message=error.message,  # `message` is the log line's own
+            )
+
     # ------------------------------------------------------------------------------------ apply
 
     def _terminate(self, run: _Run, plan: Plan, gathered: _Gathered) -> None:
@@ -464,7 +526,8 @@ class Controller:
             group = termination.group
             asg = gathered.asgs[self._config.group(group).asg_name]
             if termination.node is not None:
-                blocker = self._fresh_blocker(termination.node, partial(termination_blocker, termination))
+                check = partial(termination_blocker, termination, self._config.policy.pod_priority_cutoff)
+                blocker = self._fresh_blocker(termination.node, check)
                 if blocker:
                     run.log.note(
                         ActionKind.TERMINATE,
@@ -611,7 +674,7 @@ class Controller:
                     str(exc),
                 )
                 continue
-            blocker = cordon_blocker(node, pods)
+            blocker = cordon_blocker(self._config.policy.pod_priority_cutoff, node, pods)
             if blocker or node is None:
                 run.log.note(
                     ActionKind.CORDON,
@@ -665,6 +728,9 @@ class Controller:
                     lambda lease: state.save_instances_first_seen(lease, plan.instances_first_seen),
                 )
             )
+        memory = {key: m for key, m in plan.pod_memory.items() if _worth_remembering(m)}
+        if memory != dict(gathered.state.pods):
+            writes.append(("pod memory", lambda lease: state.save_pod_memory(lease, memory)))
         for group in sorted(g for g, removed in run.removed.items() if removed):
             writes.append((f"scale-down {group}", partial(_at_lease, state.record_scale_down, group, now)))
         for group in sorted(run.grown):
@@ -783,6 +849,7 @@ class Controller:
             groups=tuple(groups),
             errors=tuple(run.log.errors),
             pending_pods=len(backlog),
+            model_errors=len(plan.model_errors) if plan is not None else 0,
         )
         self._reporter.log(
             "info" if result.ok else "error",
@@ -793,6 +860,7 @@ class Controller:
             actions=len(result.actions),
             errors=list(result.errors),
             pending_pods=result.pending_pods,
+            model_errors=result.model_errors,
             duration_ms=round(duration * 1000, 1),
         )
         return result
@@ -867,7 +935,7 @@ class Controller:
         pods = self._cluster.list_pods()
         existing = next((i for i in self._state.drain_intents() if i.group == group.name), None)
         draining = frozenset(existing.nodes) if existing else frozenset()
-        candidates = candidates_of(asg, nodes, pods)
+        candidates = candidates_of(asg, nodes, pods, self._config.policy.pod_priority_cutoff)
         choice = choose(request, asg, candidates, draining=draining)
         now, log = run.started_at, run.log
         who = request.requested_by or "operator"

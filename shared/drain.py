@@ -107,7 +107,7 @@ class Candidate:
 
     instance: AsgInstance
     node: Node | None
-    workload: tuple[Pod, ...] = ()  # pods that keep the node busy (not DaemonSet, mirror or terminal)
+    workload: tuple[Pod, ...] = ()  # pods that keep the node busy (Pod.keeps_node_busy)
 
     @property
     def name(self) -> str:
@@ -140,12 +140,17 @@ class Candidate:
         }
 
 
-def candidates_of(asg: AsgState, nodes: Iterable[Node], pods: Iterable[Pod]) -> list[Candidate]:
-    """Every live instance of the group joined with its node and the pods keeping that node busy."""
+def candidates_of(
+    asg: AsgState, nodes: Iterable[Node], pods: Iterable[Pod], priority_cutoff: int | None
+) -> list[Candidate]:
+    """Every live instance of the group joined with its node and the pods keeping that node busy.
+
+    `priority_cutoff` is the policy's pod_priority_cutoff: pods below it do not keep a node busy.
+    """
     by_instance = {n.instance_id: n for n in nodes if n.instance_id}
     workload: dict[str, list[Pod]] = {}
     for pod in pods:
-        if pod.node_name and pod.counts_for_idleness:
+        if pod.node_name and pod.keeps_node_busy(priority_cutoff):
             workload.setdefault(pod.node_name, []).append(pod)
     out = []
     for instance in asg.live_instances:
@@ -320,10 +325,13 @@ class DrainProgress:
 class Drainer:
     """Cordon, evict and terminate-when-empty over the ports; every write goes through an ActionLog."""
 
-    def __init__(self, *, cluster: Cluster, fleet: Fleet, state: StateStore) -> None:
+    def __init__(
+        self, *, cluster: Cluster, fleet: Fleet, state: StateStore, priority_cutoff: int | None
+    ) -> None:
         self._cluster = cluster
         self._fleet = fleet
         self._state = state
+        self._priority_cutoff = priority_cutoff  # the policy's pod_priority_cutoff
 
     def cordon(self, node: Node, group: str, reason: str, at: datetime, log: ActionLog) -> bool:
         """Cordon unless already cordoned; a conflicting change is re-read and retried once."""
@@ -392,7 +400,8 @@ class Drainer:
 
     def workload(self, node: str) -> tuple[Pod, ...]:
         """A fresh read of the pods that keep `node` busy."""
-        return tuple(p for p in self._cluster.list_pods_on_node(node) if p.counts_for_idleness)
+        cutoff = self._priority_cutoff
+        return tuple(p for p in self._cluster.list_pods_on_node(node) if p.keeps_node_busy(cutoff))
 
     def step(self, intent: DrainIntent, asg: AsgState | None, now: datetime, log: ActionLog) -> DrainProgress:
         """One pass over a stored drain: evict what is left, terminate empty nodes, store what remains.

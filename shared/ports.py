@@ -10,9 +10,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from shared.domain.model import AsgState, Node, Pod, ScalerState
+from shared.domain.model import AsgState, DaemonSet, InstanceType, Node, Pod, PodMemory, ScalerState
 from shared.domain.operations import ClusterEvent, DrainIntent, Lease, ScalingFailure
-from shared.domain.resources import Resources
+from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 
 
 class Cluster(Protocol):
@@ -27,6 +27,26 @@ class Cluster(Protocol):
 
     def list_nodes(self) -> tuple[Node, ...]:
         """All nodes. Raises ClusterReadError, AuthError."""
+        ...
+
+    def list_daemonsets(self) -> tuple[DaemonSet, ...]:
+        """All DaemonSets of all namespaces, read to the end. Raises ClusterReadError, AuthError."""
+        ...
+
+    def list_persistent_volume_claims(self) -> tuple[PersistentVolumeClaim, ...]:
+        """All PersistentVolumeClaims of all namespaces. Raises ClusterReadError, AuthError."""
+        ...
+
+    def list_persistent_volumes(self) -> tuple[PersistentVolume, ...]:
+        """All PersistentVolumes. Raises ClusterReadError, AuthError."""
+        ...
+
+    def list_storage_classes(self) -> tuple[StorageClass, ...]:
+        """All StorageClasses. Raises ClusterReadError, AuthError."""
+        ...
+
+    def list_namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        """The labels of every namespace, by namespace name. Raises ClusterReadError, AuthError."""
         ...
 
     def get_node(self, name: str) -> Node | None:
@@ -110,10 +130,12 @@ class Fleet(Protocol):
         """
         ...
 
-    def instance_shapes(self, instance_types: Iterable[str], region: str = "") -> Mapping[str, Resources]:
-        """Allocatable of one node per instance type (vCPU, memory, GPUs minus the reservation).
+    def instance_types(self, instance_types: Iterable[str], region: str = "") -> Mapping[str, InstanceType]:
+        """What EC2 says of each instance type: raw capacity (no kubelet reservation) and architecture.
 
-        Cached per process. Unknown types are absent. Raises FleetReadError, AuthError.
+        Capacity is cpu (vCPUs x 1000 millicores), memory (bytes), pods (the VPC CNI's max pods) and
+        accelerators by device-plugin resource name. Cached per process. Unknown types are absent.
+        Raises FleetReadError (incl. throttling), AuthError.
         """
         ...
 
@@ -145,6 +167,14 @@ class StateStore(Protocol):
 
     def save_instances_first_seen(self, lease: Lease, first_seen: Mapping[str, datetime]) -> None:
         """Replace the first-seen map of instances. Raises LeaseHeldError, ActionError."""
+        ...
+
+    def save_pod_memory(self, lease: Lease, memory: Mapping[str, PodMemory]) -> None:
+        """Replace the memory of pending pods, by pod key (pods absent from it are forgotten).
+
+        Stores each record as given, with any number of pods; `load()` returns it as `pods`.
+        Raises LeaseHeldError if the lease was lost (fencing), ActionError on other failures.
+        """
         ...
 
     def record_scale_up(self, lease: Lease, group: str, at: datetime) -> None:

@@ -7,9 +7,10 @@ the state through a thread-safe Python API, and can inject failures (status code
 connections) per method and path.
 
 Resources: core/v1 ``pods`` (with the ``eviction`` and ``status`` subresources), ``nodes`` (with
-``status``) and ``events``; ``events.k8s.io/v1`` ``events`` (same store as core events); ``policy/v1``
-``poddisruptionbudgets``. Verbs: list (all namespaces and per namespace), get, create (POST),
-replace (PUT), patch and delete.
+``status``), ``events``, ``persistentvolumeclaims``, ``persistentvolumes`` and ``namespaces``;
+``events.k8s.io/v1`` ``events`` (same store as core events); ``policy/v1`` ``poddisruptionbudgets``;
+``apps/v1`` ``daemonsets``; ``storage.k8s.io/v1`` ``storageclasses``. Verbs: list (all namespaces and
+per namespace), get, create (POST), replace (PUT), patch and delete.
 
 Faithful to the real API server:
 
@@ -36,7 +37,11 @@ Faithful to the real API server:
   else 429 TooManyRequests with a ``DisruptionBudget`` cause; more than one PDB is a 500; a not-Ready
   pod may be evicted while the budget is met (the default ``IfHealthyBudget`` policy); success is a
   201 ``Status``;
-* ``dryRun=All`` on writes validates and answers without storing anything.
+* ``dryRun=All`` on writes validates and answers without storing anything;
+* RBAC, once a ClusterRole is enforced (``enforce_cluster_role``): each resource request needs a rule
+  granting its API group, resource (``pods/eviction`` for a subresource) and verb, else 403 Forbidden
+  with the real message (``nodes "n1" is forbidden: User "u" cannot patch resource "nodes" ...``);
+* namespaces get the ``kubernetes.io/metadata.name`` label and phase ``Active``.
 
 Simplified:
 
@@ -50,7 +55,8 @@ Simplified:
   Running, a ``Ready`` condition ``True`` and no ``deletionTimestamp``; PDB ``status`` is computed on
   every read instead of by a controller;
 * pod deletion is immediate (no graceful termination); no admission, defaulting beyond the pod phase,
-  validation of object schemas, or authorisation beyond one optional bearer token;
+  validation of object schemas; one identity (one optional bearer token, one ClusterRole), no
+  Roles, resourceNames or nonResourceURLs rules;
 * core/v1 and events.k8s.io/v1 events share a store but are not converted into each other's shape.
 
 Notes for users:
@@ -247,7 +253,75 @@ _PDBS = _Resource(
     subresources=frozenset({"status"}),
     has_status=True,
 )
-_RESOURCES = {(r.group, r.version, r.plural): r for r in (_PODS, _NODES, _EVENTS, _EVENTS_V1, _PDBS)}
+_DAEMONSETS = _Resource(
+    plural="daemonsets",
+    group="apps",
+    version="v1",
+    kind="DaemonSet",
+    namespaced=True,
+    store="daemonsets",
+    fields=_META_FIELDS,
+    subresources=frozenset({"status"}),
+    has_status=True,
+)
+_PVCS = _Resource(
+    plural="persistentvolumeclaims",
+    group="",
+    version="v1",
+    kind="PersistentVolumeClaim",
+    namespaced=True,
+    store="persistentvolumeclaims",
+    fields=_META_FIELDS,
+    subresources=frozenset({"status"}),
+    has_status=True,
+)
+_PVS = _Resource(
+    plural="persistentvolumes",
+    group="",
+    version="v1",
+    kind="PersistentVolume",
+    namespaced=False,
+    store="persistentvolumes",
+    fields={"metadata.name": ("metadata", "name")},
+    subresources=frozenset({"status"}),
+    has_status=True,
+)
+_STORAGE_CLASSES = _Resource(
+    plural="storageclasses",
+    group="storage.k8s.io",
+    version="v1",
+    kind="StorageClass",
+    namespaced=False,
+    store="storageclasses",
+    fields={"metadata.name": ("metadata", "name")},
+)
+_NAMESPACES = _Resource(
+    plural="namespaces",
+    group="",
+    version="v1",
+    kind="Namespace",
+    namespaced=False,
+    store="namespaces",
+    fields={"metadata.name": ("metadata", "name"), "status.phase": ("status", "phase")},
+    subresources=frozenset({"status"}),
+    has_status=True,
+)
+_RESOURCES = {
+    (r.group, r.version, r.plural): r
+    for r in (
+        _PODS,
+        _NODES,
+        _EVENTS,
+        _EVENTS_V1,
+        _PDBS,
+        _DAEMONSETS,
+        _PVCS,
+        _PVS,
+        _STORAGE_CLASSES,
+        _NAMESPACES,
+    )
+}
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 
 
 # --------------------------------------------------------------------------- errors
@@ -676,6 +750,72 @@ def _selects(requirements: list[_Requirement] | None, obj: JsonObj) -> bool:
     return all(r.matches(labels) for r in requirements)
 
 
+# --------------------------------------------------------------------------- RBAC
+
+
+@dataclass(frozen=True)
+class _PolicyRule:
+    """One rule of a ClusterRole; ``*`` matches any group, resource or verb, as in the real RBAC."""
+
+    groups: frozenset[str]
+    resources: frozenset[str]
+    verbs: frozenset[str]
+
+    def allows(self, group: str, resource: str, verb: str) -> bool:
+        return (
+            ("*" in self.groups or group in self.groups)
+            and ("*" in self.resources or resource in self.resources)
+            and ("*" in self.verbs or verb in self.verbs)
+        )
+
+
+def _cluster_role_rules(role: JsonObj) -> tuple[_PolicyRule, ...]:
+    if role.get("kind") != "ClusterRole":
+        raise ValueError(f"expected a ClusterRole, got {role.get('kind')!r}")
+    rules = []
+    for rule in role.get("rules") or ():
+        if rule.get("nonResourceURLs") or rule.get("resourceNames"):
+            raise ValueError("nonResourceURLs and resourceNames are not supported by the fake")
+        rules.append(
+            _PolicyRule(
+                frozenset(rule.get("apiGroups") or ()),
+                frozenset(rule.get("resources") or ()),
+                frozenset(rule.get("verbs") or ()),
+            )
+        )
+    return tuple(rules)
+
+
+def _verb(method: str, name: str | None, query: dict[str, str]) -> str:
+    """The RBAC verb of a resource request, as the API server's RequestInfo derives it."""
+    if method == "GET":
+        if query.get("watch") in ("true", "1"):
+            return "watch"
+        return "get" if name else "list"
+    if method == "DELETE":
+        return "delete" if name else "deletecollection"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
+
+
+def _forbidden(
+    user: str, verb: str, group: str, resource: str, sub: str | None, name: str | None, namespace: str | None
+) -> _ApiError:
+    group_resource = f"{resource}.{group}" if group else resource
+    full = f"{resource}/{sub}" if sub else resource
+    target = f'{group_resource} "{name}"' if name else group_resource
+    scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+    details: JsonObj = {"name": name} if name else {}
+    if group:
+        details["group"] = group
+    details["kind"] = resource
+    return _ApiError(
+        403,
+        f'{target} is forbidden: User "{user}" cannot {verb} resource "{full}" '
+        f'in API group "{group}" {scope}',
+        details=details,
+    )
+
+
 # --------------------------------------------------------------------------- injections and records
 
 
@@ -735,6 +875,8 @@ class FakeKubeApiServer:
         self._injections: list[_Injection] = []
         self._evictions: list[tuple[str, str]] = []
         self._token: str | None = None
+        self._rbac: tuple[_PolicyRule, ...] | None = None  # None: every authenticated request is allowed
+        self._rbac_user = ""
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -801,6 +943,26 @@ class FakeKubeApiServer:
         """Store a new policy/v1 PodDisruptionBudget; returns the stored copy."""
         return self._seed(_PDBS, obj)
 
+    def add_daemonset(self, obj: JsonObj) -> JsonObj:
+        """Store a new apps/v1 DaemonSet (namespace defaults to "default"); returns the stored copy."""
+        return self._seed(_DAEMONSETS, obj)
+
+    def add_pvc(self, obj: JsonObj) -> JsonObj:
+        """Store a new PersistentVolumeClaim (namespace defaults to "default"); returns the stored copy."""
+        return self._seed(_PVCS, obj)
+
+    def add_pv(self, obj: JsonObj) -> JsonObj:
+        """Store a new PersistentVolume; returns the stored copy."""
+        return self._seed(_PVS, obj)
+
+    def add_storage_class(self, obj: JsonObj) -> JsonObj:
+        """Store a new storage.k8s.io/v1 StorageClass; returns the stored copy."""
+        return self._seed(_STORAGE_CLASSES, obj)
+
+    def add_namespace(self, obj: JsonObj) -> JsonObj:
+        """Store a new Namespace (labelled kubernetes.io/metadata.name, phase Active); returns a copy."""
+        return self._seed(_NAMESPACES, obj)
+
     def get_pod(self, namespace: str, name: str) -> JsonObj | None:
         """A copy of the pod, or None."""
         return self._get_copy(_PODS, (namespace, name))
@@ -864,6 +1026,18 @@ class FakeKubeApiServer:
         """Forget the recorded calls."""
         with self._lock:
             self._calls.clear()
+
+    def enforce_cluster_role(self, role: JsonObj | None, *, user: str = "backlog-scaler") -> None:
+        """Authorize every resource request against the rules of `role`, a ClusterRole (None: allow all).
+
+        As the real RBAC authorizer: the request's API group, resource (``pods/eviction`` for a
+        subresource) and verb (get, list, watch, create, update, patch, delete, deletecollection) must
+        be granted by one rule, else 403 Forbidden. Non-resource paths (version, health) stay open.
+        """
+        rules = None if role is None else _cluster_role_rules(role)
+        with self._lock:
+            self._rbac = rules
+            self._rbac_user = user
 
     def require_token(self, token: str | None) -> None:
         """Demand ``Authorization: Bearer <token>`` on every request (None disables the check)."""
@@ -965,6 +1139,15 @@ class FakeKubeApiServer:
             obj["status"].setdefault("phase", "Pending")
         if res is _PDBS:
             self._validate_pdb(obj)
+        if res is _NAMESPACES:
+            labels = meta.get("labels")
+            meta["labels"] = {
+                **(labels if isinstance(labels, dict) else {}),
+                NAMESPACE_NAME_LABEL: meta["name"],
+            }
+            if not isinstance(obj.get("status"), dict):
+                obj["status"] = {}
+            obj["status"].setdefault("phase", "Active")
         return (meta.get("namespace", ""), meta["name"])
 
     @staticmethod
@@ -1124,8 +1307,11 @@ class FakeKubeApiServer:
         else:
             raise _ApiError(404, "the server could not find the requested resource")
         namespace: str | None = None
-        if len(rest) >= 3 and rest[0] == "namespaces":
+        # As the API server's RequestInfo: namespaces/<name>/status is the Namespace's own subresource.
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
             namespace, rest = rest[1], rest[2:]
+        if rest:
+            self._authorize(method, query, group, rest, namespace)
         res = _RESOURCES.get((group, version, rest[0] if rest else ""))
         if res is None or len(rest) > 3 or (namespace is not None and not res.namespaced):
             raise _ApiError(404, "the server could not find the requested resource")
@@ -1162,6 +1348,22 @@ class FakeKubeApiServer:
         if method == "DELETE" and sub is None:
             return self._delete(res, key, self._parse_body(text) if text.strip() else {}, dry_run)
         raise self._method_not_allowed()
+
+    def _authorize(
+        self, method: str, query: dict[str, str], group: str, rest: list[str], namespace: str | None
+    ) -> None:
+        """Raise 403 unless the enforced ClusterRole grants this resource request."""
+        with self._lock:
+            rules, user = self._rbac, self._rbac_user
+        if rules is None:
+            return
+        resource = rest[0]
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        verb = _verb(method, name, query)
+        full = f"{resource}/{sub}" if sub else resource
+        if not any(rule.allows(group, full, verb) for rule in rules):
+            raise _forbidden(user, verb, group, resource, sub, name, namespace)
 
     @staticmethod
     def _method_not_allowed() -> _ApiError:

@@ -9,7 +9,8 @@ is exclusive), records `calls`, and takes faults:
     cluster.before("get_node", lambda name: cluster.add_pod(pod(..., node=name)))  # race a change in
 
 Pods and nodes are stored as Kubernetes JSON (build them with tests.builders) and parsed with the
-real parsers on every read, so the controller sees exactly what the adapter would give it.
+real parsers on every read, so the controller sees exactly what the adapter would give it. DaemonSets,
+PVCs, PVs and StorageClasses may be given as JSON (parsed the same way) or as domain objects.
 """
 
 from __future__ import annotations
@@ -33,16 +34,27 @@ from shared.domain.model import (
     ANNOTATION_CORDONED_AT,
     AsgInstance,
     AsgState,
+    DaemonSet,
     GroupState,
+    InstanceType,
     Node,
     NodeState,
     Pod,
+    PodMemory,
 )
 from shared.domain.model import ScalerState as ScalerStateModel
 from shared.domain.operations import ClusterEvent, DrainIntent, Lease, ScalingFailure
 from shared.domain.resources import Resources
+from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.formats.aws import asg_from_json
-from shared.formats.kubernetes import node_from_json, pod_from_json
+from shared.formats.kubernetes import (
+    daemonset_from_json,
+    node_from_json,
+    pod_from_json,
+    pv_from_json,
+    pvc_from_json,
+    storage_class_from_json,
+)
 from shared.reporting import ActionRecord, LogLevel, MetricUnit
 
 Json = dict[str, Any]
@@ -133,13 +145,29 @@ def _iso(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _parsed(items: Iterable[Any], parse: Callable[[Json], Any]) -> tuple[Any, ...]:
+    """Domain objects as stored, JSON through the real parser (a fresh copy: callers cannot alias)."""
+    return tuple(parse(copy.deepcopy(item)) if isinstance(item, dict) else item for item in items)
+
+
+def _json_key(obj: Json, *, namespaced: bool) -> str:
+    meta = obj["metadata"]
+    return f"{meta.get('namespace') or 'default'}/{meta['name']}" if namespaced else meta["name"]
+
+
 class FakeCluster(Faults):
-    """The Kubernetes API in memory: pods and nodes as JSON, cordons, evictions, PDB blocks, events."""
+    """The Kubernetes API in memory: pods and nodes as JSON, cordons, evictions, PDB blocks, events,
+    and the objects the scheduler's filters read (DaemonSets, PVCs, PVs, StorageClasses, namespaces)."""
 
     def __init__(self, pods: Iterable[Json] = (), nodes: Iterable[Json] = ()) -> None:
         super().__init__()
         self.pods: dict[str, Json] = {}
         self.nodes: dict[str, Json] = {}
+        self.daemonsets: dict[str, Json | DaemonSet] = {}  # by namespace/name
+        self.pvcs: dict[str, Json | PersistentVolumeClaim] = {}  # by namespace/name
+        self.pvs: dict[str, Json | PersistentVolume] = {}  # by name
+        self.storage_classes: dict[str, Json | StorageClass] = {}  # by name
+        self.namespaces: dict[str, dict[str, str]] = {}  # name -> labels
         self.events: list[ClusterEvent] = []
         self.evicted: list[str] = []
         self.deleted_pods: list[str] = []
@@ -161,6 +189,31 @@ class FakeCluster(Faults):
         with self._lock:
             self.nodes[obj["metadata"]["name"]] = copy.deepcopy(obj)
             self._touch(self.nodes[obj["metadata"]["name"]])
+
+    def add_daemonset(self, obj: Json | DaemonSet) -> None:
+        with self._lock:
+            key = obj.key if isinstance(obj, DaemonSet) else _json_key(obj, namespaced=True)
+            self.daemonsets[key] = copy.deepcopy(obj) if isinstance(obj, dict) else obj
+
+    def add_pvc(self, obj: Json | PersistentVolumeClaim) -> None:
+        with self._lock:
+            key = obj.key if isinstance(obj, PersistentVolumeClaim) else _json_key(obj, namespaced=True)
+            self.pvcs[key] = copy.deepcopy(obj) if isinstance(obj, dict) else obj
+
+    def add_pv(self, obj: Json | PersistentVolume) -> None:
+        with self._lock:
+            key = obj.name if isinstance(obj, PersistentVolume) else _json_key(obj, namespaced=False)
+            self.pvs[key] = copy.deepcopy(obj) if isinstance(obj, dict) else obj
+
+    def add_storage_class(self, obj: Json | StorageClass) -> None:
+        with self._lock:
+            key = obj.name if isinstance(obj, StorageClass) else _json_key(obj, namespaced=False)
+            self.storage_classes[key] = copy.deepcopy(obj) if isinstance(obj, dict) else obj
+
+    def add_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> None:
+        """A namespace, labelled kubernetes.io/metadata.name as the API server does."""
+        with self._lock:
+            self.namespaces[name] = {**(labels or {}), "kubernetes.io/metadata.name": name}
 
     def remove_pod(self, key: str) -> None:
         with self._lock:
@@ -198,6 +251,35 @@ class FakeCluster(Faults):
         with self._lock:
             items = [copy.deepcopy(n) for n in self.nodes.values()]
         return tuple(node_from_json(n) for n in items)
+
+    @_recorded
+    def list_daemonsets(self) -> tuple[DaemonSet, ...]:
+        with self._lock:
+            items = list(self.daemonsets.values())
+        return _parsed(items, daemonset_from_json)
+
+    @_recorded
+    def list_persistent_volume_claims(self) -> tuple[PersistentVolumeClaim, ...]:
+        with self._lock:
+            items = list(self.pvcs.values())
+        return _parsed(items, pvc_from_json)
+
+    @_recorded
+    def list_persistent_volumes(self) -> tuple[PersistentVolume, ...]:
+        with self._lock:
+            items = list(self.pvs.values())
+        return _parsed(items, pv_from_json)
+
+    @_recorded
+    def list_storage_classes(self) -> tuple[StorageClass, ...]:
+        with self._lock:
+            items = list(self.storage_classes.values())
+        return _parsed(items, storage_class_from_json)
+
+    @_recorded
+    def list_namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        with self._lock:
+            return {name: dict(labels) for name, labels in self.namespaces.items()}
 
     @_recorded
     def get_node(self, name: str) -> Node | None:
@@ -277,7 +359,7 @@ class FakeFleet(Faults):
         super().__init__()
         self.groups: dict[str, AsgState] = {}
         self.failures: dict[str, list[ScalingFailure]] = {}
-        self.shapes: dict[str, Resources] = {}
+        self.known_types: dict[str, InstanceType] = {}  # what `instance_types` answers, by name
         self.terminated: list[str] = []
         for group in groups:
             self.add_group(group)
@@ -333,9 +415,17 @@ class FakeFleet(Faults):
     def failed_activities(self, asg: AsgState, since: datetime) -> tuple[ScalingFailure, ...]:
         return tuple(f for f in self.failures.get(asg.name, ()) if f.at >= since)
 
+    def add_instance_type(self, name: str, capacity: Resources, architecture: str = "amd64") -> InstanceType:
+        """Make EC2 know one instance type (raw capacity, before any kubelet reservation)."""
+        instance_type = InstanceType(name=name, capacity=capacity, architecture=architecture)
+        with self._lock:
+            self.known_types[name] = instance_type
+        return instance_type
+
     @_recorded
-    def instance_shapes(self, instance_types: Iterable[str], region: str = "") -> Mapping[str, Resources]:
-        return {t: self.shapes[t] for t in instance_types if t in self.shapes}
+    def instance_types(self, instance_types: Iterable[str], region: str = "") -> Mapping[str, InstanceType]:
+        with self._lock:
+            return {t: self.known_types[t] for t in instance_types if t in self.known_types}
 
 
 @dataclass
@@ -357,6 +447,7 @@ class MemoryStateStore(Faults):
         self.lease: Lease | None = None
         self.idle_since: dict[str, datetime] = {}
         self.first_seen: dict[str, datetime] = {}
+        self.pod_memory: dict[str, PodMemory] = {}
         self.groups: dict[str, _GroupRecord] = {}
         self.intents: dict[str, DrainIntent] = {}
         self._fence = 0
@@ -399,6 +490,7 @@ class MemoryStateStore(Faults):
                     for k, v in self.groups.items()
                 },
                 instances_first_seen=dict(self.first_seen),
+                pods=dict(self.pod_memory),
             )
 
     @_recorded
@@ -412,6 +504,12 @@ class MemoryStateStore(Faults):
         with self._lock:
             self._fenced(lease)
             self.first_seen = dict(first_seen)
+
+    @_recorded
+    def save_pod_memory(self, lease: Lease, memory: Mapping[str, PodMemory]) -> None:
+        with self._lock:
+            self._fenced(lease)
+            self.pod_memory = dict(memory)
 
     @_recorded
     def record_scale_up(self, lease: Lease, group: str, at: datetime) -> None:
@@ -574,11 +672,16 @@ class FakeWorld:
         reads = {
             "list_pods",
             "list_nodes",
+            "list_daemonsets",
+            "list_persistent_volume_claims",
+            "list_persistent_volumes",
+            "list_storage_classes",
+            "list_namespaces",
             "get_node",
             "list_pods_on_node",
             "describe_groups",
             "failed_activities",
-            "instance_shapes",
+            "instance_types",
             "load",
             "drain_intents",
         }

@@ -30,10 +30,16 @@ def test_rbac_grants_exactly_what_the_functions_do() -> None:
         for verb in rule["verbs"]
     }
     expected = (
-        {("", "pods", verb) for verb in ("get", "list", "watch")}
+        {("", "pods", verb) for verb in ("get", "list", "watch", "delete")}  # delete: forced drains
         | {("", "pods/eviction", "create")}
         | {("", "nodes", verb) for verb in ("get", "list", "watch", "patch", "delete")}
         | {(group, "events", verb) for group in ("", "events.k8s.io") for verb in ("create", "patch")}
+        # What the scheduler's filters read: listed once per run, never watched or fetched one by one.
+        | {
+            ("", resource, "list")
+            for resource in ("persistentvolumeclaims", "persistentvolumes", "namespaces")
+        }
+        | {("apps", "daemonsets", "list"), ("storage.k8s.io", "storageclasses", "list")}
     )
     assert granted == expected
     assert binding["kind"] == "ClusterRoleBinding"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -15,9 +16,10 @@ from moto.dynamodb.models import DynamoDBBackend
 
 from shared import constants
 from shared.adapters.aws import clients
-from shared.adapters.aws.state_store import DynamoDbStateStore, create_table
+from shared.adapters.aws.state_store import MAX_STORED_DISTRUSTED, DynamoDbStateStore, create_table
 from shared.config import PolicyConfig
 from shared.domain.errors import ActionError, AuthError, LeaseHeldError, ReadError
+from shared.domain.model import PodMemory
 from shared.domain.operations import DrainIntent, Lease
 
 REGION = "us-east-1"
@@ -48,7 +50,9 @@ def store(dynamodb: Any) -> DynamoDbStateStore:
 
 def raw_items(client: Any) -> dict[str, dict[str, Any]]:
     """Every item of the cluster's partition, by sort key."""
-    items = client.scan(TableName=TABLE)["Items"]
+    items = [
+        item for page in client.get_paginator("scan").paginate(TableName=TABLE) for item in page["Items"]
+    ]
     return {item["sk"]["S"]: item for item in items if item["pk"]["S"] == f"CLUSTER#{CLUSTER}"}
 
 
@@ -548,3 +552,129 @@ def test_naive_datetimes_are_refused(store: DynamoDbStateStore) -> None:
     # Given a naive time / When used / Then ValueError (the store only keeps UTC instants)
     with pytest.raises(ValueError, match="naive"):
         store.acquire_lease("run-a", datetime(2026, 12, 2, 12, 0), 60)
+
+
+# pod memory
+
+
+def memory(**fields: Any) -> PodMemory:
+    return PodMemory(**{"uid": "uid-1", "counted_on": "node-1", "counted_since": T0, **fields})
+
+
+def test_pod_memory_round_trips_every_fact_to_the_microsecond(store: DynamoDbStateStore) -> None:
+    # Given a pod's full memory: counted on a node, distrusting two, bought and refused per group
+    lease = store.acquire_lease("run-a", T0, 60)
+    later = T0 + timedelta(minutes=3, microseconds=250)
+    full = memory(
+        distrusted=("node-2", "node-3"),
+        bought={"gpu-a": T0, "gpu-b": later},
+        refused={"gpu-a": later + timedelta(hours=1)},
+    )
+
+    # When it is saved next to a pod that only waits
+    store.save_pod_memory(lease, {"ml/train-0": full, "ml/train-1": PodMemory(uid="uid-2")})
+
+    # Then load gives both back exactly
+    assert store.load().pods == {"ml/train-0": full, "ml/train-1": PodMemory(uid="uid-2")}
+
+
+def test_pod_memory_is_one_item_per_pod_without_empty_attributes(
+    store: DynamoDbStateStore, dynamodb: Any
+) -> None:
+    # Given a pod counted on a node and nothing else
+    lease = store.acquire_lease("run-a", T0, 60)
+
+    # When saved
+    store.save_pod_memory(lease, {"ml/train-0": memory()})
+
+    # Then its item holds only the facts it has, with a TTL a week out
+    item = raw_items(dynamodb)["POD#ml/train-0"]
+    assert set(item) == {"pk", "sk", "pod", "uid", "counted_on", "counted_since", "updated_at", "ttl"}
+    assert int(item["ttl"]["N"]) == epoch(T0 + timedelta(days=7))
+
+
+def test_pod_memory_replaces_forgets_and_rewrites_only_changed_pods(
+    store: DynamoDbStateStore, dynamodb: Any
+) -> None:
+    # Given three pods remembered
+    lease = store.acquire_lease("run-a", T0, 60)
+    store.save_pod_memory(lease, {f"ml/p{i}": memory(uid=f"u{i}") for i in range(3)})
+    writes = count_calls(dynamodb, "TransactWriteItems")
+
+    # When the next run keeps p0, changes p1, forgets p2 and adds p3
+    changed = memory(uid="u1", distrusted=("node-1",), counted_on="")
+    store.save_pod_memory(lease, {"ml/p0": memory(uid="u0"), "ml/p1": changed, "ml/p3": memory(uid="u3")})
+
+    # Then one transaction puts p1 and p3 and deletes p2, and p0 is left alone
+    (transaction,) = writes
+    kinds = [
+        (next(iter(w)), (w.get("Put", {}).get("Item") or w.get("Delete", {}).get("Key"))["sk"]["S"])
+        for w in transaction["TransactItems"][1:]
+    ]
+    assert kinds == [("Put", "POD#ml/p1"), ("Put", "POD#ml/p3"), ("Delete", "POD#ml/p2")]
+    assert store.load().pods == {"ml/p0": memory(uid="u0"), "ml/p1": changed, "ml/p3": memory(uid="u3")}
+
+
+def test_memory_of_thousands_of_pods_never_makes_one_large_item(
+    store: DynamoDbStateStore, dynamodb: Any
+) -> None:
+    # Given 3,000 pending pods remembered, each distrusting a few long-named nodes
+    lease = store.acquire_lease("run-a", T0, 60)
+    writes = count_calls(dynamodb, "TransactWriteItems")
+    nodes = tuple(f"ip-10-0-{i}-1.us-west-2.compute.internal" for i in range(5))
+    pods = {f"batch/job-{i:05d}": memory(uid=f"u{i}", distrusted=nodes) for i in range(3000)}
+
+    # When saved
+    store.save_pod_memory(lease, pods)
+
+    # Then every item is small, every transaction is fenced and within DynamoDB's limits
+    items = [item for sk, item in raw_items(dynamodb).items() if sk.startswith("POD#")]
+    assert len(items) == 3000
+    assert max(len(json.dumps(item)) for item in items) < 1000
+    assert all(len(w["TransactItems"]) <= 100 for w in writes)
+    assert all("ConditionCheck" in w["TransactItems"][0] for w in writes)
+    assert len(store.load().pods) == 3000
+
+
+def test_a_pod_distrusting_thousands_of_nodes_keeps_the_newest_under_the_item_limit(
+    store: DynamoDbStateStore, dynamodb: Any
+) -> None:
+    # Given a pod that distrusts 2,000 nodes with the longest names Kubernetes allows
+    lease = store.acquire_lease("run-a", T0, 60)
+    nodes = tuple(f"{i:04d}-" + "n" * 248 for i in range(2000))
+
+    # When saved
+    store.save_pod_memory(lease, {"ml/huge": memory(distrusted=nodes)})
+
+    # Then its item stays under 400 KB and keeps the newest (last) distrusted nodes
+    item = raw_items(dynamodb)["POD#ml/huge"]
+    assert len(json.dumps(item)) < 400_000
+    assert store.load().pods["ml/huge"].distrusted == nodes[-MAX_STORED_DISTRUSTED:]
+
+
+def test_pod_memory_writes_are_fenced_by_the_lease(store: DynamoDbStateStore) -> None:
+    # Given a run whose lease was taken over after it expired
+    old = store.acquire_lease("run-a", T0, 60)
+    store.acquire_lease("run-b", T0 + timedelta(minutes=2), 60)
+
+    # When / Then the old holder can no longer write pod memory
+    with pytest.raises(LeaseHeldError):
+        store.save_pod_memory(old, {"ml/p0": memory()})
+    assert store.load().pods == {}
+
+
+def test_a_malformed_pod_item_is_skipped_not_fatal(store: DynamoDbStateStore, dynamodb: Any) -> None:
+    # Given a hand-edited pod item with an unreadable bought time next to a good one
+    lease = store.acquire_lease("run-a", T0, 60)
+    store.save_pod_memory(lease, {"ml/good": memory()})
+    dynamodb.put_item(
+        TableName=TABLE,
+        Item={
+            "pk": {"S": f"CLUSTER#{CLUSTER}"},
+            "sk": {"S": "POD#ml/bad"},
+            "bought": {"M": {"gpu-a": {"S": "yesterday"}}},
+        },
+    )
+
+    # When loaded / Then the good pod is remembered and the broken one forgotten
+    assert set(store.load().pods) == {"ml/good"}

@@ -627,6 +627,121 @@ def test_version_healthz_and_unknown_paths(server: FakeKubeApiServer, api: ApiCl
     assert unknown.json()["kind"] == "Status"
 
 
+def test_cluster_role_grants_exactly_its_group_resource_and_verb(
+    server: FakeKubeApiServer, api: ApiClient
+) -> None:
+    # Given a ClusterRole that lets nodes be listed and patched and pods be evicted, nothing else
+    server.add_node(make_node("n1"))
+    server.add_pod(make_pod("p1", node="n1"))
+    server.enforce_cluster_role(
+        {
+            "kind": "ClusterRole",
+            "rules": [
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]},
+                {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+            ],
+        },
+        user="scaler",
+    )
+    core = CoreV1Api(api)
+
+    # When the granted calls are made, Then they succeed
+    assert [n.metadata.name for n in core.list_node().items] == ["n1"]
+    core.patch_node("n1", {"spec": {"unschedulable": True}})
+    core.create_namespaced_pod_eviction(
+        "p1", "default", client.V1Eviction(metadata=client.V1ObjectMeta(name="p1", namespace="default"))
+    )
+
+    # And a verb, a resource or a group the role lacks is 403 with the real API server's message
+    with pytest.raises(ApiException) as get_node:
+        core.read_node("n1")
+    with pytest.raises(ApiException) as list_pods:
+        core.list_namespaced_pod("default")
+    with pytest.raises(ApiException) as list_daemonsets:
+        client.AppsV1Api(api).list_daemon_set_for_all_namespaces()
+    assert status_of(get_node.value) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'nodes "n1" is forbidden: User "scaler" cannot get resource "nodes" in API group "" '
+        "at the cluster scope",
+        "reason": "Forbidden",
+        "details": {"name": "n1", "kind": "nodes"},
+        "code": 403,
+    }
+    assert status_of(list_pods.value)["message"] == (
+        'pods is forbidden: User "scaler" cannot list resource "pods" in API group "" '
+        'in the namespace "default"'
+    )
+    assert status_of(list_daemonsets.value)["message"] == (
+        'daemonsets.apps is forbidden: User "scaler" cannot list resource "daemonsets" '
+        'in API group "apps" at the cluster scope'
+    )
+    # And non-resource paths stay open, and None lifts the enforcement
+    assert client.VersionApi(api).get_code().major == "1"
+    server.enforce_cluster_role(None)
+    assert core.read_node("n1").metadata.name == "n1"
+
+
+def test_wildcards_in_a_cluster_role_match_anything(server: FakeKubeApiServer, api: ApiClient) -> None:
+    # Given a role granting every verb on every resource of every group
+    server.enforce_cluster_role(
+        {"kind": "ClusterRole", "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}
+    )
+    # When / Then any call is allowed
+    assert client.StorageV1Api(api).list_storage_class().items == []
+
+
+def test_scheduler_inputs_are_served_in_the_real_wire_format(
+    server: FakeKubeApiServer, api: ApiClient
+) -> None:
+    # Given a DaemonSet, a claim, a volume, a storage class and two namespaces
+    server.add_daemonset(
+        {
+            "metadata": {"name": "agent", "namespace": "kube-system"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {
+                    "metadata": {"labels": {"app": "agent"}},
+                    "spec": {"containers": [{"name": "agent", "image": "agent:1"}]},
+                },
+            },
+        }
+    )
+    server.add_pvc({"metadata": {"name": "data", "namespace": "ml"}, "spec": {"storageClassName": "gp3"}})
+    server.add_pv({"metadata": {"name": "pv-1"}, "spec": {"capacity": {"storage": "1Gi"}}})
+    server.add_storage_class({"metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com"})
+    server.add_namespace({"metadata": {"name": "ml", "labels": {"team": "llm"}}})
+    server.add_namespace({"metadata": {"name": "batch"}})
+    core, apps, storage = CoreV1Api(api), client.AppsV1Api(api), client.StorageV1Api(api)
+
+    # When each is listed with the official client's typed models
+    daemonsets = apps.list_daemon_set_for_all_namespaces()
+    claims = core.list_persistent_volume_claim_for_all_namespaces()
+    volumes = core.list_persistent_volume()
+    classes = storage.list_storage_class()
+    namespaces = core.list_namespace(limit=1)
+
+    # Then kinds and API versions are the real ones and the objects are as seeded
+    assert (daemonsets.kind, daemonsets.api_version) == ("DaemonSetList", "apps/v1")
+    assert [(d.metadata.namespace, d.metadata.name) for d in daemonsets.items] == [("kube-system", "agent")]
+    assert [c.spec.storage_class_name for c in claims.items] == ["gp3"]
+    assert [v.metadata.name for v in volumes.items] == ["pv-1"]
+    assert (classes.api_version, [c.provisioner for c in classes.items]) == (
+        "storage.k8s.io/v1",
+        ["ebs.csi.aws.com"],
+    )
+    # And namespaces page, carry the metadata.name label and phase Active, and are read one by one
+    assert [n.metadata.name for n in namespaces.items] == ["batch"] and namespaces.metadata._continue
+    rest = core.list_namespace(limit=1, _continue=namespaces.metadata._continue)
+    assert [n.metadata.name for n in rest.items] == ["ml"]
+    ml = core.read_namespace("ml")
+    assert ml.metadata.labels == {"team": "llm", "kubernetes.io/metadata.name": "ml"}
+    assert ml.status.phase == "Active"
+    assert core.read_namespace_status("ml").metadata.name == "ml"
+
+
 # --------------------------------------------------------------------------- error injection
 
 

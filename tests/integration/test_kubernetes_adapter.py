@@ -18,9 +18,11 @@ from typing import Any
 
 import boto3
 import pytest
+import yaml
 from kubernetes import client as k8s
 from moto import mock_aws
 
+from cdk.manifests import rbac_manifest
 from shared import constants
 from shared.adapters.kubernetes.auth import TOKEN_PREFIX, build_api_client
 from shared.adapters.kubernetes.cluster import (
@@ -111,10 +113,15 @@ def node(name: str, *, ready: bool = True) -> dict[str, Any]:
     }
 
 
+CLUSTER_ROLE = next(yaml.safe_load_all(rbac_manifest("research")))
+
+
 @pytest.fixture
 def server() -> Iterator[FakeKubeApiServer]:
+    # RBAC is the generated ClusterRole's: a call the manifest does not grant fails here as on a cluster.
     with FakeKubeApiServer() as fake:
         fake.require_token(TOKEN)
+        fake.enforce_cluster_role(CLUSTER_ROLE)
         yield fake
 
 
@@ -348,6 +355,161 @@ def test_malformed_object_is_a_read_error_naming_it(
     # When / Then the list fails rather than returning a partial picture, and says where
     with pytest.raises(ClusterReadError, match=r"page 2.*items\[0\].*cpu"):
         cluster.list_pods()
+
+
+def daemonset(name: str, namespace: str = "kube-system", *, cpu: str = "500m") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "containers": [
+                        {"name": "agent", "image": "agent:1", "resources": {"requests": {"cpu": cpu}}}
+                    ]
+                },
+            },
+        },
+    }
+
+
+def pvc(
+    name: str, namespace: str = "batch", *, volume: str = "", storage_class: str = "gp3"
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"storageClassName": storage_class, "accessModes": ["ReadWriteOnce"]}
+    if volume:
+        spec["volumeName"] = volume
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+        "status": {"phase": "Bound" if volume else "Pending"},
+    }
+
+
+def pv(name: str, zone: str = "us-east-1a") -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "100Gi"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+        },
+    }
+
+
+def storage_class(name: str, *, default: bool = False) -> dict[str, Any]:
+    annotations = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
+    return {
+        "metadata": {"name": name, "annotations": annotations},
+        "provisioner": "ebs.csi.aws.com",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+
+
+def test_list_daemonsets_reads_every_namespace_page_by_page(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given 4 DaemonSets in two namespaces and a page size of 3
+    for i in range(3):
+        server.add_daemonset(daemonset(f"agent-{i}"))
+    server.add_daemonset(daemonset("dcgm-exporter", "gpu-operator", cpu="1"))
+
+    # When they are listed
+    daemonsets = {d.key: d for d in cluster.list_daemonsets()}
+
+    # Then all come back over two apps/v1 pages, each as the pod it would put on a node
+    assert sorted(daemonsets) == [
+        "gpu-operator/dcgm-exporter",
+        "kube-system/agent-0",
+        "kube-system/agent-1",
+        "kube-system/agent-2",
+    ]
+    calls = list_calls(server, "/apis/apps/v1/daemonsets")
+    assert len(calls) == 2 and calls[1].query["continue"]
+    exporter = daemonsets["gpu-operator/dcgm-exporter"].pod
+    assert exporter.is_daemonset and exporter.requests.get("cpu") == 1000
+
+
+def test_list_volumes_claims_and_classes_page_and_parse(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given 4 claims (one bound), 4 volumes and 2 storage classes, with a page size of 3
+    for i in range(3):
+        server.add_pvc(pvc(f"data-{i}"))
+    server.add_pvc(pvc("bound", "ml", volume="pv-0"))
+    for i in range(4):
+        server.add_pv(pv(f"pv-{i}"))
+    server.add_storage_class(storage_class("gp3", default=True))
+    server.add_storage_class(storage_class("io2"))
+
+    # When they are listed
+    claims = {c.key: c for c in cluster.list_persistent_volume_claims()}
+    volumes = {v.name: v for v in cluster.list_persistent_volumes()}
+    classes = {c.name: c for c in cluster.list_storage_classes()}
+
+    # Then every object comes back, read page by page from its API path, as domain objects
+    assert len(claims) == 4 and claims["ml/bound"].volume_name == "pv-0"
+    assert claims["batch/data-0"].storage_class == "gp3" and not claims["batch/data-0"].volume_name
+    assert sorted(volumes) == ["pv-0", "pv-1", "pv-2", "pv-3"]
+    assert volumes["pv-0"].node_affinity[0][0].key == "topology.kubernetes.io/zone"
+    assert classes["gp3"].is_default and classes["gp3"].waits_for_consumer and not classes["io2"].is_default
+    assert len(list_calls(server, "/api/v1/persistentvolumeclaims")) == 2
+    assert len(list_calls(server, "/api/v1/persistentvolumes")) == 2
+    assert len(list_calls(server, "/apis/storage.k8s.io/v1/storageclasses")) == 1
+
+
+def test_list_namespaces_gives_their_labels_by_name(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given 4 namespaces, one labelled for a team
+    for name in ("default", "kube-system", "batch"):
+        server.add_namespace({"metadata": {"name": name}})
+    server.add_namespace({"metadata": {"name": "ml", "labels": {"team": "llm"}}})
+
+    # When they are listed
+    namespaces = cluster.list_namespaces()
+
+    # Then each name maps to its labels, the API server's metadata.name label included
+    assert sorted(namespaces) == ["batch", "default", "kube-system", "ml"]
+    assert namespaces["ml"] == {"team": "llm", "kubernetes.io/metadata.name": "ml"}
+    assert len(list_calls(server, "/api/v1/namespaces")) == 2
+
+
+@pytest.mark.parametrize(
+    ("path", "listing"),
+    [
+        (r"^/apis/apps/v1/daemonsets$", KubernetesCluster.list_daemonsets),
+        (r"^/api/v1/persistentvolumeclaims$", KubernetesCluster.list_persistent_volume_claims),
+        (r"^/api/v1/persistentvolumes$", KubernetesCluster.list_persistent_volumes),
+        (r"^/apis/storage.k8s.io/v1/storageclasses$", KubernetesCluster.list_storage_classes),
+        (r"^/api/v1/namespaces$", KubernetesCluster.list_namespaces),
+    ],
+)
+def test_new_listings_map_failures_like_the_pod_list(
+    server: FakeKubeApiServer, cluster: KubernetesCluster, path: str, listing: Any
+) -> None:
+    # Given an API server that answers 403, then 500, on this listing
+    server.inject("GET", path, status=403)
+    server.inject("GET", path, status=500)
+
+    # When / Then 403 is an AuthError and 500 a ClusterReadError naming the list
+    with pytest.raises(AuthError, match="403"):
+        listing(cluster)
+    with pytest.raises(ClusterReadError, match=r"list \w+ \(page 1\).*500"):
+        listing(cluster)
+
+
+def test_a_listing_the_cluster_role_does_not_grant_is_forbidden(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given a ClusterRole without the storage class rule
+    rules = [r for r in CLUSTER_ROLE["rules"] if "storageclasses" not in r["resources"]]
+    server.enforce_cluster_role({**CLUSTER_ROLE, "rules": rules})
+
+    # When / Then the list fails as on a cluster whose RBAC lacks the rule
+    with pytest.raises(AuthError, match=r"403.*cannot list resource \"storageclasses\""):
+        cluster.list_storage_classes()
 
 
 # ---------------------------------------------------------------------------------------------- read failures

@@ -3,29 +3,37 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from shared import controller as controller_module
 from shared.controller import (
     Controller,
     InterruptionKind,
     ReconcileResult,
     RunStatus,
+    cordon_blocker,
     desired_to_set,
+    termination_blocker,
 )
 from shared.domain.errors import (
+    ActionError,
     AuthError,
     ClusterReadError,
     FleetActionError,
     FleetReadError,
     ReadError,
 )
-from shared.domain.model import AsgInstance, AsgState
+from shared.domain.model import AsgInstance, AsgState, DaemonSet, PodMemory, Snapshot
 from shared.domain.operations import DrainIntent, EventType, FailureKind, ScalingFailure
+from shared.domain.plan import ModelError, Plan, Termination
 from shared.domain.resources import Resources
+from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.drain import INTERRUPTION_REQUESTER
+from shared.formats.kubernetes import node_from_json, pod_from_json
 from shared.reporting import ActionKind, ActionStatus
 from tests.builders import GPU_TAINT, NOW, asg, config, iso, node, pod
 from tests.fakes.memory import FakeCluster, FakeFleet, FakeWorld
@@ -153,6 +161,11 @@ def test_metrics_of_a_run() -> None:
         ("state", "load", ReadError("dynamodb down")),
         ("state", "drain_intents", ReadError("dynamodb down")),
         ("cluster", "list_pods", AuthError("HTTP 401")),
+        ("cluster", "list_daemonsets", ClusterReadError("HTTP 500")),
+        ("cluster", "list_persistent_volume_claims", ClusterReadError("timeout")),
+        ("cluster", "list_persistent_volumes", ClusterReadError("HTTP 503")),
+        ("cluster", "list_storage_classes", AuthError("HTTP 403")),
+        ("cluster", "list_namespaces", ClusterReadError("HTTP 500")),
     ],
 )
 def test_any_read_failure_changes_nothing_and_raises(fake: str, method: str, error: Exception) -> None:
@@ -179,7 +192,7 @@ def test_instance_shape_read_failure_changes_nothing() -> None:
         ]
     )
     w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)], cfg)
-    w.fleet.fail_next("instance_shapes", FleetReadError("ec2 unavailable"))
+    w.fleet.fail_next("instance_types", FleetReadError("ec2 unavailable"))
     with pytest.raises(FleetReadError):
         w.controller().reconcile("schedule")
     assert w.fleet.calls_of("set_desired_capacity") == []
@@ -192,11 +205,158 @@ def test_scale_from_zero_uses_the_instance_type_shape() -> None:
         ]
     )
     w = world([pod("train", gpus=8)], [], [asg(A100, desired=0)], cfg)
-    w.fleet.shapes["p4d.24xlarge"] = Resources.of(
-        {"cpu": 95_000, "memory": 1100 * 2**30, "nvidia.com/gpu": 8, "pods": 110}
+    w.fleet.add_instance_type(
+        "p4d.24xlarge",
+        Resources.of({"cpu": 96_000, "memory": 1152 * 2**30, "nvidia.com/gpu": 8, "pods": 737}),
     )
     w.controller().reconcile("schedule")
     assert w.fleet.desired(A100) == 1
+
+
+def test_scheduler_inputs_are_read_once_each_and_reach_the_planner(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a cluster with a DaemonSet, a claim, a volume, a storage class and a labelled namespace
+    w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])
+    w.cluster.add_daemonset(DaemonSet("kube-system", "agent", pod_from_json(pod("agent", gpus=0))))
+    w.cluster.add_pvc(PersistentVolumeClaim("research", "data", storage_class="gp3"))
+    w.cluster.add_pv(PersistentVolume("pv-1"))
+    w.cluster.add_storage_class(StorageClass("gp3", binding_mode="WaitForFirstConsumer"))
+    w.cluster.add_namespace("research", {"team": "llm"})
+    snapshots: list[Snapshot] = []
+    real_plan = controller_module.make_plan
+
+    def planning(snapshot: Snapshot, cfg: Any, now: Any) -> Plan:
+        snapshots.append(snapshot)
+        return real_plan(snapshot, cfg, now)
+
+    monkeypatch.setattr(controller_module, "make_plan", planning)
+
+    # When the controller reconciles
+    w.controller().reconcile("schedule")
+
+    # Then each listing was one call, and the planner saw everything it returned
+    for listing in (
+        "list_daemonsets",
+        "list_persistent_volume_claims",
+        "list_persistent_volumes",
+        "list_storage_classes",
+        "list_namespaces",
+    ):
+        assert len(w.cluster.calls_of(listing)) == 1, listing
+    (snapshot,) = snapshots
+    assert [d.key for d in snapshot.daemonsets] == ["kube-system/agent"]
+    assert [c.key for c in snapshot.pvcs] == ["research/data"]
+    assert [v.name for v in snapshot.pvs] == ["pv-1"]
+    assert [c.name for c in snapshot.storage_classes] == ["gp3"]
+    assert snapshot.namespaces == {"research": {"team": "llm", "kubernetes.io/metadata.name": "research"}}
+
+
+def planned(monkeypatch: pytest.MonkeyPatch, **changes: Any) -> None:
+    """Make the planner's plan carry `changes` (pod memory, model errors) on top of its own decisions."""
+    real_plan = controller_module.make_plan
+    monkeypatch.setattr(
+        controller_module,
+        "make_plan",
+        lambda snapshot, cfg, now: replace(real_plan(snapshot, cfg, now), **changes),
+    )
+
+
+def test_pod_memory_is_saved_when_it_changed_and_only_then(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a plan that remembers one pod counted on a node, and one pod it knows nothing about
+    w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])
+    counted = PodMemory(uid="u1", counted_on="n1", counted_since=NOW)
+    planned(monkeypatch, pod_memory={"research/train": counted, "research/new": PodMemory(uid="u2")})
+    controller = w.controller()
+
+    # When the controller reconciles
+    controller.reconcile("schedule")
+
+    # Then the memory is stored under the lease, without the record that holds nothing
+    assert w.state.pod_memory == {"research/train": counted}
+    (save,) = w.state.calls_of("save_pod_memory")
+    assert save.args[0].owner.startswith("test/")
+    # And a second run that remembers the same writes nothing more
+    w.clock.advance(60)
+    controller.reconcile("schedule")
+    assert len(w.state.calls_of("save_pod_memory")) == 1
+    assert w.state.load().pods == {"research/train": counted}
+
+
+def test_pod_memory_is_forgotten_when_the_plan_no_longer_holds_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a pod remembered by an earlier run, and a plan that no longer remembers anything
+    w = world([], [], [asg(A100, desired=0)])
+    w.state.pod_memory = {"research/gone": PodMemory(uid="u1", distrusted=("n1",))}
+    planned(monkeypatch, pod_memory={})
+
+    # When the controller reconciles / Then the stored memory is replaced by the empty one
+    w.controller().reconcile("schedule")
+    assert w.state.pod_memory == {}
+    assert len(w.state.calls_of("save_pod_memory")) == 1
+
+
+def test_dry_run_does_not_store_pod_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])
+    planned(
+        monkeypatch, pod_memory={"research/train": PodMemory(uid="u1", counted_on="n1", counted_since=NOW)}
+    )
+    w.controller(dry_run=True).reconcile("schedule")
+    assert w.state.calls_of("save_pod_memory") == []
+
+
+def test_failed_pod_memory_save_is_reported_and_the_run_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a store that fails the pod memory write
+    w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])
+    planned(
+        monkeypatch, pod_memory={"research/train": PodMemory(uid="u1", counted_on="n1", counted_since=NOW)}
+    )
+    w.state.fail_next("save_pod_memory", ActionError("throttled"))
+
+    # When the controller reconciles
+    result = w.controller().reconcile("schedule")
+
+    # Then the error is in the result and the scale-up still happened
+    assert any("save pod memory" in e for e in result.errors)
+    assert w.fleet.desired(A100) == 1
+
+
+def test_model_errors_are_logged_and_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a plan with a fit the scheduler refuted
+    w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])
+    since = NOW - timedelta(minutes=3)
+    error = ModelError("research/train", "n1", since, "0/1 nodes are available: 1 Insufficient memory.")
+    planned(monkeypatch, model_errors=(error,))
+
+    # When the controller reconciles
+    result = w.controller().reconcile("schedule")
+
+    # Then it is logged as a warning with every fact, and counted in the result
+    warnings = [fields for level, message, fields in w.reporter.logs if message == "model error"]
+    assert warnings == [
+        {
+            "pod": "research/train",
+            "node": "n1",
+            "since": since.isoformat(),
+            "scheduler_message": error.message,
+        }
+    ]
+    assert [level for level, message, _ in w.reporter.logs if message == "model error"] == ["warning"]
+    assert result.model_errors == 1 and result.to_json()["model_errors"] == 1
+
+
+@pytest.mark.parametrize(("priority", "busy"), [(-100, False), (-10, True), (0, True)])
+def test_only_pods_at_or_above_the_priority_cutoff_block_a_cordon_or_termination(
+    priority: int, busy: bool
+) -> None:
+    # Given a cordoned node of the scaler running one pod of the given priority (cutoff -10)
+    fresh = node_from_json(node("n1", "i-1", unschedulable=True, annotations=CORDONED_LONG_AGO))
+    pods = [pod_from_json(pod("low", node="n1", phase="Running", priority=priority))]
+    termination = Termination("n1", "i-1", "a100", "idle")
+
+    # When the blockers are asked / Then only a pod that keeps the node busy blocks
+    expected = "it now runs research/low" if busy else None
+    assert termination_blocker(termination, -10, fresh, pods) == expected
+    assert cordon_blocker(-10, replace(fresh, unschedulable=False), pods) == expected
+    # And without a cutoff every live pod keeps the node busy
+    assert termination_blocker(termination, None, fresh, pods) == "it now runs research/low"
 
 
 def test_lease_held_by_another_run_skips_without_reading() -> None:

@@ -96,7 +96,7 @@ def test_invalid_request_does_nothing() -> None:
 def test_nodes_are_chosen_idle_first_then_least_busy_then_newest() -> None:
     w = fleet_world()
     group = asg_from_json(asg(A100, desired=4, instances=["i-1", "i-2", "i-3", "i-4"]))
-    candidates = candidates_of(group, w.cluster.list_nodes(), w.cluster.list_pods())
+    candidates = candidates_of(group, w.cluster.list_nodes(), w.cluster.list_pods(), -10)
     assert [c.name for c in rank(candidates)] == ["idle-new", "idle-old", "busy-1", "busy-2"]
     request = ForceScaleDownRequest(group="a100", target=1)
     assert [c.name for c in choose(request, group, candidates).chosen] == ["idle-new", "idle-old", "busy-1"]
@@ -104,7 +104,7 @@ def test_nodes_are_chosen_idle_first_then_least_busy_then_newest() -> None:
 
 def test_instances_that_never_registered_are_chosen_first() -> None:
     group = asg_from_json(asg(A100, desired=2, instances=["i-1", "i-booting"]))
-    candidates = candidates_of(group, [node_from_json(node("n1", "i-1"))], [])
+    candidates = candidates_of(group, [node_from_json(node("n1", "i-1"))], [], -10)
     chosen = choose(ForceScaleDownRequest(group="a100", target=1), group, candidates).chosen
     assert [c.instance.instance_id for c in chosen] == ["i-booting"]
 
@@ -113,7 +113,7 @@ def test_fewer_gpus_breaks_a_tie_in_pod_count() -> None:
     group = asg_from_json(asg(A100, desired=2, instances=["i-1", "i-2"]))
     nodes = [node_from_json(node("big", "i-1")), node_from_json(node("small", "i-2"))]
     pods = [pod_from_json(pod("x", gpus=8, node="big")), pod_from_json(pod("y", gpus=1, node="small"))]
-    assert [c.name for c in rank(candidates_of(group, nodes, pods))] == ["small", "big"]
+    assert [c.name for c in rank(candidates_of(group, nodes, pods, -10))] == ["small", "big"]
 
 
 def test_target_never_goes_below_min_size_and_says_what_was_refused() -> None:

@@ -10,6 +10,13 @@ One partition per cluster, one item per fact; times are epoch seconds (exact to 
                                             last_scale_up, ttl (last write + backoff reset + 1 d)
     CLUSTER#<cluster>   DRAIN#<group>       group, nodes, requested_at, expires_at, grace_seconds,
                                             force, requested_by, ttl (expires_at + 1 d)
+    CLUSTER#<cluster>   POD#<ns>/<name>     pod, uid, counted_on, counted_since, distrusted (list),
+                                            bought, refused (maps group -> time), updated_at,
+                                            ttl (+7 d without update); empty attributes are left out
+
+Pod memory is one item per pod, not one map: thousands of pending pods would not fit DynamoDB's
+400 KB item limit, and a run rewrites only the pods whose memory changed. One pod's item stays far
+below the limit: at most MAX_STORED_DISTRUSTED distrusted nodes are kept (the newest).
 
 Single writer: the LEASE item is taken with a conditional update that bumps the fencing counter
 `fence`; every write made under a lease is a transaction whose first item is a ConditionCheck on
@@ -23,9 +30,9 @@ into ReadError / ActionError, as the port's contracts say.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,7 +41,7 @@ from shared.adapters.aws import clients
 from shared.adapters.aws.clients import BOTO_ERRORS, AwsClient, error_code, scaler_error
 from shared.config import PolicyConfig
 from shared.domain.errors import ActionError, LeaseHeldError, ReadError, ScalerError
-from shared.domain.model import GroupState, NodeState, ScalerState
+from shared.domain.model import GroupState, NodeState, PodMemory, ScalerState
 from shared.domain.operations import DrainIntent, Lease
 
 logger = logging.getLogger(__name__)
@@ -48,15 +55,20 @@ NODE_PREFIX = "NODE#"
 INSTANCE_PREFIX = "INSTANCE#"
 GROUP_PREFIX = "GROUP#"
 DRAIN_PREFIX = "DRAIN#"
+POD_PREFIX = "POD#"
 
 NODE_TTL = timedelta(days=7)
 INSTANCE_TTL = timedelta(days=7)
+POD_TTL = timedelta(days=7)
 GROUP_TTL_MARGIN = timedelta(days=1)
 DRAIN_TTL_MARGIN = timedelta(days=1)
 LEASE_TTL_MARGIN = timedelta(hours=1)
 
-# A transaction holds at most 100 items; one of them is the lease check.
+# A transaction holds at most 100 items (one of them is the lease check) and 4 MB.
 MAX_TRANSACTION_ITEMS = 100
+MAX_TRANSACTION_BYTES = 3_500_000  # a margin under 4 MB for DynamoDB's own size accounting
+# Node names are at most 253 bytes: 500 of them keep a pod's item near 130 KB, under the 400 KB limit.
+MAX_STORED_DISTRUSTED = 500
 # Concurrent failure records of one group (reconcile and the AWS-events function) retry this often.
 MAX_BACKOFF_WRITE_ATTEMPTS = 5
 
@@ -90,14 +102,6 @@ def create_table(client: AwsClient, table_name: str) -> None:
         # Enabling TTL twice is refused with a ValidationException; the table is usable either way.
         if error_code(exc) != "ValidationException":
             raise scaler_error(exc, ActionError, f"enable TTL on {table_name}") from exc
-
-
-@dataclass(frozen=True, slots=True)
-class _Stored:
-    """One NODE or INSTANCE item as stored: its time and when it expires."""
-
-    at: datetime | None
-    ttl: int
 
 
 class DynamoDbStateStore:
@@ -207,10 +211,13 @@ class DynamoDbStateStore:
         nodes: dict[str, NodeState] = {}
         groups: dict[str, GroupState] = {}
         first_seen: dict[str, datetime] = {}
+        pods: dict[str, PodMemory] = {}
         for item in self._query(""):
             sk = item[SK]["S"]
             try:
-                if sk.startswith(NODE_PREFIX):
+                if sk.startswith(POD_PREFIX):
+                    pods[sk.removeprefix(POD_PREFIX)] = _pod_memory_from_item(item)
+                elif sk.startswith(NODE_PREFIX):
                     nodes[sk.removeprefix(NODE_PREFIX)] = NodeState(idle_since=_time(item, "idle_since"))
                 elif sk.startswith(INSTANCE_PREFIX):
                     seen = _time(item, "first_seen")
@@ -226,7 +233,7 @@ class DynamoDbStateStore:
                 # Every fact here degrades safely when forgotten (idleness restarts, no backoff, the
                 # instance looks new), so one hand-edited item must not stop the scaler.
                 logger.warning("ignoring malformed state item %s", sk, exc_info=True)
-        return ScalerState(nodes=nodes, groups=groups, instances_first_seen=first_seen)
+        return ScalerState(nodes=nodes, groups=groups, instances_first_seen=first_seen, pods=pods)
 
     def drain_intents(self) -> tuple[DrainIntent, ...]:
         """Stored drain intents, by group. Raises ReadError."""
@@ -242,13 +249,24 @@ class DynamoDbStateStore:
 
     def save_node_idle_since(self, lease: Lease, idle_since: Mapping[str, datetime], now: datetime) -> None:
         """Replace the idle-since map (writes only what changed). Raises LeaseHeldError, ActionError."""
-        self._replace(lease, NODE_PREFIX, "node", "idle_since", idle_since, now, NODE_TTL)
+        wanted = {node: {"node": _s(node), "idle_since": _n(_epoch(at))} for node, at in idle_since.items()}
+        self._replace(lease, NODE_PREFIX, wanted, now, NODE_TTL)
 
     def save_instances_first_seen(self, lease: Lease, first_seen: Mapping[str, datetime]) -> None:
         """Replace the first-seen map of instances. Raises LeaseHeldError, ActionError."""
-        self._replace(
-            lease, INSTANCE_PREFIX, "instance_id", "first_seen", first_seen, self._clock(), INSTANCE_TTL
-        )
+        wanted = {
+            instance: {"instance_id": _s(instance), "first_seen": _n(_epoch(at))}
+            for instance, at in first_seen.items()
+        }
+        self._replace(lease, INSTANCE_PREFIX, wanted, self._clock(), INSTANCE_TTL)
+
+    def save_pod_memory(self, lease: Lease, memory: Mapping[str, PodMemory]) -> None:
+        """Replace the pod memory, one item per pod (writes only what changed, deletes the forgotten).
+
+        Raises LeaseHeldError, ActionError.
+        """
+        wanted = {pod: _pod_memory_attributes(pod, record) for pod, record in memory.items()}
+        self._replace(lease, POD_PREFIX, wanted, self._clock(), POD_TTL)
 
     def record_scale_up(self, lease: Lease, group: str, at: datetime) -> None:
         """Remember when a group last grew. Raises LeaseHeldError, ActionError."""
@@ -354,32 +372,26 @@ class DynamoDbStateStore:
         self,
         lease: Lease,
         prefix: str,
-        name_attribute: str,
-        time_attribute: str,
-        wanted: Mapping[str, datetime],
+        wanted: Mapping[str, Mapping[str, Any]],
         now: datetime,
         lifetime: timedelta,
     ) -> None:
-        stored: dict[str, _Stored] = {}
+        """Make the `prefix` items exactly `wanted` (name -> attributes), writing only what changed."""
         try:
-            for item in self._query(prefix):
-                stored[item[SK]["S"].removeprefix(prefix)] = _Stored(
-                    at=_time(item, time_attribute), ttl=_int(item, TTL, 0)
-                )
+            stored = {item[SK]["S"].removeprefix(prefix): item for item in self._query(prefix)}
         except ReadError as exc:
             raise ActionError(str(exc)) from exc
         # Unchanged items are rewritten only once half their lifetime has passed, to keep them alive.
         refresh_before = _ttl(now + lifetime / 2)
         ttl = _ttl(now + lifetime)
         writes: list[dict[str, Any]] = []
-        for name, at in sorted(wanted.items()):
+        for name, attributes in sorted(wanted.items()):
             old = stored.get(name)
-            if old is not None and old.at == at and old.ttl >= refresh_before:
+            if old is not None and _same_facts(old, attributes) and _int(old, TTL, 0) >= refresh_before:
                 continue
             item = {
                 **self._key(prefix + name),
-                name_attribute: _s(name),
-                time_attribute: _n(_epoch(at)),
+                **attributes,
                 "updated_at": _n(_epoch(now)),
                 TTL: _n(str(ttl)),
             }
@@ -389,10 +401,20 @@ class DynamoDbStateStore:
         self._fenced_transaction(lease, writes, f"save {prefix.rstrip('#').lower()} state")
 
     def _fenced_transaction(self, lease: Lease, writes: Sequence[dict[str, Any]], what: str) -> None:
-        """Apply `writes` in transactions of up to 99, each guarded by the lease check."""
-        chunk = MAX_TRANSACTION_ITEMS - 1
-        for start in range(0, len(writes), chunk):
-            self._transact(lease, writes[start : start + chunk], what)
+        """Apply `writes` in transactions of up to 99 writes and ~3.5 MB, each guarded by the lease check."""
+        batch: list[dict[str, Any]] = []
+        size = 0
+        for write in writes:
+            write_size = len(json.dumps(write, separators=(",", ":")))
+            if batch and (
+                len(batch) == MAX_TRANSACTION_ITEMS - 1 or size + write_size > MAX_TRANSACTION_BYTES
+            ):
+                self._transact(lease, batch, what)
+                batch, size = [], 0
+            batch.append(write)
+            size += write_size
+        if batch:
+            self._transact(lease, batch, what)
 
     def _transact(self, lease: Lease, writes: Sequence[dict[str, Any]], what: str) -> None:
         """One transaction guarded by the lease; raises _ConditionFailed(index) for a write's condition."""
@@ -526,6 +548,57 @@ def _drain_from_item(item: Mapping[str, Any]) -> DrainIntent:
         grace_seconds=int(item.get("grace_seconds", {}).get("N", "300")),
         force=bool(item.get("force", {}).get("BOOL", False)),
         requested_by=item.get("requested_by", {}).get("S", ""),
+    )
+
+
+def _same_facts(item: Mapping[str, Any], attributes: Mapping[str, Any]) -> bool:
+    """Whether a stored item holds exactly `attributes` (its key, updated_at and ttl aside)."""
+    facts = {k: v for k, v in item.items() if k not in (PK, SK, "updated_at", TTL)}
+    return facts == dict(attributes)
+
+
+def _times(times: Mapping[str, datetime]) -> dict[str, Any]:
+    return {"M": {name: _n(_epoch(at)) for name, at in sorted(times.items())}}
+
+
+def _pod_memory_attributes(pod: str, memory: PodMemory) -> dict[str, Any]:
+    """The attributes of one POD item; empty facts are left out (DynamoDB items stay small)."""
+    attributes: dict[str, Any] = {"pod": _s(pod)}
+    if memory.uid:
+        attributes["uid"] = _s(memory.uid)
+    if memory.counted_on:
+        attributes["counted_on"] = _s(memory.counted_on)
+    if memory.counted_since is not None:
+        attributes["counted_since"] = _n(_epoch(memory.counted_since))
+    distrusted = memory.distrusted
+    if len(distrusted) > MAX_STORED_DISTRUSTED:
+        # Forgetting a refuted fit only lets the planner count it again until the scheduler refutes it.
+        logger.warning(
+            "pod %s distrusts %d nodes; storing the last %d", pod, len(distrusted), MAX_STORED_DISTRUSTED
+        )
+        distrusted = distrusted[-MAX_STORED_DISTRUSTED:]
+    if distrusted:
+        attributes["distrusted"] = {"L": [_s(node) for node in distrusted]}
+    if memory.bought:
+        attributes["bought"] = _times(memory.bought)
+    if memory.refused:
+        attributes["refused"] = _times(memory.refused)
+    return attributes
+
+
+def _time_map(item: Mapping[str, Any], attribute: str) -> dict[str, datetime]:
+    raw = item.get(attribute, {}).get("M", {})
+    return {name: _from_epoch(value["N"]) for name, value in raw.items()}
+
+
+def _pod_memory_from_item(item: Mapping[str, Any]) -> PodMemory:
+    return PodMemory(
+        uid=item.get("uid", {}).get("S", ""),
+        counted_on=item.get("counted_on", {}).get("S", ""),
+        counted_since=_time(item, "counted_since"),
+        distrusted=tuple(node["S"] for node in item.get("distrusted", {}).get("L", ())),
+        bought=_time_map(item, "bought"),
+        refused=_time_map(item, "refused"),
     )
 
 

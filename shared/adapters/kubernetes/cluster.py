@@ -61,9 +61,18 @@ from shared.domain.errors import (
     ScalerError,
     ThrottledError,
 )
-from shared.domain.model import ANNOTATION_CORDONED_AT, Node, Pod
+from shared.domain.model import ANNOTATION_CORDONED_AT, DaemonSet, Node, Pod
 from shared.domain.operations import ClusterEvent
-from shared.formats.kubernetes import node_from_json, pod_from_json
+from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
+from shared.formats.kubernetes import (
+    daemonset_from_json,
+    namespace_from_json,
+    node_from_json,
+    pod_from_json,
+    pv_from_json,
+    pvc_from_json,
+    storage_class_from_json,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_eks import EKSClient
@@ -307,11 +316,18 @@ class KubernetesCluster:
     ) -> None:
         self._options = options or ClusterOptions()
         self._core = k8s.CoreV1Api(api_client)
+        self._apps = k8s.AppsV1Api(api_client)
+        self._storage = k8s.StorageV1Api(api_client)
         self._timeout = (self._options.connect_timeout, self._options.read_timeout)
         self._sleep = sleep
         self._clock = clock
         self._pods = _ListParser("Pod", pod_from_json)
         self._nodes = _ListParser("Node", node_from_json)
+        self._daemonsets = _ListParser("DaemonSet", daemonset_from_json)
+        self._pvcs = _ListParser("PersistentVolumeClaim", pvc_from_json)
+        self._pvs = _ListParser("PersistentVolume", pv_from_json)
+        self._storage_classes = _ListParser("StorageClass", storage_class_from_json)
+        self._namespaces = _ListParser("Namespace", namespace_from_json)
 
     # ------------------------------------------------------------------ reads
 
@@ -330,6 +346,73 @@ class KubernetesCluster:
                 _request_timeout=self._timeout,
             ),
             self._nodes,
+        )
+
+    def list_daemonsets(self) -> tuple[DaemonSet, ...]:
+        """Every DaemonSet of every namespace."""
+        return self._list_all(
+            "daemonsets",
+            lambda token: self._apps.list_daemon_set_for_all_namespaces(
+                limit=self._options.page_size,
+                _continue=token,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+            self._daemonsets,
+        )
+
+    def list_persistent_volume_claims(self) -> tuple[PersistentVolumeClaim, ...]:
+        """Every PersistentVolumeClaim of every namespace."""
+        return self._list_all(
+            "persistentvolumeclaims",
+            lambda token: self._core.list_persistent_volume_claim_for_all_namespaces(
+                limit=self._options.page_size,
+                _continue=token,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+            self._pvcs,
+        )
+
+    def list_persistent_volumes(self) -> tuple[PersistentVolume, ...]:
+        """Every PersistentVolume."""
+        return self._list_all(
+            "persistentvolumes",
+            lambda token: self._core.list_persistent_volume(
+                limit=self._options.page_size,
+                _continue=token,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+            self._pvs,
+        )
+
+    def list_storage_classes(self) -> tuple[StorageClass, ...]:
+        """Every StorageClass."""
+        return self._list_all(
+            "storageclasses",
+            lambda token: self._storage.list_storage_class(
+                limit=self._options.page_size,
+                _continue=token,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+            self._storage_classes,
+        )
+
+    def list_namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        """The labels of every namespace, by name."""
+        return dict(
+            self._list_all(
+                "namespaces",
+                lambda token: self._core.list_namespace(
+                    limit=self._options.page_size,
+                    _continue=token,
+                    _preload_content=False,
+                    _request_timeout=self._timeout,
+                ),
+                self._namespaces,
+            )
         )
 
     def list_pods_on_node(self, name: str) -> tuple[Pod, ...]:
