@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from collections.abc import Sequence
@@ -99,6 +100,9 @@ def _snapshot_inputs(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_plan(args: argparse.Namespace) -> int:
     """`backlog-scaler plan`: read dumps, plan, print."""
+    # One short process whose objects all live until it exits: the cyclic collector would only
+    # re-scan millions of parsed JSON objects (it took 3/4 of the parse time of a 40 MB dump).
+    gc.disable()
     config = load_config(args.config)
     snapshot = Snapshot(
         **_snapshot_inputs(args),

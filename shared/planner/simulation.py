@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from shared.domain.constraints import LabelSelector, PodAffinityTerm, SpreadConstraint
 from shared.domain.model import Pod, Scheduling, Taint
@@ -27,6 +28,7 @@ from shared.planner.filters.taint_toleration import taint_toleration
 from shared.planner.filters.volume_binding import VolumeDemand, Volumes, volume_binding, volume_demand
 
 Pair = tuple[str, str]
+T = TypeVar("T")
 
 
 def static_reason(
@@ -38,6 +40,39 @@ def static_reason(
         or node_affinity(scheduling, labels)
         or taint_toleration(scheduling, taints)
     )
+
+
+class SelectorIndex(Generic[T]):
+    """Items keyed by a label selector, found from a pod's labels without testing every selector:
+    each item is filed under one (key, value) its selector requires (a matchLabels pair, or each
+    value of an In expression); selectors that require no pair are always candidates."""
+
+    def __init__(self) -> None:
+        self._by_pair: dict[Pair, list[T]] = {}
+        self._always: list[T] = []
+
+    def add(self, selector: LabelSelector | None, item: T) -> None:
+        if selector is None:
+            return  # a nil selector matches no pod
+        if selector.match_labels:
+            self._by_pair.setdefault(selector.match_labels[0], []).append(item)
+            return
+        for req in selector.match_expressions:
+            if req.operator == "In":
+                for value in req.values:
+                    self._by_pair.setdefault((req.key, value), []).append(item)
+                return
+        self._always.append(item)
+
+    def candidates(self, labels: Mapping[str, str]) -> list[T]:
+        """Items whose selector may match `labels` (a superset: the caller still tests them)."""
+        found = list(self._always)
+        by_pair = self._by_pair
+        for item in labels.items():
+            hit = by_pair.get(item)
+            if hit:
+                found.extend(hit)
+        return found
 
 
 @dataclass(frozen=True)
@@ -104,9 +139,17 @@ class Simulation:
         self._anti: dict[PodAffinityTerm, Counter[Pair]] = {}
         self._existing_anti: dict[PodAffinityTerm, Counter[Pair]] = {}
         self._spread: dict[tuple[object, ...], _SpreadIndex] = {}
+        self._eligibility: dict[tuple[object, ...], tuple[_SpreadIndex, list[_SpreadIndex]]] = {}
+        self._state_of: dict[int, PodState] = {}  # by id(pod): pods outlive the run
+        # The same counters, found from a placed pod's labels (see SelectorIndex).
+        self._affinity_by_labels: SelectorIndex[tuple[tuple[PodAffinityTerm, ...], Counter[Pair]]] = (
+            SelectorIndex()
+        )
+        self._anti_by_labels: SelectorIndex[tuple[PodAffinityTerm, Counter[Pair]]] = SelectorIndex()
+        self._existing_by_labels: SelectorIndex[tuple[PodAffinityTerm, Counter[Pair]]] = SelectorIndex()
+        self._spread_by_labels: SelectorIndex[_SpreadIndex] = SelectorIndex()
         self._states: dict[tuple[object, ...], PodState] = {}
         self._watched: dict[tuple[object, ...], bool] = {}
-        self._matching: dict[tuple[object, ...], list[tuple[Counter[Pair], tuple[str, ...]]]] = {}
         self._undo: list[Callable[[], None]] | None = None
         self.active = False  # any inter-pod index exists: placements must be recorded
 
@@ -115,17 +158,19 @@ class Simulation:
     def add_node(self, node: SimNode) -> None:
         """A node the plan may count on (new nodes included, as the scheduler will see them)."""
         self.nodes[node.name] = node
-        for index in self._spread.values():
-            if index.admits(node):
-                index.eligible.add(node.name)
-                index.counts.add_domain(node.labels[index.constraint.topology_key])
+        for first, indexes in self._eligibility.values():
+            # Indexes sharing keys and policies share one eligible set: one test per node.
+            if first.admits(node):
+                first.eligible.add(node.name)
+                for index in indexes:
+                    index.counts.add_domain(node.labels[index.constraint.topology_key])
         if self._undo is not None:
             self._undo.append(lambda: self._remove_node(node))
 
     def _remove_node(self, node: SimNode) -> None:
         del self.nodes[node.name]
-        for index in self._spread.values():
-            index.eligible.discard(node.name)  # its domain stays: counts are only ever lower bounds
+        for first, _ in self._eligibility.values():
+            first.eligible.discard(node.name)  # its domain stays: counts are only ever lower bounds
 
     def prepare(self, pending: Iterable[Pod]) -> None:
         """Index bound pods and build the counts every constrained pending pod will read."""
@@ -181,6 +226,7 @@ class Simulation:
         counter = self._existing_anti.get(term)
         if counter is None:
             counter = self._existing_anti[term] = Counter()
+            self._existing_by_labels.add(term.selector, (term, counter))
         return counter
 
     def _selects(self, term: PodAffinityTerm, pod: Pod) -> bool:
@@ -195,6 +241,7 @@ class Simulation:
                 if all(self._selects(t, other) for t in terms):
                     self._count(counts, (t.topology_key for t in terms), name)
             self._affinity[terms] = counts
+            self._affinity_by_labels.add(terms[0].selector, (terms, counts))
         for term in constraints.anti_affinity:
             if term not in self._anti:
                 counts = Counter()
@@ -202,6 +249,7 @@ class Simulation:
                     if self._selects(term, other):
                         self._count(counts, (term.topology_key,), name)
                 self._anti[term] = counts
+                self._anti_by_labels.add(term.selector, (term, counts))
         hard = constraints.hard_spread
         keys = tuple(sorted({c.topology_key for c in hard}))
         for constraint in hard:
@@ -209,30 +257,40 @@ class Simulation:
             if key in self._spread:
                 continue
             index = _SpreadIndex(constraint, pod.namespace, keys, pod.scheduling, DomainCounts(), set())
-            for node in self.nodes.values():
-                if index.admits(node):
-                    index.eligible.add(node.name)
-                    index.counts.add_domain(node.labels[constraint.topology_key])
+            shared_key = key[2:]  # keys and the policies' parts: what eligibility depends on
+            shared = self._eligibility.get(shared_key)
+            if shared is None:
+                index.eligible.update(name for name, node in self.nodes.items() if index.admits(node))
+                shared = self._eligibility[shared_key] = (index, [])
+            index.eligible = shared[0].eligible
+            shared[1].append(index)
+            for name in index.eligible:
+                index.counts.add_domain(self.nodes[name].labels[constraint.topology_key])
             for other, name in self._candidates(constraint.selector):
                 if name in index.eligible and index.matches(other):
                     index.counts.increment(self.nodes[name].labels[constraint.topology_key])
             self._spread[key] = index
+            self._spread_by_labels.add(constraint.selector, index)
 
     # ------------------------------------------------------------------------------ filters
 
     def state(self, pod: Pod) -> PodState:
-        """PreFilter of the stateful filters for `pod` (cached per distinct pod spec)."""
+        """PreFilter of the stateful filters for `pod` (cached per pod and per distinct pod spec)."""
+        found = self._state_of.get(id(pod))
+        if found is not None:
+            return found
         key = (pod.namespace, id(pod.constraints), id(pod.scheduling), frozenset(pod.labels.items()))
         found = self._states.get(key)
         if found is None:
             found = self._states[key] = self._prefilter(pod)
+        self._state_of[id(pod)] = found
         return found
 
     def _prefilter(self, pod: Pod) -> PodState:
         constraints = pod.constraints
         existing = tuple(
             (term.topology_key, counts)
-            for term, counts in self._existing_anti.items()
+            for term, counts in self._existing_by_labels.candidates(pod.labels)
             if self._selects(term, pod)
         )
         affinity: InterPodAffinityState | None = None
@@ -301,9 +359,12 @@ class Simulation:
         found = self._watched.get(key)
         if found is None:
             found = self._watched[key] = (
-                any(all(self._selects(t, pod) for t in terms) for terms in self._affinity)
-                or any(self._selects(t, pod) for t in self._anti)
-                or any(index.matches(pod) for index in self._spread.values())
+                any(
+                    all(self._selects(t, pod) for t in terms)
+                    for terms, _ in self._affinity_by_labels.candidates(pod.labels)
+                )
+                or any(self._selects(t, pod) for t, _ in self._anti_by_labels.candidates(pod.labels))
+                or any(index.matches(pod) for index in self._spread_by_labels.candidates(pod.labels))
             )
         return found
 
@@ -325,31 +386,30 @@ class Simulation:
                 for pair in by:
                     counter[pair] += 1
                 undo.append(lambda counter=counter, by=by: _decrement(counter, by))  # type: ignore[misc]
-            for index in self._spread.values():
+            for index in self._spread_by_labels.candidates(pod.labels):
                 if node.name in index.eligible and index.matches(pod):
                     value = node.labels[index.constraint.topology_key]
                     index.counts.increment(value)
                     undo.append(lambda index=index, value=value: index.counts.increment(value, -1))  # type: ignore[misc]
-            self._index(pod, node.name)
         if self._undo is not None:
             self._undo.extend(undo)
 
     def _count_updates(self, pod: Pod, node: SimNode) -> list[tuple[Counter[Pair], list[Pair]]]:
+        """The counters a placed pod counts in, with the topology pairs of its node."""
+        labels = node.labels
         updates: list[tuple[Counter[Pair], list[Pair]]] = []
-        for terms, counter in self._affinity.items():
+        for terms, counter in self._affinity_by_labels.candidates(pod.labels):
             if all(self._selects(t, pod) for t in terms):
-                updates.append(
-                    (counter, [(t.topology_key, node.labels.get(t.topology_key, "\0")) for t in terms])
-                )
-        for term, counter in self._anti.items():
+                updates.append((counter, _pairs((t.topology_key for t in terms), labels)))
+        for term, counter in self._anti_by_labels.candidates(pod.labels):
             if self._selects(term, pod):
-                updates.append((counter, _pairs((term.topology_key,), node.labels)))
+                updates.append((counter, _pairs((term.topology_key,), labels)))
         for term in pod.constraints.anti_affinity:
             if term not in self._existing_anti:
                 self._states.clear()  # a new existing anti-affinity term: prefilters must see it
+                self._state_of.clear()
                 self._watched.clear()
-            existing = self._existing_counter(term)
-            updates.append((existing, _pairs((term.topology_key,), node.labels)))
+            updates.append((self._existing_counter(term), _pairs((term.topology_key,), labels)))
         return updates
 
     def checkpoint(self) -> None:
