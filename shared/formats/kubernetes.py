@@ -6,7 +6,6 @@ are touched, and quantities go through a cached parser.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -177,7 +176,7 @@ def _scheduling(spec: Mapping[str, Any]) -> Scheduling:
         key = (
             tuple(selector.items()) if selector else (),
             tuple(tuple(t.items()) for t in tolerations) if tolerations else (),
-            json.dumps(affinity.get("nodeAffinity"), sort_keys=True) if affinity else None,
+            repr(affinity.get("nodeAffinity")) if affinity else None,
         )
         cached = _raw_scheduling_cache.get(key)
     except (TypeError, AttributeError, ValueError):
@@ -345,7 +344,9 @@ def _inter_pod(spec: Mapping[str, Any], namespace: str, labels: Mapping[str, str
     if not any(raw):
         return NO_CONSTRAINTS
     try:
-        text = json.dumps(raw, sort_keys=True)
+        # repr of the decoded JSON is a cheap exact key (types and order included: a key that
+        # differs only in field order is a cache miss, never a wrong hit).
+        text = repr(raw)
         # Only (mis)matchLabelKeys read the pod's labels: other pods of a workload share the entry.
         key = (namespace, text, tuple(sorted(labels.items())) if "LabelKeys" in text else ())
         cached = _raw_inter_pod_cache.get(key)

@@ -120,8 +120,15 @@ class _Progress:
     the run (room, ports, anti-affinity)."""
 
     start: int = 0
-    dead: set[int] = field(default_factory=set)
+    dead: set[int] = field(default_factory=set)  # failed the pod's own rules (ports, anti-affinity)
+    full: set[int] = field(default_factory=set)  # no room for the request: shared by every spec
     starts: dict[str, int] = field(default_factory=dict)
+
+    def is_dead(self, index: int) -> bool:
+        return index in self.full or index in self.dead
+
+    def kill(self, index: int, reason: str) -> None:
+        (self.full if reason.startswith(("Insufficient", "Too many")) else self.dead).add(index)
 
 
 class _Placer:
@@ -132,11 +139,13 @@ class _Placer:
         self.sim = sim
         self._candidates: dict[tuple[object, ...], _Candidates] = {}
         self._progress: dict[tuple[object, ...], _Progress] = {}
+        self._full: dict[tuple[object, ...], set[int]] = {}
 
     def forget(self) -> None:
         """After a rollback nodes have regained room and opened ones are gone: start afresh."""
         self._candidates.clear()
         self._progress.clear()
+        self._full.clear()
 
     def place(
         self,
@@ -160,10 +169,12 @@ class _Placer:
         # What makes a node dead for good: the request's size, the pod's own constraints, and the
         # existing anti-affinity terms that match its labels (not the labels themselves).
         existing = tuple(id(c) for _, c in state.affinity.existing_anti) if state.affinity else ()
-        progress = self._progress.setdefault((key, id(constraints), request, existing), _Progress())
+        progress = self._progress.get((key, id(constraints), request, existing))
+        if progress is None:
+            full = self._full.setdefault((key, request), set())
+            progress = self._progress[(key, id(constraints), request, existing)] = _Progress(full=full)
         listed = found.nodes
         dims = self.ctx.dims
-        dead = progress.dead
         allowed = _allowed_domains(state.spread) if state.spread is not None else ()
         if allowed:
             # Zone-like spread: scan only the domains within max skew, each from its own start.
@@ -179,7 +190,7 @@ class _Placer:
             return None
         index = progress.start
         while index < len(listed):
-            if index in dead:
+            if progress.is_dead(index):
                 if index == progress.start:
                     progress.start += 1
                 index += 1
@@ -192,7 +203,7 @@ class _Placer:
             if reason is None:
                 return bins, position
             if reason in _PERMANENT or reason.startswith(("Insufficient", "Too many")):
-                dead.add(index)
+                progress.kill(index, reason)
                 if index == progress.start:
                     progress.start += 1
             index += 1
@@ -212,17 +223,13 @@ class _Placer:
     ) -> tuple[Bins, int] | None:
         """First fit over the candidates of one domain, skipping dead ones for good."""
         dims = self.ctx.dims
-        dead = progress.dead
         start = position_in = progress.starts.get(domain, 0)
         while position_in < len(indices):
             index = indices[position_in]
             node, bins, position = listed[index]
-            if (
-                index in dead
-                or node.name in excluded
-                or (len(allowed) > 1 and _outside(node.labels, allowed))
-            ):
-                if index in dead and position_in == start:
+            dead = progress.is_dead(index)
+            if dead or node.name in excluded or (len(allowed) > 1 and _outside(node.labels, allowed)):
+                if dead and position_in == start:
                     start += 1
                 position_in += 1
                 continue
@@ -231,7 +238,7 @@ class _Placer:
                 progress.starts[domain] = start
                 return bins, position
             if reason in _PERMANENT or reason.startswith(("Insufficient", "Too many")):
-                dead.add(index)
+                progress.kill(index, reason)
                 if position_in == start:
                     start += 1
             position_in += 1
