@@ -325,9 +325,20 @@ class GroupBins:
     inflight: int  # bins [0, inflight) are booting nodes; later ones are new
     target_id: int  # admission cache key of the group
     nodes: list[SimNode] = field(default_factory=list)  # one per bin, same order
+    _probe: SimNode | None = None
+    places: dict[bool, Callable[[Pod, Request, Journal | None], tuple[Bins, int] | None]] = field(
+        default_factory=dict
+    )  # placement functions, single pods and gangs (built once per run)
 
     def items(self) -> list[tuple[SimNode, Bins, int]]:
         return [(node, self.bins, index) for index, node in enumerate(self.nodes)]
+
+    def probe(self, ctx: Context) -> SimNode:
+        """A new node of the group as the filters see it before it is opened (never placed on)."""
+        if self._probe is None:
+            assert self.bins.new_shape is not None
+            self._probe = _new_node(ctx, self.view, -1, list(self.bins.new_shape), NodeKind.NEW)
+        return self._probe
 
 
 @dataclass
@@ -684,11 +695,11 @@ class _Run:
         bins = gb.bins
         if not bins.can_open or bins.new_shape is None:
             return None
-        free = list(bins.new_shape)
-        probe = _new_node(self.ctx, gb.view, len(bins.free), free, NodeKind.NEW)
+        probe = gb.probe(self.ctx)
         state = self.sim.state(pod)
         if self.sim.static(pod, state, probe) or self.sim.dynamic(pod, state, probe, request, self.ctx.dims):
             return None
+        free = list(bins.new_shape)
         if journal is not None:
             journal.opening(bins)
         bins.free.append(free)
@@ -862,8 +873,10 @@ def _fill_group(
     are not placed here.
     """
     refused = run.recalled.refused
-    single = run.group(gb, room, gang=False)
-    gang = run.group(gb, room, gang=True)
+    if not gb.places:
+        gb.places[False] = run.group(gb, room, gang=False)
+        gb.places[True] = run.group(gb, room, gang=True)
+    single, gang = gb.places[False], gb.places[True]
     bins = gb.bins
     placed: list[Unit] = []
     for unit in units:
