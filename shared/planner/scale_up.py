@@ -1041,12 +1041,16 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
             best = min(estimates, key=lambda e: e.rank)
             candidates.remove(best.group_bins)
             chosen.append(best.group_bins)
-            ordered = sorted((u for b in best.buckets for u in b.units.values()), key=lambda u: u.order)
+            # Plain pods fill the chosen group First Fit Decreasing; constrained ones wait for the
+            # pass below, where each tries the tier's groups in this order.
+            ordered = sorted(
+                (u for b in best.buckets for u in b.units.values() if u.plain), key=lambda u: u.order
+            )
             for unit in _fill_group(run, best.group_bins, ordered, result, room):
                 buckets[unit.signature].add(unit, -1)
         # Spread and affinity depend on where the other pods went: a zone group that took what
-        # its skew allowed can take more once the other zones have grown. Constrained pods left
-        # over try the tier's groups again, one pod at a time, cheapest group first.
+        # its skew allows can take more once the other zones have grown. So constrained pods go
+        # one at a time, each to the cheapest group of the tier that takes it.
         groups_in_order = chosen + [gb for gb in ranked if gb not in chosen]
         leftovers = sorted(
             (u for b in buckets.values() for u in b.units.values() if not u.plain), key=lambda u: u.order

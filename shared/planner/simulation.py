@@ -163,7 +163,9 @@ class Simulation:
             if first.admits(node):
                 first.eligible.add(node.name)
                 for index in indexes:
-                    index.counts.add_domain(node.labels[index.constraint.topology_key])
+                    value = node.labels[index.constraint.topology_key]
+                    if value not in index.counts.counts:
+                        index.counts.add_domain(value)
         if self._undo is not None:
             self._undo.append(lambda: self._remove_node(node))
 
@@ -264,8 +266,8 @@ class Simulation:
                 shared = self._eligibility[shared_key] = (index, [])
             index.eligible = shared[0].eligible
             shared[1].append(index)
-            for name in index.eligible:
-                index.counts.add_domain(self.nodes[name].labels[constraint.topology_key])
+            topology_key = constraint.topology_key
+            index.counts.add_domains({self.nodes[name].labels[topology_key] for name in index.eligible})
             for other, name in self._candidates(constraint.selector):
                 if name in index.eligible and index.matches(other):
                     index.counts.increment(self.nodes[name].labels[constraint.topology_key])

@@ -34,6 +34,14 @@ class DomainCounts:
             self.histogram[0] = self.histogram.get(0, 0) + 1
             self.minimum = 0
 
+    def add_domains(self, values: set[str]) -> None:
+        """Many domains at once (each with no matching pod yet)."""
+        fresh = values - self.counts.keys()
+        if fresh:
+            self.counts.update(dict.fromkeys(fresh, 0))
+            self.histogram[0] = self.histogram.get(0, 0) + len(fresh)
+            self.minimum = 0
+
     def increment(self, value: str, by: int = 1) -> None:
         old = self.counts[value]
         new = old + by
