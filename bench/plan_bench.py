@@ -56,7 +56,7 @@ class Case:
     config: dict[str, Any]
     min_pods_per_second: float | None  # None: no throughput target for this case
     max_plan_ratio: float
-    max_process_ratio: float = 2.0
+    max_process_ratio: float | None = 2.0  # None: the whole process is reported, not a target
 
 
 def build_gpu(seed: int = 7) -> Case:
@@ -177,6 +177,7 @@ def build_spread(seed: int = 11) -> Case:
         {"cluster_name": "bench", "region": "us-west-2", "node_groups": groups},
         min_pods_per_second=None,
         max_plan_ratio=2.0,
+        max_process_ratio=None,  # the target for this case is the planner against the parse
     )
 
 
@@ -278,13 +279,19 @@ def measure_process(case: Case, runs: int) -> bool:
             best_load = min(best_load, best_of(1, lambda: _run(load_command))[0])
             best_plan = min(best_plan, best_of(1, lambda: _run(plan_command))[0])
     ratio = best_plan / best_load
-    ok = ratio <= case.max_process_ratio
+    target = case.max_process_ratio
+    ok = target is None or ratio <= target
     print(
         f"  process plan:     {best_plan * 1000:8.1f} ms  (`backlog-scaler plan --format json` > /dev/null)"
     )
     print(f"  process json.load:{best_load * 1000:8.1f} ms  (baseline: python -c json.load of the 4 files)")
     print(
-        f"  ratio process plan / json.load: {ratio:5.2f}  (target <= {case.max_process_ratio}: {verdict(ok)})"
+        f"  ratio process plan / json.load: {ratio:5.2f}  "
+        + (
+            f"(target <= {target}: {verdict(ok)})"
+            if target is not None
+            else "(reported; no target for this case)"
+        )
     )
     return ok
 
