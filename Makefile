@@ -33,7 +33,7 @@ demo: $(STAMP)
 
 # The decision engine alone, on the example kubectl/aws dumps in examples/.
 plan-example: $(STAMP)
-	$(BIN)/backlog-scaler plan --pods examples/pods.json --nodes examples/nodes.json \
+	$(BIN)/backlog-scaler plan --pods examples/pods.json --nodes examples/nodes.json --objects examples/objects.json \
 		--asgs examples/asgs.json --config examples/config.yaml --state examples/state.json \
 		--now 2026-12-02T12:00:00Z
 

@@ -76,7 +76,59 @@ state = {
     },
     "groups": {"a100": {"last_scale_up": iso(NOW - timedelta(hours=3))}},
 }
+
+
+def daemonset(name: str, cpu: str, memory: str, node_selector: dict[str, str] | None = None) -> dict:
+    """An apps/v1 DaemonSet as `kubectl get ds -A -o json` prints it."""
+    spec: dict = {
+        "containers": [
+            {"name": name, "image": f"{name}:1", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+        ],
+        "tolerations": [{"operator": "Exists"}],
+    }
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": "kube-system", "uid": f"uid-ds-{name}"},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+        },
+    }
+
+
+# `kubectl get daemonsets,pvc,pv,storageclasses,namespaces -A -o json`: what every node runs, storage.
+objects = {
+    "apiVersion": "v1",
+    "kind": "List",
+    "items": [
+        daemonset("aws-node", "25m", "64Mi"),
+        daemonset("kube-proxy", "100m", "64Mi"),
+        daemonset("nvidia-device-plugin", "100m", "128Mi", {"gpu": "a100"}),
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {
+                "name": "gp3",
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+            },
+            "provisioner": "ebs.csi.aws.com",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": "research",
+                "labels": {"kubernetes.io/metadata.name": "research", "team": "ml"},
+            },
+        },
+    ],
+}
 for name, doc in [
+    ("objects", objects),
     ("pods", {"apiVersion": "v1", "kind": "List", "items": pods}),
     ("nodes", {"apiVersion": "v1", "kind": "List", "items": nodes}),
     ("asgs", asgs),
