@@ -64,6 +64,9 @@ METRIC_CAPACITY_FAILURES = "CapacityFailures"
 METRIC_RECONCILE_DURATION = "ReconcileDuration"
 METRIC_OLDEST_PENDING_AGE = "OldestPendingPodAge"
 METRIC_UNHELPED_PODS = "UnhelpedPods"
+# Fits the planner counted that the scheduler refuted (a gap in the scheduler model; see
+# shared/planner/ground_truth.py). Non-zero is worth a look, never a cost per run.
+METRIC_MODEL_ERRORS = "ModelErrors"
 
 # DynamoDB state table (single-table design; see shared/adapters/aws/state_store.py).
 TABLE_PARTITION_KEY = "pk"
@@ -86,6 +89,7 @@ CLUSTER_METRICS = (
     METRIC_PENDING_GPUS,
     METRIC_OLDEST_PENDING_AGE,
     METRIC_UNHELPED_PODS,
+    METRIC_MODEL_ERRORS,
     METRIC_RECONCILE_DURATION,
 )
 GROUP_METRICS = (

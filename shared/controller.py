@@ -819,6 +819,7 @@ class Controller:
         metric(constants.METRIC_PENDING_GPUS, sum(p.requests.gpus for p in backlog))
         metric(constants.METRIC_OLDEST_PENDING_AGE, max(ages, default=0.0), unit="Seconds")
         metric(constants.METRIC_UNHELPED_PODS, unhelped)
+        metric(constants.METRIC_MODEL_ERRORS, len(plan.model_errors) if plan else 0)
         metric(constants.METRIC_RECONCILE_DURATION, duration * 1000, unit="Milliseconds")
         groups: list[GroupReport] = []
         for group in self._config.node_groups:

@@ -19,6 +19,7 @@ from shared.constants import (
     METRIC_DIMENSION_CLUSTER,
     METRIC_DIMENSION_GROUP,
     METRIC_IN_SERVICE,
+    METRIC_MODEL_ERRORS,
     METRIC_OLDEST_PENDING_AGE,
     METRIC_PENDING_GPUS,
     METRIC_PENDING_PODS,
@@ -139,6 +140,7 @@ class Observability(Construct):
                 left=[
                     self.cluster_metric(METRIC_PENDING_PODS, "Maximum", ONE_MINUTE, "pending"),
                     self.cluster_metric(METRIC_UNHELPED_PODS, "Maximum", ONE_MINUTE, "no group can help"),
+                    self.cluster_metric(METRIC_MODEL_ERRORS, "Sum", ONE_MINUTE, "fits the scheduler refuted"),
                 ],
                 width=width,
             ),
