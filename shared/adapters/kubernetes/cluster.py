@@ -337,82 +337,41 @@ class KubernetesCluster:
 
     def list_nodes(self) -> tuple[Node, ...]:
         """Every node."""
-        return self._list_all(
-            "nodes",
-            lambda token: self._core.list_node(
-                limit=self._options.page_size,
-                _continue=token,
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            ),
-            self._nodes,
-        )
+        return self._list_every("nodes", self._core.list_node, self._nodes)
 
     def list_daemonsets(self) -> tuple[DaemonSet, ...]:
         """Every DaemonSet of every namespace."""
-        return self._list_all(
-            "daemonsets",
-            lambda token: self._apps.list_daemon_set_for_all_namespaces(
-                limit=self._options.page_size,
-                _continue=token,
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            ),
-            self._daemonsets,
-        )
+        return self._list_every("daemonsets", self._apps.list_daemon_set_for_all_namespaces, self._daemonsets)
 
     def list_persistent_volume_claims(self) -> tuple[PersistentVolumeClaim, ...]:
         """Every PersistentVolumeClaim of every namespace."""
-        return self._list_all(
-            "persistentvolumeclaims",
-            lambda token: self._core.list_persistent_volume_claim_for_all_namespaces(
-                limit=self._options.page_size,
-                _continue=token,
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            ),
-            self._pvcs,
+        return self._list_every(
+            "persistentvolumeclaims", self._core.list_persistent_volume_claim_for_all_namespaces, self._pvcs
         )
 
     def list_persistent_volumes(self) -> tuple[PersistentVolume, ...]:
         """Every PersistentVolume."""
-        return self._list_all(
-            "persistentvolumes",
-            lambda token: self._core.list_persistent_volume(
-                limit=self._options.page_size,
-                _continue=token,
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            ),
-            self._pvs,
-        )
+        return self._list_every("persistentvolumes", self._core.list_persistent_volume, self._pvs)
 
     def list_storage_classes(self) -> tuple[StorageClass, ...]:
         """Every StorageClass."""
+        return self._list_every("storageclasses", self._storage.list_storage_class, self._storage_classes)
+
+    def list_namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        """The labels of every namespace, by name."""
+        return dict(self._list_every("namespaces", self._core.list_namespace, self._namespaces))
+
+    def _list_every(self, what: str, call: Callable[..., Any], parser: _ListParser[T]) -> tuple[T, ...]:
+        """All objects of one list call (all namespaces), paged with `continue`."""
         return self._list_all(
-            "storageclasses",
-            lambda token: self._storage.list_storage_class(
+            what,
+            lambda token: call(
                 limit=self._options.page_size,
                 _continue=token,
                 _preload_content=False,
                 _request_timeout=self._timeout,
             ),
-            self._storage_classes,
-        )
-
-    def list_namespaces(self) -> Mapping[str, Mapping[str, str]]:
-        """The labels of every namespace, by name."""
-        return dict(
-            self._list_all(
-                "namespaces",
-                lambda token: self._core.list_namespace(
-                    limit=self._options.page_size,
-                    _continue=token,
-                    _preload_content=False,
-                    _request_timeout=self._timeout,
-                ),
-                self._namespaces,
-            )
+            parser,
         )
 
     def list_pods_on_node(self, name: str) -> tuple[Pod, ...]:
