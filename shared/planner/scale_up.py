@@ -3,77 +3,25 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from shared.domain.model import Node, Pod, PodMemory, Scheduling, Taint
 from shared.domain.plan import Outcome, PodOutcome, ReasonCode
-from shared.domain.resources import CPU, GPU, MEMORY, Resources, format_amount
+from shared.domain.resources import CPU, GPU
+from shared.planner.backlog import Bucket, Unit, backlog_units
 from shared.planner.context import Context, GroupView
+from shared.planner.diagnosis import diagnose
 from shared.planner.filters.framework import NodeKind, SimNode
-from shared.planner.filters.inter_pod_affinity import ANTI_AFFINITY, EXISTING_ANTI_AFFINITY
-from shared.planner.filters.node_ports import REASON as PORTS_TAKEN
 from shared.planner.filters.node_ports import port_key
 from shared.planner.filters.node_resources_fit import node_resources_fit
-from shared.planner.filters.pod_topology_spread import SpreadState, allowed_domains
-from shared.planner.filters.volume_binding import Volumes, volume_binding
+from shared.planner.filters.volume_binding import Volumes
 from shared.planner.ground_truth import Recall, recall, remember
 from shared.planner.packing import Bins, Journal, Request
-from shared.planner.simulation import PodState, Simulation, static_reason
+from shared.planner.placement import Placer, template_node
+from shared.planner.simulation import Simulation, static_reason
 from shared.planner.template import is_startup_taint
-
-# Filter answers that can only get worse as a run places pods: a node failing one of them for a
-# pod spec is skipped for that spec for the rest of the run (until a gang rollback).
-_PERMANENT = frozenset({ANTI_AFFINITY, EXISTING_ANTI_AFFINITY, PORTS_TAKEN})
-
-
-@dataclass
-class Unit:
-    """What is placed at once: one pod, or every pending pod of a gang (all-or-nothing)."""
-
-    pods: list[Pod]
-    requests: list[Request]
-    gang: str | None = None
-    order: int = 0  # position in First Fit Decreasing order
-    gpus: int = 0
-    millicores: int = 0
-    plain: bool = True  # every member takes the class-based fast path
-
-    def __post_init__(self) -> None:
-        self.gpus = sum(p.requests.gpus for p in self.pods)
-        self.millicores = sum(p.requests.get(CPU) for p in self.pods)
-
-    @property
-    def key(self) -> str:
-        return self.pods[0].key
-
-    @property
-    def signature(self) -> tuple[int, ...]:
-        """Identity of the distinct scheduling specs of the members (what admission depends on)."""
-        return tuple(sorted({id(p.scheduling) for p in self.pods}))
-
-
-@dataclass
-class Bucket:
-    """Remaining units sharing one signature, with their summed requests (for cost estimates)."""
-
-    schedulings: tuple[Scheduling, ...]
-    units: dict[int, Unit] = field(default_factory=dict)  # by order
-    totals: list[int] = field(default_factory=list)
-    gpus: int = 0
-    millicores: int = 0
-
-    def add(self, unit: Unit, sign: int = 1) -> None:
-        for request in unit.requests:
-            for dim, amount in request:
-                self.totals[dim] += sign * amount
-        self.gpus += sign * unit.gpus
-        self.millicores += sign * unit.millicores
-        if sign > 0:
-            self.units[unit.order] = unit
-        else:
-            del self.units[unit.order]
 
 
 @dataclass
@@ -84,185 +32,6 @@ class ExistingClass:
     taints: tuple[Taint, ...]
     bins: Bins
     uncordon: bool = False  # nodes cordoned by the scaler: placing a pod means uncordoning one
-
-
-@dataclass
-class _Candidates:
-    """Nodes of one scope that pass the static filters for one pod spec."""
-
-    pod: Pod
-    nodes: list[tuple[SimNode, Bins, int]]
-    by_domain: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # key -> value -> indices
-
-    def domains(self, key: str) -> dict[str, list[int]]:
-        """Candidate indices per value of a topology key (nodes without the key are in none)."""
-        found = self.by_domain.get(key)
-        if found is None:
-            found = self.by_domain[key] = {}
-            for index, (node, _, _) in enumerate(self.nodes):
-                value = node.labels.get(key)
-                if value is not None:
-                    found.setdefault(value, []).append(index)
-        return found
-
-    def append(self, item: tuple[SimNode, Bins, int]) -> None:
-        self.nodes.append(item)
-        for key, values in self.by_domain.items():
-            value = item[0].labels.get(key)
-            if value is not None:
-                values.setdefault(value, []).append(len(self.nodes) - 1)
-
-
-@dataclass
-class _Progress:
-    """Where the live candidates start for one request: nodes before `start` (per domain when the
-    scan goes domain by domain) and in `dead` failed a filter whose answer only gets worse during
-    the run (room, ports, anti-affinity)."""
-
-    start: int = 0
-    dead: set[int] = field(default_factory=set)  # failed the pod's own rules (ports, anti-affinity)
-    full: set[int] = field(default_factory=set)  # no room for the request: shared by every spec
-    starts: dict[str, int] = field(default_factory=dict)
-
-    def is_dead(self, index: int) -> bool:
-        return index in self.full or index in self.dead
-
-    def kill(self, index: int, reason: str) -> None:
-        (self.full if reason.startswith(("Insufficient", "Too many")) else self.dead).add(index)
-
-
-class _Placer:
-    """Per-node placement through the filters, for pods the class-based fast path cannot take."""
-
-    def __init__(self, ctx: Context, sim: Simulation) -> None:
-        self.ctx = ctx
-        self.sim = sim
-        self._candidates: dict[tuple[object, ...], _Candidates] = {}
-        self._progress: dict[tuple[object, ...], _Progress] = {}
-        self._full: dict[tuple[object, ...], set[int]] = {}
-
-    def forget(self) -> None:
-        """After a rollback nodes have regained room and opened ones are gone: start afresh."""
-        self._candidates.clear()
-        self._progress.clear()
-        self._full.clear()
-
-    def place(
-        self,
-        pod: Pod,
-        request: Request,
-        scope: object,
-        nodes: Callable[[], list[tuple[SimNode, Bins, int]]],
-        excluded: frozenset[str],
-    ) -> tuple[Bins, int] | None:
-        """First node of `nodes` (static filters cached per scope and spec) that passes every filter."""
-        # Static filters read the pod's node constraints, volumes and DRA claims; never its labels
-        # nor its inter-pod rules, so all the replicas of all the apps of a spec share one list.
-        constraints = pod.constraints
-        key = (id(scope), pod.namespace, id(pod.scheduling), constraints.claims, constraints.resource_claims)
-        state = self.sim.state(pod)
-        found = self._candidates.get(key)
-        if found is None:
-            found = self._candidates[key] = _Candidates(
-                pod, [item for item in nodes() if self.sim.static(pod, state, item[0]) is None]
-            )
-        # What makes a node dead for good: the request's size, the pod's own constraints, and the
-        # existing anti-affinity terms that match its labels (not the labels themselves).
-        existing = tuple(id(c) for _, c in state.affinity.existing_anti) if state.affinity else ()
-        progress = self._progress.get((key, id(constraints), request, existing))
-        if progress is None:
-            full = self._full.setdefault((key, request), set())
-            progress = self._progress[(key, id(constraints), request, existing)] = _Progress(full=full)
-        listed = found.nodes
-        dims = self.ctx.dims
-        allowed = _allowed_domains(state.spread) if state.spread is not None else ()
-        if allowed:
-            # Zone-like spread: scan only the domains within max skew, each from its own start.
-            key_name, values = allowed[0]
-            buckets = found.domains(key_name)
-            for value in sorted(values):
-                indices = buckets.get(value)
-                if not indices:
-                    continue
-                where = self._scan(pod, request, state, listed, indices, progress, value, excluded, allowed)
-                if where is not None:
-                    return where
-            return None
-        index = progress.start
-        while index < len(listed):
-            if progress.is_dead(index):
-                if index == progress.start:
-                    progress.start += 1
-                index += 1
-                continue
-            node, bins, position = listed[index]
-            if node.name in excluded:
-                index += 1
-                continue
-            reason = self.sim.dynamic(pod, state, node, request, dims)
-            if reason is None:
-                return bins, position
-            if reason in _PERMANENT or reason.startswith(("Insufficient", "Too many")):
-                progress.kill(index, reason)
-                if index == progress.start:
-                    progress.start += 1
-            index += 1
-        return None
-
-    def _scan(
-        self,
-        pod: Pod,
-        request: Request,
-        state: PodState,
-        listed: list[tuple[SimNode, Bins, int]],
-        indices: list[int],
-        progress: _Progress,
-        domain: str,
-        excluded: frozenset[str],
-        allowed: tuple[tuple[str, frozenset[str]], ...],
-    ) -> tuple[Bins, int] | None:
-        """First fit over the candidates of one domain, skipping dead ones for good."""
-        dims = self.ctx.dims
-        start = position_in = progress.starts.get(domain, 0)
-        while position_in < len(indices):
-            index = indices[position_in]
-            node, bins, position = listed[index]
-            dead = progress.is_dead(index)
-            if dead or node.name in excluded or (len(allowed) > 1 and _outside(node.labels, allowed)):
-                if dead and position_in == start:
-                    start += 1
-                position_in += 1
-                continue
-            reason = self.sim.dynamic(pod, state, node, request, dims)
-            if reason is None:
-                progress.starts[domain] = start
-                return bins, position
-            if reason in _PERMANENT or reason.startswith(("Insufficient", "Too many")):
-                progress.kill(index, reason)
-                if position_in == start:
-                    start += 1
-            position_in += 1
-        progress.starts[domain] = start
-        return None
-
-    def add(self, scope: object, item: tuple[SimNode, Bins, int]) -> None:
-        """A node opened this run joins the candidates of every spec cached for the scope."""
-        for key, found in self._candidates.items():
-            if key[0] == id(scope) and self.sim.static(found.pod, self.sim.state(found.pod), item[0]) is None:
-                found.append(item)
-
-
-def _allowed_domains(state: SpreadState) -> tuple[tuple[str, frozenset[str]], ...]:
-    """Per zone-like spread key, the domains within max skew now: nodes elsewhere are skipped
-    without running the filters (hostname domains are single nodes and left to the filter)."""
-    return tuple((key, frozenset(values)) for key, values in allowed_domains(state))
-
-
-def _outside(labels: Mapping[str, str], allowed: tuple[tuple[str, frozenset[str]], ...]) -> bool:
-    for key, values in allowed:  # noqa: SIM110 (an explicit loop: called once per candidate node)
-        if labels.get(key) not in values:
-            return True
-    return False
 
 
 class _ExistingRoom:
@@ -337,7 +106,7 @@ class GroupBins:
         """A new node of the group as the filters see it before it is opened (never placed on)."""
         if self._probe is None:
             assert self.bins.new_shape is not None
-            self._probe = _new_node(ctx, self.view, -1, list(self.bins.new_shape), NodeKind.NEW)
+            self._probe = template_node(self.view, -1, list(self.bins.new_shape), NodeKind.NEW)
         return self._probe
 
 
@@ -357,68 +126,6 @@ class ScaleUpResult:
     def pod_memory(self, now: datetime) -> dict[str, PodMemory]:
         """The memory of pending pods to store for the next run."""
         return remember(self.pending, self.recalled, self.counted_on, self.scaled_up_in, now)
-
-
-def _size_key(unit: Unit) -> tuple[int, ...]:
-    largest = max(unit.pods, key=lambda p: (p.requests.gpus, p.requests.get(CPU), p.requests.get(MEMORY)))
-    r = largest.requests
-    return (-r.gpus, -r.get(CPU), -r.get(MEMORY), -len(unit.pods))
-
-
-def _skip(pod: Pod, reason: str, code: ReasonCode, outcome: Outcome = Outcome.UNHELPED) -> PodOutcome:
-    return PodOutcome(pod.key, outcome, None, reason, code, pod.requests.gpus)
-
-
-def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list[Pod]]:
-    """Pending pods that may trigger a scale-up, as units in First Fit Decreasing order.
-
-    Pods ignored by policy (below the priority cutoff, too young) and pods the scheduler is
-    already preempting for (nominated to a node) get their outcome here. Also returns every pod
-    of the backlog that is planned (the ones whose memory is kept).
-    """
-    policy = ctx.config.policy
-    skipped: dict[str, PodOutcome] = {}
-    gangs: dict[str, list[Pod]] = {}
-    singles: list[Pod] = []
-    for pod in ctx.snapshot.pods:
-        if not pod.is_pending_unschedulable:
-            continue
-        if policy.pod_priority_cutoff is not None and pod.priority < policy.pod_priority_cutoff:
-            reason = f"priority {pod.priority} is below the cutoff {policy.pod_priority_cutoff}"
-            skipped[pod.key] = _skip(pod, reason, ReasonCode.BELOW_PRIORITY_CUTOFF)
-            continue
-        if pod.nominated_node:
-            # The scheduler preempts victims on that node for this pod; room is on its way.
-            reason = f"nominated for {pod.nominated_node} by preemption: the scheduler is freeing room there"
-            group = ctx.group_of_node.get(pod.nominated_node)
-            skipped[pod.key] = PodOutcome(
-                pod.key,
-                Outcome.EXISTING,
-                group.name if group else None,
-                reason,
-                ReasonCode.NOMINATED,
-                pod.requests.gpus,
-            )
-            continue
-        if policy.new_pod_delay_seconds and not ctx.older_than(pod.created_at, policy.new_pod_delay_seconds):
-            reason = f"younger than {policy.new_pod_delay_seconds}s: left to the scheduler first"
-            skipped[pod.key] = _skip(pod, reason, ReasonCode.TOO_YOUNG)
-            continue
-        gang = pod.labels.get(policy.gang_label) if policy.gang_label else None
-        if gang:
-            gangs.setdefault(f"{pod.namespace}/{gang}", []).append(pod)
-        else:
-            singles.append(pod)
-    units = [Unit([p], [ctx.request(p.requests)]) for p in singles]
-    for gang_key, members in gangs.items():
-        # Largest member first, as First Fit Decreasing places single pods: a replan after the
-        # plan was applied must pack the gang the same way.
-        members.sort(key=lambda p: (-p.requests.gpus, -p.requests.get(CPU), -p.requests.get(MEMORY), p.key))
-        units.append(Unit(members, [ctx.request(p.requests) for p in members], gang=gang_key))
-    units.sort(key=lambda u: (*_size_key(u), u.key))
-    for order, unit in enumerate(units):
-        unit.order = order
-    return units, skipped, [p for u in units for p in u.pods]
 
 
 class _Admission:
@@ -523,19 +230,6 @@ def _existing_classes(
     return sorted(classes.values(), key=lambda c: (c.uncordon, c.bins.ids[0] or ""))
 
 
-def _new_node(ctx: Context, view: GroupView, index: int, free: list[int], kind: NodeKind) -> SimNode:
-    template = view.template
-    return SimNode(
-        f"template-{view.name}-{index}",
-        template.node_labels(index),
-        template.taints,
-        free,
-        ports=set(template.ports),
-        group=view.name,
-        kind=kind,
-    )
-
-
 def _group_bins(
     ctx: Context, view: GroupView, booting_nodes: list[Node], target_id: int, sim: Simulation
 ) -> GroupBins:
@@ -575,7 +269,7 @@ def _group_bins(
         room = list(new_free)
         gb.bins.free.append(room)
         gb.bins.ids.append(None)
-        sim_node = _new_node(ctx, view, len(gb.nodes), room, NodeKind.LAUNCHING)
+        sim_node = template_node(view, len(gb.nodes), room, NodeKind.LAUNCHING)
         gb.nodes.append(sim_node)
         sim.add_node(sim_node)
     gb.bins.placed = [0] * len(gb.bins.free)
@@ -591,7 +285,7 @@ class _Run:
     def __init__(self, ctx: Context, sim: Simulation, recalled: Recall) -> None:
         self.ctx = ctx
         self.sim = sim
-        self.placer = _Placer(ctx, sim)
+        self.placer = Placer(ctx, sim)
         self.recalled = recalled
 
     def _excluded(self, pod: Pod) -> frozenset[str]:
@@ -683,7 +377,7 @@ class _Run:
     def open_bin(self, gb: GroupBins, free: list[int]) -> SimNode:
         """A bin just opened for a new node: the node joins the simulation."""
         del gb.nodes[len(gb.bins.free) - 1 :]  # drop nodes of bins a rollback removed
-        node = _new_node(self.ctx, gb.view, len(gb.nodes), free, NodeKind.NEW)
+        node = template_node(gb.view, len(gb.nodes), free, NodeKind.NEW)
         gb.nodes.append(node)
         self.sim.add_node(node)
         self.placer.add(gb, (node, gb.bins, len(gb.nodes) - 1))
@@ -754,113 +448,6 @@ def _estimate(ctx: Context, gb: GroupBins, buckets: list[Bucket]) -> _Estimate:
     waste = 1 - min(totals[dominant], capacity) / capacity if capacity else 1.0
     covered = min(totals[dominant], max(shape[dominant], 0) * gb.inflight)
     return _Estimate(gb, buckets, new_nodes, cost_per_unit, covered, waste)
-
-
-def _describe_size(resources: Resources) -> str:
-    gpus = resources.gpus
-    return f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else str(resources)
-
-
-def _amounts(names: tuple[str, ...], resources: Resources) -> str:
-    """Amounts as a manifest would spell them ("515m cpu", "2.5Gi memory")."""
-    parts = []
-    for name in names:
-        value = resources.get(name)
-        text = f"{value}m" if name == CPU and value % 1000 else format_amount(name, value)
-        parts.append(f"{text} {name}")
-    return ", ".join(parts)
-
-
-# The most actionable reason first: a group that could take the pod but cannot grow, then what the
-# scheduler refused, then what is wrong with the pod for every group.
-_CODE_ORDER = (
-    ReasonCode.AT_MAX,
-    ReasonCode.GANG_DOES_NOT_FIT,
-    ReasonCode.BACKOFF,
-    ReasonCode.SCHEDULER_REJECTED,
-    ReasonCode.GROUP_UNAVAILABLE,
-    ReasonCode.FILTERED,
-    ReasonCode.DAEMONSET_OVERHEAD,
-    ReasonCode.TOO_LARGE,
-    ReasonCode.UNVERIFIABLE,
-    ReasonCode.NO_MATCHING_GROUP,
-)
-
-
-def _diagnose_group(
-    ctx: Context, sim: Simulation, view: GroupView, unit: Unit, request: Resources, refused: bool
-) -> tuple[ReasonCode, str]:
-    """Why this group did not take the unit, in the scheduler's words where a filter said no."""
-    pod = unit.pods[0]
-    template = view.template
-    labels = template.node_labels(0)
-    state = sim.state(pod)
-    blocked = static_reason(pod.scheduling, labels, template.taints, False)
-    if blocked:
-        return ReasonCode.NO_MATCHING_GROUP, blocked
-    if view.unavailable_reason:
-        return ReasonCode.GROUP_UNAVAILABLE, view.unavailable_reason
-    if state.unverifiable:
-        return ReasonCode.UNVERIFIABLE, state.unverifiable
-    if state.volumes is not None:
-        volume = volume_binding(state.volumes, labels)
-        if volume:
-            code = ReasonCode.UNVERIFIABLE if state.volumes.unresolvable else ReasonCode.FILTERED
-            return code, volume
-    assert view.shape is not None and template.free is not None
-    too_big = request.exceeding(view.shape)
-    if too_big:
-        shape = view.shape
-        detail = ", ".join(
-            f"{n} {format_amount(n, request.get(n))} > {format_amount(n, shape.get(n))}" for n in too_big
-        )
-        return ReasonCode.TOO_LARGE, f"larger than a node ({detail}; {template.source})"
-    squeezed = request.exceeding(template.free)
-    if squeezed:
-        count = len(template.daemonsets)
-        return (
-            ReasonCode.DAEMONSET_OVERHEAD,
-            f"{count} DaemonSet(s) need {_amounts(squeezed, template.overhead)} on every {view.name} node; "
-            f"{_amounts(squeezed, template.free)} left for pods",
-        )
-    if refused:
-        said = pod.scheduler_message or "no message"
-        return ReasonCode.SCHEDULER_REJECTED, f"the scheduler refused capacity bought for it ({said})"
-    if not pod.constraints.is_plain or state.affinity is not None:
-        probe = _new_node(ctx, view, 0, list(ctx.vector(template.free)), NodeKind.NEW)
-        for member, member_request in zip(unit.pods, unit.requests, strict=True):
-            reason = sim.dynamic(member, sim.state(member), probe, member_request, ctx.dims)
-            if reason and not reason.startswith(("Insufficient", "Too many")):
-                return ReasonCode.FILTERED, reason
-    if view.in_backoff:
-        until = view.state.backoff_until
-        return ReasonCode.BACKOFF, f"in capacity backoff until {until.isoformat() if until else '?'}"
-    if unit.gang:
-        return (
-            ReasonCode.GANG_DOES_NOT_FIT,
-            f"gang of {len(unit.pods)} pods does not fit within max size {view.max_size}",
-        )
-    return ReasonCode.AT_MAX, f"at max size {view.max_size}"
-
-
-def _diagnose(
-    ctx: Context, sim: Simulation, unit: Unit, refused: frozenset[str]
-) -> tuple[ReasonCode, str, dict[str, ReasonCode]]:
-    """Why no group could take this unit: one reason per group, the overall code, codes by group."""
-    request = Resources()
-    for member in unit.pods:
-        request = request.maximum(member.requests)
-    by_group: dict[str, ReasonCode] = {}
-    reasons: list[str] = []
-    for view in ctx.groups:
-        code, reason = _diagnose_group(ctx, sim, view, unit, request, view.name in refused)
-        by_group[view.name] = code
-        reasons.append(f"{view.name}: {reason}")
-    if not reasons:
-        return ReasonCode.NO_MATCHING_GROUP, "no node groups configured", by_group
-    codes = set(by_group.values())
-    code = next(c for c in _CODE_ORDER if c in codes)
-    return code, f"{_describe_size(request)}: " + "; ".join(reasons), by_group
 
 
 def _fill_group(
@@ -971,31 +558,56 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
     sim = _simulation(ctx)
     run = _Run(ctx, sim, recalled)
 
-    booting: dict[str, list[Node]] = {}
-    complete: dict[tuple[int, int], bool] = {}
-    for view in ctx.groups:
-        if view.shape is not None:
-            booting[view.name] = [n for n in view.nodes if _booting(ctx, view, n, complete)]
+    booting = _booting_nodes(ctx)
     booting_names = {node.name for nodes in booting.values() for node in nodes}
-    admission = _Admission()
-
-    # 1. Free room on registered nodes (schedulable first, then scaler-cordoned ones).
     classes = _existing_classes(ctx, booting_names, _referenced_label_keys(units), sim) if units else []
     group_bins: dict[str, GroupBins] = {}
     for position, view in enumerate(ctx.groups):
         if view.shape is not None and view.asg is not None:
             group_bins[view.name] = _group_bins(ctx, view, booting.get(view.name, []), position, sim)
-    sim.prepare(pending)
+    sim.prepare(pending)  # every node the run may count on is known: build the per-domain counts
     for unit in units:
         unit.plain = all(sim.is_plain(p) and p.key not in recalled.distrusted for p in unit.pods)
     room = _ExistingRoom(ctx, classes, sim)
+
+    remaining = _place_on_registered(run, units, room, result)
+    buckets = _buckets(ctx, remaining)
+    admission = _Admission()
+    for tier in sorted({v.config.priority for v in ctx.groups}, reverse=True):
+        tier_groups = [gb for gb in group_bins.values() if gb.view.config.priority == tier]
+        chosen = _fill_by_cost(run, tier_groups, buckets, admission, result, room)
+        ranked = chosen + [gb for gb in tier_groups if gb not in chosen]
+        _place_constrained(run, ranked, buckets, admission, result, room)
+
+    for gb in group_bins.values():
+        result.new_nodes[gb.view.name] = gb.bins.opened
+        result.spare_bins[gb.view.name] = sum(1 for count in gb.bins.placed if count == 0)
+    _report_unplaced(ctx, sim, buckets, recalled, result)
+    return result
+
+
+def _booting_nodes(ctx: Context) -> dict[str, list[Node]]:
+    """Registered nodes of each group that cannot take pods yet but soon will."""
+    complete: dict[tuple[int, int], bool] = {}
+    return {
+        view.name: [n for n in view.nodes if _booting(ctx, view, n, complete)]
+        for view in ctx.groups
+        if view.shape is not None
+    }
+
+
+def _place_on_registered(
+    run: _Run, units: list[Unit], room: _ExistingRoom, result: ScaleUpResult
+) -> list[Unit]:
+    """Step 1: free room on registered nodes (schedulable first, then scaler-cordoned ones).
+    Returns the units left for booting and new nodes."""
     place_existing = run.existing(room)
     remaining: list[Unit] = []
     for unit in units:
-        if not classes:
+        if not room.classes:
             placements = None
         elif unit.plain and not unit.gang:
-            placements = _place_plain(unit, room, sim)
+            placements = _place_plain(unit, room, run.sim)
         else:
             placements = run.place_unit(unit, place_existing)
         if placements is None:
@@ -1003,74 +615,83 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
             continue
         for pod, (bins, index) in zip(unit.pods, placements, strict=True):
             room.record(pod, bins, index, result)
+    return remaining
 
-    # 2. Booting and new nodes, one group at a time.
+
+def _buckets(ctx: Context, units: list[Unit]) -> dict[tuple[int, ...], Bucket]:
+    """Units by the scheduling specs of their members (one admission test per group and bucket)."""
     buckets: dict[tuple[int, ...], Bucket] = {}
-    for unit in remaining:
+    for unit in units:
         signature = unit.signature
         bucket = buckets.get(signature)
         if bucket is None:
             schedulings = tuple({id(p.scheduling): p.scheduling for p in unit.pods}.values())
             bucket = buckets[signature] = Bucket(schedulings, totals=[0] * len(ctx.dims))
         bucket.add(unit)
+    return buckets
 
-    def admitted_buckets(gb: GroupBins) -> list[Bucket]:
-        return [
-            bucket
-            for bucket in buckets.values()
-            if bucket.units
-            and all(
-                admission.admits(sched, gb.target_id, gb.view.labels, gb.view.taints)
-                for sched in bucket.schedulings
+
+def _admits(admission: _Admission, gb: GroupBins, schedulings: Iterable[Scheduling]) -> bool:
+    return all(admission.admits(s, gb.target_id, gb.view.labels, gb.view.taints) for s in schedulings)
+
+
+def _fill_by_cost(
+    run: _Run,
+    groups: list[GroupBins],
+    buckets: dict[tuple[int, ...], Bucket],
+    admission: _Admission,
+    result: ScaleUpResult,
+    room: _ExistingRoom,
+) -> list[GroupBins]:
+    """Step 2: plain pods fill the tier's groups First Fit Decreasing, the cheapest group for the
+    pods at hand first. Returns the groups in the order they were chosen."""
+    candidates = list(groups)
+    chosen: list[GroupBins] = []
+    while candidates and any(b.units for b in buckets.values()):
+        estimates = [
+            _estimate(run.ctx, gb, admitted)
+            for gb in candidates
+            if (gb.inflight or gb.bins.max_new)
+            and (
+                admitted := [b for b in buckets.values() if b.units and _admits(admission, gb, b.schedulings)]
             )
         ]
-
-    tiers = sorted({v.config.priority for v in ctx.groups}, reverse=True)
-    for tier in tiers:
-        candidates = [gb for gb in group_bins.values() if gb.view.config.priority == tier]
-        ranked = list(candidates)  # the tier's groups, in the order the cost estimates chose them
-        chosen: list[GroupBins] = []
-        while candidates and any(b.units for b in buckets.values()):
-            estimates = [
-                _estimate(ctx, gb, admitted)
-                for gb in candidates
-                if (gb.inflight or gb.bins.max_new) and (admitted := admitted_buckets(gb))
-            ]
-            if not estimates:
-                break
-            best = min(estimates, key=lambda e: e.rank)
-            candidates.remove(best.group_bins)
-            chosen.append(best.group_bins)
-            # Plain pods fill the chosen group First Fit Decreasing; constrained ones wait for the
-            # pass below, where each tries the tier's groups in this order.
-            ordered = sorted(
-                (u for b in best.buckets for u in b.units.values() if u.plain), key=lambda u: u.order
-            )
-            for unit in _fill_group(run, best.group_bins, ordered, result, room):
-                buckets[unit.signature].add(unit, -1)
-        # Spread and affinity depend on where the other pods went: a zone group that took what
-        # its skew allows can take more once the other zones have grown. So constrained pods go
-        # one at a time, each to the cheapest group of the tier that takes it.
-        groups_in_order = chosen + [gb for gb in ranked if gb not in chosen]
-        leftovers = sorted(
-            (u for b in buckets.values() for u in b.units.values() if not u.plain), key=lambda u: u.order
+        if not estimates:
+            break
+        best = min(estimates, key=lambda e: e.rank)
+        candidates.remove(best.group_bins)
+        chosen.append(best.group_bins)
+        ordered = sorted(
+            (u for b in best.buckets for u in b.units.values() if u.plain), key=lambda u: u.order
         )
-        for unit in leftovers:
-            for gb in groups_in_order:
-                if not all(
-                    admission.admits(p.scheduling, gb.target_id, gb.view.labels, gb.view.taints)
-                    for p in unit.pods
-                ):
-                    continue
-                if _fill_group(run, gb, [unit], result, room):
-                    buckets[unit.signature].add(unit, -1)
-                    break
+        for unit in _fill_group(run, best.group_bins, ordered, result, room):
+            buckets[unit.signature].add(unit, -1)
+    return chosen
 
-    for gb in group_bins.values():
-        result.new_nodes[gb.view.name] = gb.bins.opened
-        result.spare_bins[gb.view.name] = sum(1 for count in gb.bins.placed if count == 0)
-    _report_unplaced(ctx, sim, buckets, recalled, result)
-    return result
+
+def _place_constrained(
+    run: _Run,
+    ranked: list[GroupBins],
+    buckets: dict[tuple[int, ...], Bucket],
+    admission: _Admission,
+    result: ScaleUpResult,
+    room: _ExistingRoom,
+) -> None:
+    """Step 3: constrained pods one at a time, each to the first group of `ranked` that takes it.
+
+    Spread and affinity depend on where the other pods went: a zone group that took what its
+    skew allows can take more once the other zones have grown, so groups are not filled in turn.
+    """
+    leftovers = sorted(
+        (u for b in buckets.values() for u in b.units.values() if not u.plain), key=lambda u: u.order
+    )
+    for unit in leftovers:
+        for gb in ranked:
+            if _admits(admission, gb, (p.scheduling for p in unit.pods)) and _fill_group(
+                run, gb, [unit], result, room
+            ):
+                buckets[unit.signature].add(unit, -1)
+                break
 
 
 def _place_plain(unit: Unit, room: _ExistingRoom, sim: Simulation) -> list[tuple[Bins, int]] | None:
@@ -1109,7 +730,7 @@ def _report_unplaced(
         )
         diagnosis = cache.get(key)
         if diagnosis is None:
-            diagnosis = cache[key] = _diagnose(ctx, sim, unit, refused)
+            diagnosis = cache[key] = diagnose(ctx, sim, unit, refused)
         code, reason, by_group = diagnosis
         for name, group_code in by_group.items():
             if group_code in (ReasonCode.AT_MAX, ReasonCode.GANG_DOES_NOT_FIT):

@@ -1,0 +1,119 @@
+"""Why a pod was not placed: one reason per group, in the scheduler's words where a filter said no."""
+
+from __future__ import annotations
+
+from shared.domain.plan import ReasonCode
+from shared.domain.resources import CPU, Resources, format_amount
+from shared.planner.backlog import Unit
+from shared.planner.context import Context, GroupView
+from shared.planner.filters.framework import NodeKind
+from shared.planner.filters.volume_binding import volume_binding
+from shared.planner.placement import template_node
+from shared.planner.simulation import Simulation, static_reason
+
+
+def _describe_size(resources: Resources) -> str:
+    gpus = resources.gpus
+    return f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else str(resources)
+
+
+def _amounts(names: tuple[str, ...], resources: Resources) -> str:
+    """Amounts as a manifest would spell them ("515m cpu", "2.5Gi memory")."""
+    parts = []
+    for name in names:
+        value = resources.get(name)
+        text = f"{value}m" if name == CPU and value % 1000 else format_amount(name, value)
+        parts.append(f"{text} {name}")
+    return ", ".join(parts)
+
+
+# The most actionable reason first: a group that could take the pod but cannot grow, then what the
+# scheduler refused, then what is wrong with the pod for every group.
+_CODE_ORDER = (
+    ReasonCode.AT_MAX,
+    ReasonCode.GANG_DOES_NOT_FIT,
+    ReasonCode.BACKOFF,
+    ReasonCode.SCHEDULER_REJECTED,
+    ReasonCode.GROUP_UNAVAILABLE,
+    ReasonCode.FILTERED,
+    ReasonCode.DAEMONSET_OVERHEAD,
+    ReasonCode.TOO_LARGE,
+    ReasonCode.UNVERIFIABLE,
+    ReasonCode.NO_MATCHING_GROUP,
+)
+
+
+def _diagnose_group(
+    ctx: Context, sim: Simulation, view: GroupView, unit: Unit, request: Resources, refused: bool
+) -> tuple[ReasonCode, str]:
+    """Why this group did not take the unit, in the scheduler's words where a filter said no."""
+    pod = unit.pods[0]
+    template = view.template
+    labels = template.node_labels(0)
+    state = sim.state(pod)
+    blocked = static_reason(pod.scheduling, labels, template.taints, False)
+    if blocked:
+        return ReasonCode.NO_MATCHING_GROUP, blocked
+    if view.unavailable_reason:
+        return ReasonCode.GROUP_UNAVAILABLE, view.unavailable_reason
+    if state.unverifiable:
+        return ReasonCode.UNVERIFIABLE, state.unverifiable
+    if state.volumes is not None:
+        volume = volume_binding(state.volumes, labels)
+        if volume:
+            code = ReasonCode.UNVERIFIABLE if state.volumes.unresolvable else ReasonCode.FILTERED
+            return code, volume
+    assert view.shape is not None and template.free is not None
+    too_big = request.exceeding(view.shape)
+    if too_big:
+        shape = view.shape
+        detail = ", ".join(
+            f"{n} {format_amount(n, request.get(n))} > {format_amount(n, shape.get(n))}" for n in too_big
+        )
+        return ReasonCode.TOO_LARGE, f"larger than a node ({detail}; {template.source})"
+    squeezed = request.exceeding(template.free)
+    if squeezed:
+        count = len(template.daemonsets)
+        return (
+            ReasonCode.DAEMONSET_OVERHEAD,
+            f"{count} DaemonSet(s) need {_amounts(squeezed, template.overhead)} on every {view.name} node; "
+            f"{_amounts(squeezed, template.free)} left for pods",
+        )
+    if refused:
+        said = pod.scheduler_message or "no message"
+        return ReasonCode.SCHEDULER_REJECTED, f"the scheduler refused capacity bought for it ({said})"
+    if not pod.constraints.is_plain or state.affinity is not None:
+        probe = template_node(view, 0, list(ctx.vector(template.free)), NodeKind.NEW)
+        for member, member_request in zip(unit.pods, unit.requests, strict=True):
+            reason = sim.dynamic(member, sim.state(member), probe, member_request, ctx.dims)
+            if reason and not reason.startswith(("Insufficient", "Too many")):
+                return ReasonCode.FILTERED, reason
+    if view.in_backoff:
+        until = view.state.backoff_until
+        return ReasonCode.BACKOFF, f"in capacity backoff until {until.isoformat() if until else '?'}"
+    if unit.gang:
+        return (
+            ReasonCode.GANG_DOES_NOT_FIT,
+            f"gang of {len(unit.pods)} pods does not fit within max size {view.max_size}",
+        )
+    return ReasonCode.AT_MAX, f"at max size {view.max_size}"
+
+
+def diagnose(
+    ctx: Context, sim: Simulation, unit: Unit, refused: frozenset[str]
+) -> tuple[ReasonCode, str, dict[str, ReasonCode]]:
+    """Why no group could take this unit: one reason per group, the overall code, codes by group."""
+    request = Resources()
+    for member in unit.pods:
+        request = request.maximum(member.requests)
+    by_group: dict[str, ReasonCode] = {}
+    reasons: list[str] = []
+    for view in ctx.groups:
+        code, reason = _diagnose_group(ctx, sim, view, unit, request, view.name in refused)
+        by_group[view.name] = code
+        reasons.append(f"{view.name}: {reason}")
+    if not reasons:
+        return ReasonCode.NO_MATCHING_GROUP, "no node groups configured", by_group
+    codes = set(by_group.values())
+    code = next(c for c in _CODE_ORDER if c in codes)
+    return code, f"{_describe_size(request)}: " + "; ".join(reasons), by_group

@@ -1,0 +1,218 @@
+"""Per-node placement through kube-scheduler's filters, for pods the class-based fast path cannot
+take (inter-pod rules, host ports, volumes, refuted fits).
+
+Candidates that pass the static filters are listed once per pod spec and scope (the registered
+nodes, or one group's nodes); a node that fails a filter whose answer only gets worse during the
+run is skipped for good, and zone-like spread scans only the domains within skew.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from shared.domain.model import Pod
+from shared.planner.context import Context, GroupView
+from shared.planner.filters.framework import NodeKind, SimNode
+from shared.planner.filters.inter_pod_affinity import ANTI_AFFINITY, EXISTING_ANTI_AFFINITY
+from shared.planner.filters.node_ports import REASON as PORTS_TAKEN
+from shared.planner.filters.pod_topology_spread import SpreadState, allowed_domains
+from shared.planner.packing import Bins, Request
+from shared.planner.simulation import PodState, Simulation
+
+# Filter answers that can only get worse as a run places pods: a node failing one of them for a
+# pod spec is skipped for that spec for the rest of the run (until a gang rollback).
+_PERMANENT = frozenset({ANTI_AFFINITY, EXISTING_ANTI_AFFINITY, PORTS_TAKEN})
+
+
+def template_node(view: GroupView, index: int, free: list[int], kind: NodeKind) -> SimNode:
+    """The index-th new (or launching) node of a group as the filters see it: its own hostname."""
+    template = view.template
+    return SimNode(
+        f"template-{view.name}-{index}",
+        template.node_labels(index),
+        template.taints,
+        free,
+        ports=set(template.ports),
+        group=view.name,
+        kind=kind,
+    )
+
+
+@dataclass
+class _Candidates:
+    """Nodes of one scope that pass the static filters for one pod spec."""
+
+    pod: Pod
+    nodes: list[tuple[SimNode, Bins, int]]
+    by_domain: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # key -> value -> indices
+
+    def domains(self, key: str) -> dict[str, list[int]]:
+        """Candidate indices per value of a topology key (nodes without the key are in none)."""
+        found = self.by_domain.get(key)
+        if found is None:
+            found = self.by_domain[key] = {}
+            for index, (node, _, _) in enumerate(self.nodes):
+                value = node.labels.get(key)
+                if value is not None:
+                    found.setdefault(value, []).append(index)
+        return found
+
+    def append(self, item: tuple[SimNode, Bins, int]) -> None:
+        self.nodes.append(item)
+        for key, values in self.by_domain.items():
+            value = item[0].labels.get(key)
+            if value is not None:
+                values.setdefault(value, []).append(len(self.nodes) - 1)
+
+
+@dataclass
+class _Progress:
+    """Where the live candidates start for one request: nodes before `start` (per domain when the
+    scan goes domain by domain) and in `dead` failed a filter whose answer only gets worse during
+    the run (room, ports, anti-affinity)."""
+
+    start: int = 0
+    dead: set[int] = field(default_factory=set)  # failed the pod's own rules (ports, anti-affinity)
+    full: set[int] = field(default_factory=set)  # no room for the request: shared by every spec
+    starts: dict[str, int] = field(default_factory=dict)
+
+    def is_dead(self, index: int) -> bool:
+        return index in self.full or index in self.dead
+
+    def kill(self, index: int, reason: str) -> None:
+        (self.full if reason.startswith(("Insufficient", "Too many")) else self.dead).add(index)
+
+
+class Placer:
+    """Per-node placement through the filters, for pods the class-based fast path cannot take."""
+
+    def __init__(self, ctx: Context, sim: Simulation) -> None:
+        self.ctx = ctx
+        self.sim = sim
+        self._candidates: dict[tuple[object, ...], _Candidates] = {}
+        self._progress: dict[tuple[object, ...], _Progress] = {}
+        self._full: dict[tuple[object, ...], set[int]] = {}
+
+    def forget(self) -> None:
+        """After a rollback nodes have regained room and opened ones are gone: start afresh."""
+        self._candidates.clear()
+        self._progress.clear()
+        self._full.clear()
+
+    def place(
+        self,
+        pod: Pod,
+        request: Request,
+        scope: object,
+        nodes: Callable[[], list[tuple[SimNode, Bins, int]]],
+        excluded: frozenset[str],
+    ) -> tuple[Bins, int] | None:
+        """First node of `nodes` (static filters cached per scope and spec) that passes every filter."""
+        # Static filters read the pod's node constraints, volumes and DRA claims; never its labels
+        # nor its inter-pod rules, so all the replicas of all the apps of a spec share one list.
+        constraints = pod.constraints
+        key = (id(scope), pod.namespace, id(pod.scheduling), constraints.claims, constraints.resource_claims)
+        state = self.sim.state(pod)
+        found = self._candidates.get(key)
+        if found is None:
+            found = self._candidates[key] = _Candidates(
+                pod, [item for item in nodes() if self.sim.static(pod, state, item[0]) is None]
+            )
+        # What makes a node dead for good: the request's size, the pod's own constraints, and the
+        # existing anti-affinity terms that match its labels (not the labels themselves).
+        existing = tuple(id(c) for _, c in state.affinity.existing_anti) if state.affinity else ()
+        progress = self._progress.get((key, id(constraints), request, existing))
+        if progress is None:
+            full = self._full.setdefault((key, request), set())
+            progress = self._progress[(key, id(constraints), request, existing)] = _Progress(full=full)
+        listed = found.nodes
+        dims = self.ctx.dims
+        allowed = _allowed_domains(state.spread) if state.spread is not None else ()
+        if allowed:
+            # Zone-like spread: scan only the domains within max skew, each from its own start.
+            key_name, values = allowed[0]
+            buckets = found.domains(key_name)
+            for value in sorted(values):
+                indices = buckets.get(value)
+                if not indices:
+                    continue
+                where = self._scan(pod, request, state, listed, indices, progress, value, excluded, allowed)
+                if where is not None:
+                    return where
+            return None
+        index = progress.start
+        while index < len(listed):
+            if progress.is_dead(index):
+                if index == progress.start:
+                    progress.start += 1
+                index += 1
+                continue
+            node, bins, position = listed[index]
+            if node.name in excluded:
+                index += 1
+                continue
+            reason = self.sim.dynamic(pod, state, node, request, dims)
+            if reason is None:
+                return bins, position
+            if reason in _PERMANENT or reason.startswith(("Insufficient", "Too many")):
+                progress.kill(index, reason)
+                if index == progress.start:
+                    progress.start += 1
+            index += 1
+        return None
+
+    def _scan(
+        self,
+        pod: Pod,
+        request: Request,
+        state: PodState,
+        listed: list[tuple[SimNode, Bins, int]],
+        indices: list[int],
+        progress: _Progress,
+        domain: str,
+        excluded: frozenset[str],
+        allowed: tuple[tuple[str, frozenset[str]], ...],
+    ) -> tuple[Bins, int] | None:
+        """First fit over the candidates of one domain, skipping dead ones for good."""
+        dims = self.ctx.dims
+        start = position_in = progress.starts.get(domain, 0)
+        while position_in < len(indices):
+            index = indices[position_in]
+            node, bins, position = listed[index]
+            dead = progress.is_dead(index)
+            if dead or node.name in excluded or (len(allowed) > 1 and _outside(node.labels, allowed)):
+                if dead and position_in == start:
+                    start += 1
+                position_in += 1
+                continue
+            reason = self.sim.dynamic(pod, state, node, request, dims)
+            if reason is None:
+                progress.starts[domain] = start
+                return bins, position
+            if reason in _PERMANENT or reason.startswith(("Insufficient", "Too many")):
+                progress.kill(index, reason)
+                if position_in == start:
+                    start += 1
+            position_in += 1
+        progress.starts[domain] = start
+        return None
+
+    def add(self, scope: object, item: tuple[SimNode, Bins, int]) -> None:
+        """A node opened this run joins the candidates of every spec cached for the scope."""
+        for key, found in self._candidates.items():
+            if key[0] == id(scope) and self.sim.static(found.pod, self.sim.state(found.pod), item[0]) is None:
+                found.append(item)
+
+
+def _allowed_domains(state: SpreadState) -> tuple[tuple[str, frozenset[str]], ...]:
+    """Per zone-like spread key, the domains within max skew now: nodes elsewhere are skipped
+    without running the filters (hostname domains are single nodes and left to the filter)."""
+    return tuple((key, frozenset(values)) for key, values in allowed_domains(state))
+
+
+def _outside(labels: Mapping[str, str], allowed: tuple[tuple[str, frozenset[str]], ...]) -> bool:
+    for key, values in allowed:  # noqa: SIM110 (an explicit loop: called once per candidate node)
+        if labels.get(key) not in values:
+            return True
+    return False
