@@ -224,6 +224,9 @@ class AsgState:
     tags: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
     region: str = ""
     availability_zones: tuple[str, ...] = ()
+    # MixedInstancesPolicy.InstancesDistribution: with no on-demand base and 0 % above it, every
+    # instance the group launches is Spot (None: no mixed-instances policy, all on-demand).
+    spot_only: bool | None = None
 
     @property
     def live_instances(self) -> tuple[AsgInstance, ...]:

@@ -28,8 +28,19 @@ def asg_from_json(obj: Mapping[str, Any], region: str = "") -> AsgState:
         ),
         tags={str(t["Key"]): str(t.get("Value") or "") for t in obj.get("Tags") or ()},
         region=region or _region_from_arn(obj.get("AutoScalingGroupARN")),
+        spot_only=_spot_only(obj.get("MixedInstancesPolicy")),
         availability_zones=tuple(sorted({str(zone) for zone in obj.get("AvailabilityZones") or ()})),
     )
+
+
+def _spot_only(policy: object) -> bool | None:
+    if not isinstance(policy, Mapping):
+        return None
+    distribution = policy.get("InstancesDistribution") or {}
+    base = int(distribution.get("OnDemandBaseCapacity") or 0)
+    # AWS's default for the percentage above base is 100 (all on-demand).
+    above = distribution.get("OnDemandPercentageAboveBaseCapacity")
+    return base == 0 and above is not None and int(above) == 0
 
 
 def _region_from_arn(arn: object) -> str:

@@ -231,8 +231,10 @@ def build_template(
         labels[ZONE] = zone
         labels["topology.ebs.csi.aws.com/zone"] = zone  # the EBS CSI node plugin's key
     if asg is not None and "eks:nodegroup-name" in asg.tags:
+        # An EKS managed node group labels its nodes with its name and capacity type; a Spot
+        # group is one whose mixed-instances policy launches nothing on demand.
         labels["eks.amazonaws.com/nodegroup"] = asg.tags["eks:nodegroup-name"]
-        labels["eks.amazonaws.com/capacityType"] = "ON_DEMAND"
+        labels["eks.amazonaws.com/capacityType"] = "SPOT" if asg.spot_only else "ON_DEMAND"
     labels.update(_shared_labels(usable or registered, single_zone))
     labels.setdefault("kubernetes.io/arch", "amd64")
     labels.update(tag_labels)

@@ -524,3 +524,19 @@ def test_asgs_parse_availability_zones_for_templates() -> None:
 def test_pod_builder_goes_through_the_real_parser() -> None:
     assert pod_from_json(pod("x")).key == "research/x"
     assert Outcome.SCALE_UP == "scale-up"
+
+
+def test_a_managed_spot_node_group_labels_its_template_with_its_capacity_type() -> None:
+    # Given an EKS managed node group (its ASG tag) whose mixed-instances policy launches only Spot
+    group = asg("research-a100", desired=0)
+    group["Tags"].append({"Key": "eks:nodegroup-name", "Value": "a100-spot"})
+    group["MixedInstancesPolicy"] = {
+        "LaunchTemplate": {"LaunchTemplateSpecification": {"LaunchTemplateName": "a100"}},
+        "InstancesDistribution": {"OnDemandBaseCapacity": 0, "OnDemandPercentageAboveBaseCapacity": 0},
+    }
+    spot = pod("spot", node_selector={"eks.amazonaws.com/capacityType": "SPOT"})
+    on_demand = pod("on-demand", node_selector={"eks.amazonaws.com/capacityType": "ON_DEMAND"})
+    result = plan(snapshot([spot, on_demand], [], [group]), config(), NOW)
+    # Then the Spot pod scales the group up and the on-demand one does not
+    assert outcome(result, "spot")[:2] == ("scale-up", "a100")
+    assert outcome(result, "on-demand")[2] is ReasonCode.NO_MATCHING_GROUP
