@@ -6,7 +6,6 @@ from shared.domain.plan import ReasonCode
 from shared.domain.resources import CPU, Resources, format_amount
 from shared.planner.backlog import Unit
 from shared.planner.context import Context, GroupView
-from shared.planner.filters.framework import NodeKind
 from shared.planner.filters.volume_binding import volume_binding
 from shared.planner.placement import template_node
 from shared.planner.simulation import Simulation, static_reason
@@ -83,7 +82,7 @@ def _diagnose_group(
         said = pod.scheduler_message or "no message"
         return ReasonCode.SCHEDULER_REJECTED, f"the scheduler refused capacity bought for it ({said})"
     if not pod.constraints.is_plain or state.affinity is not None:
-        probe = template_node(view, 0, list(ctx.vector(template.free)), NodeKind.NEW)
+        probe = template_node(view, 0, list(ctx.vector(template.free)))
         for member, member_request in zip(unit.pods, unit.requests, strict=True):
             reason = sim.dynamic(member, sim.state(member), probe, member_request, ctx.dims)
             if reason and not reason.startswith(("Insufficient", "Too many")):

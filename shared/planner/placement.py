@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from shared.domain.model import Pod
 from shared.planner.context import Context, GroupView
-from shared.planner.filters.framework import NodeKind, SimNode
+from shared.planner.filters.framework import SimNode
 from shared.planner.filters.inter_pod_affinity import ANTI_AFFINITY, EXISTING_ANTI_AFFINITY
 from shared.planner.filters.node_ports import REASON as PORTS_TAKEN
 from shared.planner.filters.pod_topology_spread import SpreadState, allowed_domains
@@ -25,7 +25,7 @@ from shared.planner.simulation import PodState, Simulation
 _PERMANENT = frozenset({ANTI_AFFINITY, EXISTING_ANTI_AFFINITY, PORTS_TAKEN})
 
 
-def template_node(view: GroupView, index: int, free: list[int], kind: NodeKind) -> SimNode:
+def template_node(view: GroupView, index: int, free: list[int]) -> SimNode:
     """The index-th new (or launching) node of a group as the filters see it: its own hostname."""
     template = view.template
     return SimNode(
@@ -34,8 +34,6 @@ def template_node(view: GroupView, index: int, free: list[int], kind: NodeKind) 
         template.taints,
         free,
         ports=set(template.ports),
-        group=view.name,
-        kind=kind,
     )
 
 

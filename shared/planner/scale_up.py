@@ -13,7 +13,7 @@ from shared.domain.resources import CPU, GPU
 from shared.planner.backlog import Bucket, Unit, backlog_units
 from shared.planner.context import Context, GroupView
 from shared.planner.diagnosis import diagnose
-from shared.planner.filters.framework import NodeKind, SimNode
+from shared.planner.filters.framework import SimNode
 from shared.planner.filters.node_ports import port_key
 from shared.planner.filters.node_resources_fit import node_resources_fit
 from shared.planner.filters.volume_binding import Volumes
@@ -106,7 +106,7 @@ class GroupBins:
         """A new node of the group as the filters see it before it is opened (never placed on)."""
         if self._probe is None:
             assert self.bins.new_shape is not None
-            self._probe = template_node(self.view, -1, list(self.bins.new_shape), NodeKind.NEW)
+            self._probe = template_node(self.view, -1, list(self.bins.new_shape))
         return self._probe
 
 
@@ -214,18 +214,8 @@ def _existing_classes(
         cls.bins.free.append(free)
         cls.bins.ids.append(node.name)
         cls.bins.placed.append(0)
-        group = ctx.group_of_node.get(node.name)
-        sim.add_node(
-            SimNode(
-                node.name,
-                node.labels,
-                node.taints,
-                free,
-                False,
-                _bound_ports(bound),
-                group.name if group else None,
-            )
-        )
+        # A scaler-cordoned node is judged schedulable: the plan uncordons it to use it.
+        sim.add_node(SimNode(node.name, node.labels, node.taints, free, False, _bound_ports(bound)))
     # Schedulable nodes first; uncordoning is the fallback before buying nodes.
     return sorted(classes.values(), key=lambda c: (c.uncordon, c.bins.ids[0] or ""))
 
@@ -257,9 +247,7 @@ def _group_bins(
         gb.bins.free.append(room)
         gb.bins.ids.append(node.name)
         taints = tuple(t for t in node.taints if not is_startup_taint(t, policy))
-        sim_node = SimNode(
-            node.name, node.labels, taints, room, False, _bound_ports(bound), view.name, NodeKind.BOOTING
-        )
+        sim_node = SimNode(node.name, node.labels, taints, room, False, _bound_ports(bound))
         gb.nodes.append(sim_node)
         sim.add_node(sim_node)
     live = len(view.asg.live_instances) if view.asg else 0
@@ -269,7 +257,7 @@ def _group_bins(
         room = list(new_free)
         gb.bins.free.append(room)
         gb.bins.ids.append(None)
-        sim_node = template_node(view, len(gb.nodes), room, NodeKind.LAUNCHING)
+        sim_node = template_node(view, len(gb.nodes), room)
         gb.nodes.append(sim_node)
         sim.add_node(sim_node)
     gb.bins.placed = [0] * len(gb.bins.free)
@@ -377,7 +365,7 @@ class _Run:
     def open_bin(self, gb: GroupBins, free: list[int]) -> SimNode:
         """A bin just opened for a new node: the node joins the simulation."""
         del gb.nodes[len(gb.bins.free) - 1 :]  # drop nodes of bins a rollback removed
-        node = template_node(gb.view, len(gb.nodes), free, NodeKind.NEW)
+        node = template_node(gb.view, len(gb.nodes), free)
         gb.nodes.append(node)
         self.sim.add_node(node)
         self.placer.add(gb, (node, gb.bins, len(gb.nodes) - 1))

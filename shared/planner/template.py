@@ -92,15 +92,6 @@ class Template:
         """Labels of the index-th new node: each new node is its own hostname domain."""
         return {**self.labels, HOSTNAME: f"template-{self.group}-{index}"}
 
-    def as_node(self) -> Node:
-        """The template as a Node object."""
-        return Node(
-            name=f"template-{self.group}",
-            allocatable=self.allocatable or EMPTY,
-            labels=self.node_labels(0),
-            taints=self.taints,
-        )
-
 
 def _shared_labels(nodes: list[Node], single_zone: bool) -> dict[str, str]:
     if not nodes:

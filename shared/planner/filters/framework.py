@@ -4,18 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from shared.domain.model import Taint
 
 Reason = str | None  # None: the node passes; otherwise the scheduler's words for why not
-
-
-class NodeKind(StrEnum):
-    REGISTERED = "registered"  # a Node object the scheduler can bind to now
-    BOOTING = "booting"  # registered but not ready yet (NotReady, GPUs not advertised, startup taint)
-    LAUNCHING = "launching"  # an instance (or desired slot) with no Node object yet
-    NEW = "new"  # a node this plan buys (the group's template)
 
 
 @dataclass(eq=False, slots=True)
@@ -33,5 +25,3 @@ class SimNode:
     free: list[int]
     unschedulable: bool = False
     ports: set[tuple[str, str, int]] = field(default_factory=set)
-    group: str | None = None
-    kind: NodeKind = NodeKind.REGISTERED
