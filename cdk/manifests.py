@@ -1,9 +1,9 @@
 """Kubernetes manifests the operator applies after `cdk deploy`: pure functions returning YAML text.
 
-The RBAC rules are exactly what the functions do: list/watch pods and nodes, cordon (patch) and delete
-nodes, evict pods (delete them on a forced drain without grace), record Events on pending pods, and
-list what the scheduler's filters read (DaemonSets, PVCs, PVs, StorageClasses, namespace labels).
-Nothing reads secrets or changes workloads beyond those evictions.
+The ClusterRole is generated from the Kubernetes adapter's permission table
+(`shared.adapters.kubernetes.rbac.PERMISSIONS`, a pure module: no kubernetes client here): it grants
+exactly the (API group, resource, verb) pairs the functions use, nothing that reads secrets or changes
+workloads beyond evictions and forced drains.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 
 import yaml
 
+from shared.adapters.kubernetes.rbac import RBAC_API_GROUP, cluster_role
 from shared.constants import RBAC_GROUP, SERVICE_NAME
 
-RBAC_API = "rbac.authorization.k8s.io"
 ADMISSION_WEBHOOK_NAME = "pods.backlog-scaler.dev"  # any DNS name with three labels; identifies the hook
 WEBHOOK_URL_PLACEHOLDER = "__BACKLOG_SCALER_WEBHOOK_URL__"
 # Routes of the webhook function under WEBHOOK_PATH (functions/webhook/handler.py).
@@ -23,18 +23,6 @@ ADMISSION_ROUTE = "/admission"
 # deploy: the operator fills it in with `backlog-scaler admission-token` (see the Deploy docs).
 ADMISSION_TOKEN_PLACEHOLDER = "__ADMISSION_PATH_TOKEN__"
 EVENTS_ROUTE = "/events"
-
-# (api groups, resources, verbs). Events: the core group and events.k8s.io serve the same objects;
-# allowing both lets the client use either API version.
-RBAC_RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = (
-    (("",), ("pods",), ("get", "list", "watch", "delete")),
-    (("",), ("pods/eviction",), ("create",)),
-    (("",), ("nodes",), ("get", "list", "watch", "patch", "delete")),
-    (("", "events.k8s.io"), ("events",), ("create", "patch")),
-    (("",), ("persistentvolumeclaims", "persistentvolumes", "namespaces"), ("list",)),
-    (("apps",), ("daemonsets",), ("list",)),
-    (("storage.k8s.io",), ("storageclasses",), ("list",)),
-)
 
 
 def _labels(cluster_name: str) -> dict[str, str]:
@@ -46,23 +34,15 @@ def _dump(documents: list[dict[str, Any]]) -> str:
 
 
 def rbac_manifest(cluster_name: str) -> str:
-    """ClusterRole + ClusterRoleBinding granting the scaler's Kubernetes group what the functions use."""
-    role = {
-        "apiVersion": f"{RBAC_API}/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": SERVICE_NAME, "labels": _labels(cluster_name)},
-        "rules": [
-            {"apiGroups": list(groups), "resources": list(resources), "verbs": list(verbs)}
-            for groups, resources, verbs in RBAC_RULES
-        ],
-    }
+    """ClusterRole (generated from the adapter's table) + ClusterRoleBinding to the scaler's group."""
+    role = cluster_role(SERVICE_NAME, labels=_labels(cluster_name))
     binding = {
-        "apiVersion": f"{RBAC_API}/v1",
+        "apiVersion": f"{RBAC_API_GROUP}/v1",
         "kind": "ClusterRoleBinding",
         "metadata": {"name": SERVICE_NAME, "labels": _labels(cluster_name)},
-        "roleRef": {"apiGroup": RBAC_API, "kind": "ClusterRole", "name": SERVICE_NAME},
+        "roleRef": {"apiGroup": RBAC_API_GROUP, "kind": "ClusterRole", "name": SERVICE_NAME},
         # The EKS access entries map the functions' IAM roles to this group.
-        "subjects": [{"apiGroup": RBAC_API, "kind": "Group", "name": RBAC_GROUP}],
+        "subjects": [{"apiGroup": RBAC_API_GROUP, "kind": "Group", "name": RBAC_GROUP}],
     }
     return _dump([role, binding])
 

@@ -2,8 +2,8 @@
 
 Set-up (what `cdk deploy` and the cluster would provide):
 - a moto server on 127.0.0.1 with the groups, table, queue, topic and webhook secret (`aws.py`);
-- the fake Kubernetes API server (tests/fakes, real HTTP) requiring a bearer token, and a kubeconfig
-  for it in the output folder;
+- the fake Kubernetes API server (tests/fakes, real HTTP) requiring a bearer token and enforcing the
+  ClusterRole generated from the adapter's permission table, and a kubeconfig for it in the output folder;
 - the functions' environment in os.environ (shared.constants names, fake credentials, the endpoint);
 - the handlers imported after that (their cold start).
 
@@ -45,6 +45,7 @@ from typing import TextIO, cast
 from shared import constants
 from shared.adapters.aws import clients
 from shared.adapters.aws.queue import clear_fast_clients
+from shared.adapters.kubernetes.rbac import cluster_role
 from shared.config import ScalerConfig, parse_config
 from shared.demo.aws import FAKE_CREDENTIALS, CapacityShortage, DemoResources, MotoServer, provision
 from shared.demo.functions import Functions
@@ -326,6 +327,8 @@ def _start_kube_api(out: Path, stack: contextlib.ExitStack) -> tuple[KubeApi, st
     """The fake Kubernetes API server (from the repository's test fakes) and a kubeconfig for it."""
     server = _kube_fake().FakeKubeApiServer().start()
     stack.callback(server.stop)
+    # The functions get what the deployed ClusterRole grants them, and not a verb more.
+    server.enforce_cluster_role(cluster_role())
     token = secrets.token_urlsafe(24)
     server.require_token(token)
     kubeconfig = server.write_kubeconfig(out / "kubeconfig", token, name="demo")

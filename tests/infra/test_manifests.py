@@ -15,33 +15,27 @@ from cdk.manifests import (
     rbac_manifest,
     rbac_manifest_filename,
 )
-from shared.constants import RBAC_GROUP, WEBHOOK_PATH
+from shared.adapters.kubernetes.rbac import PERMISSIONS, cluster_role, policy_rules
+from shared.constants import RBAC_GROUP, SERVICE_NAME, WEBHOOK_PATH
 from tests.infra.conftest import Synthesized
 
 
-def test_rbac_grants_exactly_what_the_functions_do() -> None:
+def test_rbac_grants_exactly_the_adapters_permission_table() -> None:
+    # Given the ClusterRole the CDK app prints
     role, binding = yaml.safe_load_all(rbac_manifest("research"))
+
+    # Then it is the role generated from the adapter's table: every pair of it, and nothing else
     assert role["kind"] == "ClusterRole"
-    granted = {
+    assert role["rules"] == cluster_role()["rules"]
+    granted = [
         (group, resource, verb)
         for rule in role["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
-    }
-    expected = (
-        {("", "pods", verb) for verb in ("get", "list", "watch", "delete")}  # delete: forced drains
-        | {("", "pods/eviction", "create")}
-        | {("", "nodes", verb) for verb in ("get", "list", "watch", "patch", "delete")}
-        | {(group, "events", verb) for group in ("", "events.k8s.io") for verb in ("create", "patch")}
-        # What the scheduler's filters read: listed once per run, never watched or fetched one by one.
-        | {
-            ("", resource, "list")
-            for resource in ("persistentvolumeclaims", "persistentvolumes", "namespaces")
-        }
-        | {("apps", "daemonsets", "list"), ("storage.k8s.io", "storageclasses", "list")}
-    )
-    assert granted == expected
+    ]
+    assert sorted(granted) == sorted((p.group, p.resource, p.verb) for p in PERMISSIONS)
+    assert len(granted) == len(set(granted))  # no pair granted twice
     assert binding["kind"] == "ClusterRoleBinding"
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -51,6 +45,27 @@ def test_rbac_grants_exactly_what_the_functions_do() -> None:
     assert binding["subjects"] == [
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": RBAC_GROUP}
     ]
+
+
+def test_synthesized_cluster_role_is_the_one_generated_from_the_table(synthesized: Synthesized) -> None:
+    # Given the RBAC manifest of the synthesized stack (its output) and the file next to the templates
+    cluster = synthesized.config.cluster_name
+    output = synthesized.template_json["Outputs"]["RbacManifest"]["Value"]
+    written = (synthesized.assembly_dir / rbac_manifest_filename(cluster)).read_text()
+
+    # Then both hold the ClusterRole generated from the table, labelled for the cluster
+    for manifest in (output, written):
+        role = next(yaml.safe_load_all(manifest))
+        assert role == cluster_role(SERVICE_NAME, labels=role["metadata"]["labels"])
+        assert role["metadata"]["labels"]["app.kubernetes.io/instance"] == cluster
+
+
+def test_generated_rules_are_sorted_whatever_the_table_order() -> None:
+    rules = policy_rules(PERMISSIONS)
+    assert policy_rules(reversed(PERMISSIONS)) == rules
+    assert policy_rules(sorted(PERMISSIONS, key=lambda p: (p.verb, p.resource))) == rules
+    assert [r["apiGroups"] for r in rules] == sorted(r["apiGroups"] for r in rules)
+    assert all(r["resources"] == sorted(r["resources"]) and r["verbs"] == sorted(r["verbs"]) for r in rules)
 
 
 def test_admission_webhook_never_blocks_pod_creation() -> None:

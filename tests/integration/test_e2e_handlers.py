@@ -177,14 +177,16 @@ _clusters = itertools.count(1)
 
 
 @pytest.fixture
-def cluster(aws: Aws, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
-    with FakeKubeApiServer() as server:
-        server.require_token(TOKEN)
-        world = Cluster(f"research-{next(_clusters)}", aws, server, tmp_path, monkeypatch)
-        world.wire()
-        yield world
-        for module in HANDLERS:
-            module.set_dependencies(None)
+def cluster(
+    aws: Aws, kube_api_server: FakeKubeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Cluster]:
+    # RBAC is the generated ClusterRole's (conftest): a request it lacks is a 403, as on a cluster.
+    kube_api_server.require_token(TOKEN)
+    world = Cluster(f"research-{next(_clusters)}", aws, kube_api_server, tmp_path, monkeypatch)
+    world.wire()
+    yield world
+    for module in HANDLERS:
+        module.set_dependencies(None)
 
 
 @pytest.fixture

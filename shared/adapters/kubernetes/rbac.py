@@ -1,0 +1,87 @@
+"""The Kubernetes API permissions of `KubernetesCluster`: one table, and the ClusterRole generated from it.
+
+Every request the adapter (`cluster.py`) makes needs one (API group, resource, verb) entry here, naming
+the adapter methods that make it; nothing else is granted. The CDK app prints the ClusterRole built
+from this table (`cdk/manifests.py`), and the fake API server of the tests and of the local demo
+enforces the same role, so a request the table lacks fails there with the real server's 403, as it
+would on a cluster. Pure data: no kubernetes import, so cdk/ can use it without the client.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shared.constants import SERVICE_NAME
+
+RBAC_API_GROUP = "rbac.authorization.k8s.io"
+CORE_GROUP = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Permission:
+    """One (API group, resource, verb) the adapter uses, and the `KubernetesCluster` methods using it."""
+
+    group: str  # "" is the core group
+    resource: str  # "<resource>/<subresource>" for a subresource, as RBAC names it
+    verb: str  # as the API server derives it: GET of a collection is list, of one object get
+    used_by: tuple[str, ...]
+
+
+# Sorted by group, resource, verb. Not granted, because nothing calls it: watch (every read is a paged
+# list or one get), get of a pod, update (PUT), deletecollection, events.k8s.io (the adapter writes
+# core/v1 Events and never patches one).
+PERMISSIONS: tuple[Permission, ...] = (
+    Permission(CORE_GROUP, "events", "create", ("record_events",)),
+    Permission(CORE_GROUP, "namespaces", "list", ("list_namespaces",)),
+    Permission(CORE_GROUP, "nodes", "delete", ("delete_node",)),
+    Permission(CORE_GROUP, "nodes", "get", ("get_node",)),
+    Permission(CORE_GROUP, "nodes", "list", ("list_nodes",)),
+    Permission(CORE_GROUP, "nodes", "patch", ("cordon", "uncordon")),
+    Permission(CORE_GROUP, "persistentvolumeclaims", "list", ("list_persistent_volume_claims",)),
+    Permission(CORE_GROUP, "persistentvolumes", "list", ("list_persistent_volumes",)),
+    Permission(CORE_GROUP, "pods", "delete", ("delete_pod",)),  # forced drains, past PodDisruptionBudgets
+    Permission(CORE_GROUP, "pods", "list", ("list_pods", "list_pods_on_node")),
+    Permission(CORE_GROUP, "pods/eviction", "create", ("evict",)),
+    Permission("apps", "daemonsets", "list", ("list_daemonsets",)),
+    Permission("storage.k8s.io", "storageclasses", "list", ("list_storage_classes",)),
+)
+
+
+def policy_rules(permissions: Iterable[Permission] = PERMISSIONS) -> list[dict[str, list[str]]]:
+    """The ClusterRole rules granting exactly `permissions`, sorted: deterministic for any input order.
+
+    A rule grants every (group, resource, verb) of its lists, so one rule per API group and verb set,
+    holding the resources that need exactly those verbs: no resource gets a verb it does not use.
+    """
+    verbs: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for permission in permissions:
+        verbs[(permission.group, permission.resource)].add(permission.verb)
+    resources: dict[tuple[str, tuple[str, ...]], list[str]] = defaultdict(list)
+    for (group, resource), granted in verbs.items():
+        resources[(group, tuple(sorted(granted)))].append(resource)
+    rules = [(group, sorted(names), list(granted)) for (group, granted), names in resources.items()]
+    return [
+        {"apiGroups": [group], "resources": names, "verbs": granted}
+        for group, names, granted in sorted(rules)
+    ]
+
+
+def cluster_role(
+    name: str = SERVICE_NAME,
+    *,
+    labels: Mapping[str, str] | None = None,
+    permissions: Iterable[Permission] = PERMISSIONS,
+) -> dict[str, Any]:
+    """The ClusterRole (a manifest document) granting `permissions`, by default the adapter's."""
+    metadata: dict[str, Any] = {"name": name}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {
+        "apiVersion": f"{RBAC_API_GROUP}/v1",
+        "kind": "ClusterRole",
+        "metadata": metadata,
+        "rules": policy_rules(permissions),
+    }
