@@ -9,15 +9,28 @@ cluster lease.
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from shared.config import ScalerConfig, format_validation_error
+from shared.config import ScalerConfig
 from shared.domain.errors import (
     ActionError,
     ConflictError,
@@ -28,12 +41,25 @@ from shared.domain.errors import (
     ThrottledError,
 )
 from shared.domain.model import AsgInstance, AsgState, Node, Pod
-from shared.domain.operations import DrainIntent
+from shared.domain.operations import (
+    MAX_DRAIN_NODES,
+    MAX_GROUP_NAME_LENGTH,
+    MAX_NODE_NAME_LENGTH,
+    MAX_REQUESTED_BY_LENGTH,
+    DrainIntent,
+)
 from shared.ports import Cluster, Fleet, StateStore
 from shared.reporting import ActionKind, ActionRecord, ActionStatus, Reporter
 
 DEFAULT_GRACE_SECONDS = 300
 MAX_GRACE_SECONDS = 24 * 3600
+MAX_TARGET = 100_000  # a sanity bound; the group's own max size is checked once its ASG is read
+# Errors echo this much of a bad value and name this many problems: a 1 MB value is never repeated.
+PREVIEW_CHARS = 200
+MAX_ERRORS_SHOWN = 5
+_PREVIEW = reprlib.Repr()
+_PREVIEW.maxlevel, _PREVIEW.maxdict, _PREVIEW.maxlist, _PREVIEW.maxtuple = 2, 4, 4, 4
+_PREVIEW.maxstring = _PREVIEW.maxother = PREVIEW_CHARS
 # A drain still blocked this long after its grace is given up: its nodes stay cordoned and it is reported.
 GIVE_UP_AFTER_GRACE = timedelta(hours=1)
 # Spot interruption warnings store a hold-only intent: the node stays cordoned until EC2 reclaims it.
@@ -49,20 +75,55 @@ class InvalidRequestError(InputError):
         self.fields = tuple(fields)
 
 
+NodeName = Annotated[
+    StrictStr,
+    Field(min_length=1, max_length=MAX_NODE_NAME_LENGTH, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"),
+]
+
+
+def _at_most(limit: int) -> Callable[[object], object]:
+    """A before-check of an array's length: pydantic counts only the items that validated against
+    `max_length`, so a million bad items would cost a million errors before the bound applied."""
+
+    def check(value: object) -> object:
+        if isinstance(value, list | tuple) and len(value) > limit:
+            raise ValueError(f"at most {limit} items, got {len(value)}")
+        return value
+
+    return check
+
+
 class ForceScaleDownRequest(BaseModel):
-    """`{"group": "a100", "target": 0}` or `{"group": "a100", "nodes": ["ip-..."]}`, plus options."""
+    """`{"group": "a100", "target": 0}` or `{"group": "a100", "nodes": ["ip-..."]}`, plus options.
+
+    Strict, as the JSON of a manual invoke gives it: booleans are `true`/`false`, numbers JSON integers
+    (no `"false"`, `0` for false or `false` for 0), every string and array is bounded, unknown fields are
+    refused. `target` is checked against the group's max size once the ASG is read (`check_against_group`).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    group: str = Field(min_length=1)
-    target: Annotated[int, Field(ge=0)] | None = None
-    nodes: tuple[Annotated[str, Field(min_length=1)], ...] | None = Field(
-        default=None, min_length=1, validate_default=True
+    group: Annotated[
+        StrictStr,
+        Field(min_length=1, max_length=MAX_GROUP_NAME_LENGTH, pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$"),
+    ]
+    target: Annotated[StrictInt, Field(ge=0, le=MAX_TARGET)] | None = None
+    nodes: Annotated[tuple[NodeName, ...], BeforeValidator(_at_most(MAX_DRAIN_NODES))] | None = Field(
+        default=None, min_length=1, max_length=MAX_DRAIN_NODES, validate_default=True
     )
-    dry_run: bool | None = None  # None: the function's own dry-run setting
-    grace_seconds: Annotated[int, Field(ge=0, le=MAX_GRACE_SECONDS)] = DEFAULT_GRACE_SECONDS
-    force: bool = False  # after the grace, delete pods that PodDisruptionBudgets still protect
-    requested_by: str = ""
+    dry_run: StrictBool | None = None  # None: the function's own dry-run setting
+    grace_seconds: Annotated[StrictInt, Field(ge=0, le=MAX_GRACE_SECONDS)] = DEFAULT_GRACE_SECONDS
+    force: StrictBool = False  # after the grace, delete pods that PodDisruptionBudgets still protect
+    requested_by: Annotated[StrictStr, Field(max_length=MAX_REQUESTED_BY_LENGTH)] = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _few_unknown_fields(cls, data: object) -> object:
+        # `extra="forbid"` reports every unknown key; a payload of a million keys names the first few.
+        if isinstance(data, Mapping) and len(data) > len(cls.model_fields):
+            unknown = [k for k in data if k not in cls.model_fields][:MAX_ERRORS_SHOWN]
+            return {k: v for k, v in data.items() if k in cls.model_fields or k in unknown}
+        return data
 
     @field_validator("nodes")
     @classmethod
@@ -80,6 +141,44 @@ class ForceScaleDownRequest(BaseModel):
         return nodes
 
 
+def preview(value: object, limit: int = PREVIEW_CHARS) -> str:
+    """At most about `limit` characters of a value for an error or a log line, never all of a big one."""
+    try:
+        text = _PREVIEW.repr(value)
+    except ValueError:  # an integer past the digits str() converts
+        text = f"<{type(value).__name__}>"
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    if isinstance(value, str) and len(value) > limit:
+        text += f" ({len(value)} characters)"
+    elif isinstance(value, list | tuple | dict) and len(value) > _PREVIEW.maxlist:
+        text += f" ({len(value)} items)"
+    return text
+
+
+def describe_validation_error(exc: ValidationError, source: str) -> tuple[str, tuple[str, ...]]:
+    """`source: field: message (got <preview>)` for the first few problems, and the fields named."""
+    errors = exc.errors()
+    located = {err["loc"][:1] for err in errors if len(err["loc"]) > 1}
+    lines: list[str] = []
+    fields: dict[str, None] = {}
+    for err in errors:
+        if err["type"] == "too_short" and err["loc"][:1] in located:
+            continue  # pydantic also reports the list as empty once its items failed
+        loc = [p if isinstance(p, int) else preview(p, 64).strip("'") for p in err["loc"]]
+        if loc:
+            fields[str(loc[0])] = None
+        if len(lines) == MAX_ERRORS_SHOWN:
+            continue
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+        message = err["msg"].removeprefix("Value error, ")
+        got = "" if err["type"] in ("missing", "too_long") else f" (got {preview(err['input'])})"
+        lines.append(f"{source}: {path or '(root)'}: {message}{got}")
+    if len(errors) > len(lines):
+        lines.append(f"{source}: ... {len(errors)} problems in all")
+    return "\n".join(lines), tuple(fields)
+
+
 def parse_force_scale_down(payload: object, config: ScalerConfig) -> ForceScaleDownRequest:
     """Validate a payload against the model and the config; InvalidRequestError naming the fields."""
     if not isinstance(payload, Mapping):
@@ -87,8 +186,8 @@ def parse_force_scale_down(payload: object, config: ScalerConfig) -> ForceScaleD
     try:
         request = ForceScaleDownRequest.model_validate(payload)
     except ValidationError as exc:
-        fields = tuple(dict.fromkeys(str(e["loc"][0]) for e in exc.errors() if e["loc"]))
-        raise InvalidRequestError(format_validation_error(exc, "request"), fields) from exc
+        message, fields = describe_validation_error(exc, "request")
+        raise InvalidRequestError(message, fields) from exc
     if request.group not in config.group_names:
         raise InvalidRequestError(
             f"request: group: unknown node group {request.group!r}; "
@@ -96,6 +195,25 @@ def parse_force_scale_down(payload: object, config: ScalerConfig) -> ForceScaleD
             ("group",),
         )
     return request
+
+
+def check_against_group(request: ForceScaleDownRequest, asg: AsgState, draining: frozenset[str]) -> None:
+    """What only the group can tell (InvalidRequestError): a target above its max size, or more nodes
+    than one drain holds with the one in progress. Called once the ASG is read, before any write."""
+    if request.target is not None and request.target > asg.max_size:
+        raise InvalidRequestError(
+            f"request: target: {request.target} is above the max size {asg.max_size} of group "
+            f"{request.group} (ASG {asg.name})",
+            ("target",),
+        )
+    if request.nodes is not None:
+        total = len(draining | set(request.nodes))
+        if total > MAX_DRAIN_NODES:
+            raise InvalidRequestError(
+                f"request: nodes: with the {len(draining)} node(s) draining, {total} nodes would drain; "
+                f"at most {MAX_DRAIN_NODES} at once",
+                ("nodes",),
+            )
 
 
 # ---------------------------------------------------------------------------------------------- choice
@@ -202,9 +320,12 @@ def choose(
 ) -> Choice:
     """Which instances to remove, never taking the group below its min size.
 
-    Nodes already `draining` (a drain in progress) count as leaving and are not chosen again.
-    Raises InvalidRequestError naming nodes that are not in the group (nothing is chosen then).
+    Nodes already `draining` (a drain in progress) count as leaving and are not chosen again; with
+    them, at most MAX_DRAIN_NODES drain at once. Raises InvalidRequestError naming nodes that are not
+    in the group, or a target or node list the group refuses (`check_against_group`); nothing is
+    chosen then.
     """
+    check_against_group(request, asg, draining)
     pool = [c for c in candidates if c.name not in draining]
     staying = len(pool)
     removable = max(0, staying - asg.min_size)
@@ -213,8 +334,10 @@ def choose(
         by_name = {c.node.name: c for c in candidates if c.node}
         unknown = [n for n in request.nodes if n not in by_name]
         if unknown:
+            named = ", ".join(unknown[:MAX_ERRORS_SHOWN])
+            more = f" and {len(unknown) - MAX_ERRORS_SHOWN} more" if len(unknown) > MAX_ERRORS_SHOWN else ""
             raise InvalidRequestError(
-                f"request: nodes: not nodes of group {request.group} (ASG {asg.name}): {', '.join(unknown)}",
+                f"request: nodes: not nodes of group {request.group} (ASG {asg.name}): {named}{more}",
                 ("nodes",),
             )
         wanted = rank(by_name[n] for n in request.nodes if n not in draining)
@@ -232,7 +355,12 @@ def choose(
             refused.append(
                 Refusal(request.group, f"only {len(wanted)} of {count} node(s) may be chosen automatically")
             )
-        wanted = wanted[:count]
+        room = max(0, MAX_DRAIN_NODES - len(draining))
+        if min(count, len(wanted)) > room:
+            refused.append(
+                Refusal(request.group, f"at most {MAX_DRAIN_NODES} nodes drain at once; {len(draining)} are")
+            )
+        wanted = wanted[: min(count, room)]
         if request.target < asg.min_size:
             refused.append(
                 Refusal(

@@ -1,4 +1,4 @@
-"""The EventBridge events the AWS-events function handles, as Powertools parser models.
+"""The EventBridge events the AWS-events function handles, as strict Powertools parser models.
 
     source            detail-type                                   detail fields read
     aws.autoscaling   EC2 Instance Launch Unsuccessful              AutoScalingGroupName, StatusMessage,
@@ -6,24 +6,79 @@
     aws.ec2           EC2 Spot Instance Interruption Warning        instance-id, instance-action
     aws.ec2           EC2 Instance Rebalance Recommendation         instance-id
 
-Any other detail-type is an InputError naming the ones accepted.
+Any other shape (another detail-type, not an object) is an UnsupportedEventError; a handled
+detail-type whose fields have the wrong JSON types or sizes is a MalformedEventError naming them.
+Strings are JSON strings (no numbers for names or times), times carry their zone, every string and
+array is bounded; fields AWS adds later are ignored.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal, cast
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictStr,
+    ValidationError,
+)
 
-from shared.config import format_validation_error
 from shared.domain.errors import InputError
+from shared.drain import describe_validation_error, preview
 
 LAUNCH_UNSUCCESSFUL = "EC2 Instance Launch Unsuccessful"
 SPOT_INTERRUPTION = "EC2 Spot Instance Interruption Warning"
 REBALANCE_RECOMMENDATION = "EC2 Instance Rebalance Recommendation"
+MAX_MESSAGE_CHARS = 2048  # StatusMessage and Cause are read for their kind and shown in reasons
+
+
+class UnsupportedEventError(InputError):
+    """Not an event this function handles: it is ignored."""
+
+
+class MalformedEventError(InputError):
+    """A handled detail-type with fields of the wrong type or size; `fields` names them."""
+
+    def __init__(self, message: str, fields: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.fields = fields
+
+
+def _text(value: object) -> object:
+    # Lax datetimes also take numbers (epoch seconds); an EventBridge time is always an ISO string.
+    if not isinstance(value, str) or len(value) > 64:
+        raise ValueError("expected an ISO 8601 time as a JSON string")
+    return value
+
+
+EventTime = Annotated[AwareDatetime, BeforeValidator(_text)]
+Message = Annotated[StrictStr, AfterValidator(lambda text: text[:MAX_MESSAGE_CHARS])]
+
+
+Name = Annotated[StrictStr, Field(max_length=128)]
+
+
+class _StrictEventBridge(EventBridgeModel):
+    """The EventBridge envelope with strict, bounded fields."""
+
+    version: Annotated[StrictStr, Field(max_length=16)]
+    id: Name
+    source: Name
+    account: Annotated[StrictStr, Field(pattern=r"^[0-9]{12}$")]
+    time: EventTime
+    region: Annotated[StrictStr, Field(max_length=32, pattern=r"^[a-z0-9-]+$")]
+    resources: list[Annotated[StrictStr, Field(max_length=2048)]] = Field(
+        default_factory=list, max_length=100
+    )
+    replay_name: Annotated[StrictStr, Field(max_length=256)] | None = Field(default=None, alias="replay-name")
 
 
 class _Detail(BaseModel):
@@ -31,18 +86,18 @@ class _Detail(BaseModel):
 
 
 class LaunchUnsuccessfulDetail(_Detail):
-    asg_name: str = Field(alias="AutoScalingGroupName", min_length=1)
-    status_message: str = Field(default="", alias="StatusMessage")
-    cause: str = Field(default="", alias="Cause")
-    start_time: datetime | None = Field(default=None, alias="StartTime")
+    asg_name: Annotated[StrictStr, Field(min_length=1, max_length=255)] = Field(alias="AutoScalingGroupName")
+    status_message: Message = Field(default="", alias="StatusMessage")
+    cause: Message = Field(default="", alias="Cause")
+    start_time: EventTime | None = Field(default=None, alias="StartTime")
 
 
 class InstanceDetail(_Detail):
-    instance_id: str = Field(alias="instance-id", pattern=r"^i-[0-9a-f]+$")
-    instance_action: str = Field(default="", alias="instance-action")
+    instance_id: Annotated[StrictStr, Field(pattern=r"^i-[0-9a-f]{8,17}$")] = Field(alias="instance-id")
+    instance_action: Annotated[StrictStr, Field(max_length=32)] = Field(default="", alias="instance-action")
 
 
-class LaunchUnsuccessful(EventBridgeModel):
+class LaunchUnsuccessful(_StrictEventBridge):
     detail_type: Literal["EC2 Instance Launch Unsuccessful"] = Field(alias="detail-type")
     source: Literal["aws.autoscaling"]
     detail: LaunchUnsuccessfulDetail
@@ -52,29 +107,37 @@ class LaunchUnsuccessful(EventBridgeModel):
         return self.detail.start_time or self.time
 
 
-class SpotInterruption(EventBridgeModel):
+class SpotInterruption(_StrictEventBridge):
     detail_type: Literal["EC2 Spot Instance Interruption Warning"] = Field(alias="detail-type")
     source: Literal["aws.ec2"]
     detail: InstanceDetail
 
 
-class RebalanceRecommendation(EventBridgeModel):
+class RebalanceRecommendation(_StrictEventBridge):
     detail_type: Literal["EC2 Instance Rebalance Recommendation"] = Field(alias="detail-type")
     source: Literal["aws.ec2"]
     detail: InstanceDetail
 
 
-AwsEvent = Annotated[
-    LaunchUnsuccessful | SpotInterruption | RebalanceRecommendation, Field(discriminator="detail_type")
-]
-
-
 _Handled = LaunchUnsuccessful | SpotInterruption | RebalanceRecommendation
+_MODELS: dict[str, type[_Handled]] = {
+    LAUNCH_UNSUCCESSFUL: LaunchUnsuccessful,
+    SPOT_INTERRUPTION: SpotInterruption,
+    REBALANCE_RECOMMENDATION: RebalanceRecommendation,
+}
 
 
 def parse_aws_event(event: object) -> _Handled:
-    """One of the handled events; InputError naming the bad field or the unsupported detail-type."""
+    """One of the handled events; UnsupportedEventError or MalformedEventError (naming the fields)."""
+    detail_type = event.get("detail-type") if isinstance(event, Mapping) else None
+    model = _MODELS.get(detail_type) if isinstance(detail_type, str) else None
+    if model is None:
+        what = (
+            f"detail-type {preview(detail_type, 100)}" if isinstance(event, Mapping) else type(event).__name__
+        )
+        raise UnsupportedEventError(f"event: not handled here: {what}; handled: {', '.join(_MODELS)}")
     try:
-        return parse(event=cast(dict[str, Any], event), model=cast(type[_Handled], AwsEvent))
+        return parse(event=cast(dict[str, Any], event), model=model)
     except ValidationError as exc:
-        raise InputError(format_validation_error(exc, "event")) from exc
+        message, fields = describe_validation_error(exc, f"event {detail_type}")
+        raise MalformedEventError(message, fields) from exc

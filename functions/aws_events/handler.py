@@ -2,14 +2,22 @@
 
 A failed launch backs its group off at once (the same run then spills the backlog to other groups);
 a spot interruption warning cordons the instance's node; a rebalance recommendation just reconciles.
-Events about other groups or instances are ignored. Failures raise: EventBridge retries.
+Events about other groups or instances are ignored, and so are shapes this function does not handle
+(one info line); a handled event with fields of the wrong type or size is refused with one warning
+line naming them, and nothing is done. Failures of the controller raise: EventBridge retries.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from functions.aws_events.events import LaunchUnsuccessful, SpotInterruption, parse_aws_event
+from functions.aws_events.events import (
+    LaunchUnsuccessful,
+    MalformedEventError,
+    SpotInterruption,
+    UnsupportedEventError,
+    parse_aws_event,
+)
 from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
 from functions.common.wiring import Dependencies, controller_from_environment
 from shared.adapters.aws.fleet import classify_failure
@@ -25,7 +33,14 @@ set_dependencies = dependencies.override
 @logger.inject_lambda_context(correlation_id_path=CORRELATION_ID_PATH)
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    parsed = parse_aws_event(event)
+    try:
+        parsed = parse_aws_event(event)
+    except UnsupportedEventError as exc:
+        logger.info("event ignored", extra={"detail": str(exc)})
+        return {"ok": True, "status": "ignored", "detail": str(exc)}
+    except MalformedEventError as exc:
+        logger.warning("malformed event refused", extra={"error": str(exc), "fields": list(exc.fields)})
+        return {"ok": False, "status": "refused", "detail": str(exc), "fields": list(exc.fields)}
     controller = dependencies.controller()
     if isinstance(parsed, LaunchUnsuccessful):
         detail = parsed.detail

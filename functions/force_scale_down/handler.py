@@ -5,7 +5,8 @@
 
 Payload: `group` and exactly one of `target` (node count) or `nodes` (node names); optional `dry_run`,
 `grace_seconds` (default 300), `force` (delete pods PDBs still protect once the grace is over),
-`requested_by`. The response is the report (`"ok": true`, chosen/refused nodes, actions, what is still
+`requested_by`; strict JSON types, bounded sizes, no unknown fields (shared.drain.ForceScaleDownRequest).
+The response is the report (`"ok": true`, chosen/refused nodes, actions, what is still
 draining). Mistakes and operational refusals are answered, not raised, so the operator reads them in
 out.json: `{"ok": false, "error": "...", "field": "target", "fields": [...], "retryable": false}`.
 Only bugs raise (a FunctionError with a stack trace in the logs).
@@ -46,8 +47,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     try:
         report = dependencies.controller().force_scale_down(event)
     except ScalerError as exc:
+        response = error_response(exc)  # bounded: errors echo at most a preview of a bad value
         logger.warning(
-            "forced scale-down refused", extra={"error": str(exc), "error_type": type(exc).__name__}
+            "forced scale-down refused",
+            extra={
+                "error": response["error"],
+                "error_type": response["error_type"],
+                "fields": response["fields"],
+            },
         )
-        return error_response(exc)
+        return response
     return report.to_json()

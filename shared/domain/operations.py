@@ -6,6 +6,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+# Bounds of a drain intent, which is stored as one DynamoDB item (at most 400 KB). Kubernetes caps
+# node names at 253 characters; 1,500 such names, 256 four-byte characters of requester and the other
+# attributes come to about 383 KB (tests/unit/test_force_scale_down.py stores that worst case).
+MAX_NODE_NAME_LENGTH = 253
+MAX_GROUP_NAME_LENGTH = 128
+MAX_REQUESTED_BY_LENGTH = 256
+MAX_INTENT_NODES = 1_500
+# A forced scale-down drains at most this many nodes of a group at once (with the drain in progress),
+# which leaves the intent room for spot interruption holds up to MAX_INTENT_NODES.
+MAX_DRAIN_NODES = 1_000
+
 
 @dataclass(frozen=True, slots=True)
 class Lease:
@@ -51,6 +62,21 @@ class DrainIntent:
     grace_seconds: int = 300  # evictions go through PDBs until this much time has passed
     force: bool = False  # after the grace, delete pods even when PDBs block
     requested_by: str = ""
+
+    def __post_init__(self) -> None:
+        # The stored item must fit DynamoDB's 400 KB: a bigger intent is a bug upstream, not data.
+        if len(self.group) > MAX_GROUP_NAME_LENGTH:
+            raise ValueError(f"drain intent: group name longer than {MAX_GROUP_NAME_LENGTH} characters")
+        if len(self.nodes) > MAX_INTENT_NODES:
+            raise ValueError(
+                f"drain intent of {self.group}: {len(self.nodes)} nodes, at most {MAX_INTENT_NODES}"
+            )
+        if any(len(name) > MAX_NODE_NAME_LENGTH for name in self.nodes):
+            raise ValueError(f"drain intent of {self.group}: a node name longer than {MAX_NODE_NAME_LENGTH}")
+        if len(self.requested_by) > MAX_REQUESTED_BY_LENGTH:
+            raise ValueError(
+                f"drain intent of {self.group}: requested_by longer than {MAX_REQUESTED_BY_LENGTH}"
+            )
 
 
 class EventType(StrEnum):

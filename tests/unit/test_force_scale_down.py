@@ -5,11 +5,23 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 
+from shared.config import PolicyConfig
 from shared.domain.errors import LeaseHeldError
-from shared.domain.operations import DrainIntent
+from shared.domain.model import AsgState
+from shared.domain.operations import (
+    MAX_DRAIN_NODES,
+    MAX_GROUP_NAME_LENGTH,
+    MAX_INTENT_NODES,
+    MAX_NODE_NAME_LENGTH,
+    MAX_REQUESTED_BY_LENGTH,
+    DrainIntent,
+)
 from shared.drain import (
+    MAX_GRACE_SECONDS,
     ForceScaleDownRequest,
     InvalidRequestError,
     candidates_of,
@@ -267,3 +279,91 @@ def test_existing_hold_of_an_interrupted_node_is_kept() -> None:
     w.controller().force_scale_down({"group": "a100", "nodes": ["busy-1"]})
     intent = w.state.intents["a100"]
     assert intent.nodes == ("busy-1", "busy-2") and intent.requested_by == "operator"
+
+
+# ------------------------------------------------------------------------------------------ bounds
+
+
+def big_group(instances: int, *, max_size: int = 5_000) -> AsgState:
+    ids = [f"i-{n:017x}" for n in range(instances)]
+    return asg_from_json(asg(A100, desired=instances, instances=ids, max_size=max_size))
+
+
+def test_target_above_the_groups_max_size_is_refused_by_the_choice() -> None:
+    group = big_group(2, max_size=4)
+    with pytest.raises(InvalidRequestError, match="above the max size 4") as caught:
+        choose(ForceScaleDownRequest(group="a100", target=5), group, candidates_of(group, [], [], None))
+    assert caught.value.fields == ("target",)
+
+
+def test_a_target_drains_at_most_the_bound_with_the_drain_in_progress() -> None:
+    # Given a group of 1,200 instances of which 300 are draining already
+    group = big_group(1_200)
+    candidates = candidates_of(group, [], [], None)
+    draining = frozenset(c.name for c in candidates[:300])
+    # When a target of 0 is chosen for
+    choice = choose(ForceScaleDownRequest(group="a100", target=0), group, candidates, draining=draining)
+    # Then the drain never holds more than MAX_DRAIN_NODES, and the refusal says why
+    assert len(choice.chosen) == MAX_DRAIN_NODES - 300
+    assert any(f"at most {MAX_DRAIN_NODES} nodes drain at once" in r.reason for r in choice.refused)
+
+
+def test_named_nodes_beyond_the_bound_with_the_drain_in_progress_are_refused() -> None:
+    group = big_group(1)
+    request = ForceScaleDownRequest(group="a100", nodes=tuple(f"n{i}" for i in range(600)))
+    draining = frozenset(f"d{i}" for i in range(500))
+    with pytest.raises(InvalidRequestError, match="1100 nodes would drain") as caught:
+        choose(request, group, candidates_of(group, [], [], None), draining=draining)
+    assert caught.value.fields == ("nodes",)
+
+
+def test_drain_intent_refuses_what_would_not_fit_in_one_item() -> None:
+    with pytest.raises(ValueError, match="nodes"):
+        DrainIntent("a100", tuple(f"n{i}" for i in range(MAX_INTENT_NODES + 1)), NOW, NOW)
+    with pytest.raises(ValueError, match="node name"):
+        DrainIntent("a100", ("n" * (MAX_NODE_NAME_LENGTH + 1),), NOW, NOW)
+    with pytest.raises(ValueError, match="requested_by"):
+        DrainIntent("a100", (), NOW, NOW, requested_by="x" * (MAX_REQUESTED_BY_LENGTH + 1))
+
+
+def dynamodb_item_size(item: dict[str, Any]) -> int:
+    """An upper bound of an item's size by DynamoDB's rules: names plus values; lists cost 3 bytes
+    plus 1 per element; numbers at most one byte per digit plus one; booleans 1."""
+
+    def value_size(value: dict[str, Any]) -> int:
+        ((kind, inner),) = value.items()
+        if kind == "S":
+            return len(inner.encode())
+        if kind == "N":
+            return len(inner) + 1
+        if kind == "BOOL":
+            return 1
+        if kind == "L":
+            return 3 + sum(1 + value_size(v) for v in inner)
+        raise AssertionError(f"unexpected attribute type {kind}")
+
+    return sum(len(name.encode()) + value_size(value) for name, value in item.items())
+
+
+@pytest.mark.usefixtures("fake_aws")
+def test_worst_case_drain_intent_fits_in_one_dynamodb_item() -> None:
+    # Given the largest intent the bounds allow: the longest group name, MAX_INTENT_NODES names of
+    # 253 characters, and a requester of 256 four-byte characters
+    from shared.adapters.aws.state_store import DynamoDbStateStore, create_table
+
+    group = "g" * MAX_GROUP_NAME_LENGTH
+    nodes = tuple(f"{n:05d}".ljust(MAX_NODE_NAME_LENGTH, "n") for n in range(MAX_INTENT_NODES))
+    intent = DrainIntent(
+        group, nodes, NOW, NOW + timedelta(days=1), MAX_GRACE_SECONDS, True, "\U0001f600" * 256
+    )
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, "state")
+        store = DynamoDbStateStore("state", "c" * 63, PolicyConfig(), client, clock=lambda: NOW)
+        # When it is stored
+        store.put_drain_intent(intent)
+        # Then it is read back whole, and its item is within DynamoDB's 400 KB with room to spare
+        assert store.drain_intents() == (intent,)
+        (item,) = client.scan(TableName="state")["Items"]
+    size = dynamodb_item_size(item)
+    assert 380_000 < size < 390_000 < 400 * 1000

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -14,7 +15,6 @@ import pytest
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
 
 from functions.aws_events import handler as aws_events
-from shared.domain.errors import InputError
 from tests.builders import GPU_TAINT, asg, node, pod
 from tests.builders import config as make_config
 from tests.fakes.memory import FakeCluster, FakeFleet, FakeLambdaContext, FakeWorld
@@ -85,22 +85,91 @@ def test_rebalance_recommendation_only_reconciles(world: FakeWorld) -> None:
     assert response["status"] == "completed"
 
 
+def log_lines(caplog: pytest.LogCaptureFixture, message: str) -> list[logging.LogRecord]:
+    """The handler's log records with this message."""
+    return [record for record in caplog.records if record.getMessage() == message]
+
+
 @pytest.mark.parametrize(
-    ("change", "message"),
+    "bad",
     [
-        (
-            {"detail-type": "EC2 Instance State-change Notification"},
-            "does not match any of the expected tags",
-        ),
-        ({"detail": {"instance-action": "terminate"}}, "detail.instance-id"),
-        ({"detail": {"instance-id": "not-an-instance"}}, "detail.instance-id"),
-        ({"source": "aws.autoscaling"}, "source"),
+        {**event("spot_interruption.json"), "detail-type": "EC2 Instance State-change Notification"},
+        {"version": "0", "source": "aws.ec2"},  # no detail-type
+        {**event("spot_interruption.json"), "detail-type": 7},
+        {**event("spot_interruption.json"), "detail-type": "x" * 1_000_000},
+        ["EC2 Spot Instance Interruption Warning"],
+        "EC2 Spot Instance Interruption Warning",
+        None,
+        {},
+    ],
+    ids=["other-detail-type", "no-detail-type", "number", "1MB", "array", "string", "null", "empty"],
+)
+def test_unknown_shapes_are_ignored_with_one_log_line(
+    world: FakeWorld, caplog: pytest.LogCaptureFixture, bad: Any
+) -> None:
+    # Given an event this function does not handle
+    # When it arrives
+    response = aws_events.handler(bad, FakeLambdaContext())
+    # Then it is ignored: no exception, one bounded log line, nothing read or written
+    assert response["ok"] is True and response["status"] == "ignored"
+    (line,) = log_lines(caplog, "event ignored")
+    assert len(line.detail) < 2_000  # type: ignore[attr-defined]
+    assert world.write_calls() == [] and world.cluster.calls == [] and world.fleet.calls == []
+
+
+def replaced(name: str, path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """The fixture `name` with the value at `path` replaced."""
+    bad = event(name)
+    target = bad
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return bad
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        (replaced("spot_interruption.json", ("detail", "instance-id"), "not-an-instance"), "detail"),
+        (replaced("spot_interruption.json", ("detail", "instance-id"), 1234), "detail"),
+        (replaced("spot_interruption.json", ("detail", "instance-id"), ["i-0a1b2c3d4e5f60001"]), "detail"),
+        (replaced("spot_interruption.json", ("detail", "instance-id"), "i-" + "0" * 1_000_000), "detail"),
+        (replaced("spot_interruption.json", ("detail", "instance-action"), True), "detail"),
+        (replaced("spot_interruption.json", ("detail",), "terminate"), "detail"),
+        (replaced("spot_interruption.json", ("source",), "aws.autoscaling"), "source"),
+        (replaced("spot_interruption.json", ("time",), 1_796_212_800), "time"),
+        (replaced("spot_interruption.json", ("time",), "2026-12-02T12:00:00"), "time"),  # no zone
+        (replaced("spot_interruption.json", ("resources",), ["arn"] * 10_000), "resources"),
+        (replaced("spot_interruption.json", ("account",), 123456789012), "account"),
+        (replaced("rebalance_recommendation.json", ("detail", "instance-id"), None), "detail"),
+        (replaced("launch_unsuccessful.json", ("detail", "AutoScalingGroupName"), 42), "detail"),
+        (replaced("launch_unsuccessful.json", ("detail", "AutoScalingGroupName"), "a" * 300), "detail"),
+        (replaced("launch_unsuccessful.json", ("detail", "StatusMessage"), ["capacity"]), "detail"),
+        (replaced("launch_unsuccessful.json", ("detail", "StartTime"), False), "detail"),
     ],
 )
-def test_malformed_or_unknown_events_are_refused_by_name(
-    world: FakeWorld, change: dict[str, Any], message: str
+def test_wrong_types_in_known_shapes_are_refused_by_name_and_do_nothing(
+    world: FakeWorld, caplog: pytest.LogCaptureFixture, bad: dict[str, Any], field: str
 ) -> None:
-    bad = {**event("spot_interruption.json"), **change}
-    with pytest.raises(InputError, match=message):
-        aws_events.handler(bad, FakeLambdaContext())
-    assert world.write_calls() == []
+    # Given a handled event with a field of the wrong JSON type or size
+    # When it arrives
+    response = aws_events.handler(bad, FakeLambdaContext())
+    # Then one warning names the field, echoes little of the value, and nothing is done
+    assert response["ok"] is False and response["status"] == "refused"
+    assert response["fields"][0] == field and len(response["detail"]) < 2_000
+    (line,) = log_lines(caplog, "malformed event refused")
+    assert line.levelname == "WARNING" and line.fields[0] == field  # type: ignore[attr-defined]
+    assert len(line.error) < 2_000  # type: ignore[attr-defined]
+    assert world.write_calls() == [] and world.cluster.calls == [] and world.fleet.calls == []
+
+
+def test_long_status_message_is_bounded_not_refused(world: FakeWorld) -> None:
+    # Given a launch failure whose message is far longer than any AWS writes
+    long = replaced(
+        "launch_unsuccessful.json", ("detail", "StatusMessage"), "insufficient capacity " * 10_000
+    )
+    # When it arrives
+    response = aws_events.handler(long, FakeLambdaContext())
+    # Then the group still backs off, and the reason carries a bounded part of the message
+    assert response["ok"] and response["actions"][0]["kind"] == "backoff"
+    assert len(response["actions"][0]["reason"]) < 3_000

@@ -85,3 +85,83 @@ def test_read_failure_is_answered_as_retryable(world: FakeWorld) -> None:
         "retryable": True,
     }
     assert world.cluster.calls_of("cordon") == [] and world.state.lease is None
+
+
+LEASE = {"acquire_lease", "release_lease"}
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "shown"),
+    [
+        ("force_scale_down_bool_as_int.json", "target", "Input should be a valid integer (got False)"),
+        ("force_scale_down_string_bool.json", "dry_run", "Input should be a valid boolean (got 'false')"),
+    ],
+)
+def test_wrong_json_types_are_refused_and_nothing_is_written(
+    world: FakeWorld, name: str, field: str, shown: str
+) -> None:
+    # Given a payload whose boolean or integer is of another JSON type
+    # When it is invoked
+    response = force.handler(event(name), FakeLambdaContext())
+    # Then the field is named, its value shown, and nothing is written (not even the lease)
+    assert response["ok"] is False and response["field"] == field and not response["retryable"]
+    assert f"request: {field}: {shown}" in response["error"]
+    assert world.write_calls() == []
+
+
+MEGABYTE = "x" * 1_000_000
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"target": "0"}, "target"),
+        ({"target": 1.0}, "target"),
+        ({"target": True}, "target"),
+        ({"target": 10**30}, "target"),
+        ({"target": 0, "force": 1}, "force"),
+        ({"target": 0, "force": "true"}, "force"),
+        ({"target": 0, "grace_seconds": "600"}, "grace_seconds"),
+        ({"target": 0, "grace_seconds": 86_401}, "grace_seconds"),
+        ({"target": 0, "grace_seconds": False}, "grace_seconds"),
+        ({"target": 0, "requested_by": MEGABYTE}, "requested_by"),
+        ({"target": 0, "requested_by": 7}, "requested_by"),
+        ({"nodes": [f"n{i}" for i in range(1_001)]}, "nodes"),
+        ({"nodes": ["n" * 254]}, "nodes"),
+        ({"nodes": [MEGABYTE]}, "nodes"),
+        ({"nodes": [7]}, "nodes"),
+        ({"nodes": "ip-10-0-1-13"}, "nodes"),
+        ({"nodes": [0] * 2_000_000}, "nodes"),
+        ({"group": MEGABYTE, "target": 0}, "group"),
+        ({"group": ["a100"], "target": 0}, "group"),
+        ({"target": 0, "tagret": MEGABYTE}, "tagret"),
+        ({"target": 0, **{f"extra{i}": i for i in range(100_000)}}, "extra0"),
+    ],
+)
+def test_bad_values_are_refused_by_field_with_a_bounded_echo(
+    world: FakeWorld, change: dict[str, Any], field: str
+) -> None:
+    # Given a payload with one field of the wrong type or beyond its bound, however large
+    payload = {"group": "a100", **change}
+    # When it is invoked
+    response = force.handler(payload, FakeLambdaContext())
+    # Then the field is named, at most a short preview of the value is echoed, and nothing is written
+    assert response["ok"] is False and response["field"] == field
+    assert len(response["error"]) < 2_000 and len(json.dumps(response)) < 3_000
+    assert world.write_calls() == []
+
+
+def test_target_above_the_groups_max_is_refused_before_any_write(world: FakeWorld) -> None:
+    # Given a target above the ASG's max size (16), which only the ASG tells
+    # When it is invoked
+    response = force.handler(event("force_scale_down_above_max.json"), FakeLambdaContext())
+    # Then it is refused naming target, and only the lease was taken (and given back) to read the group
+    assert response["ok"] is False and response["field"] == "target"
+    assert "above the max size 16" in response["error"]
+    assert set(world.write_calls()) <= LEASE and world.state.lease is None
+    assert world.cluster.calls_of("cordon") == [] and world.fleet.desired(A100) == 2
+
+
+def test_target_at_the_groups_max_is_accepted(world: FakeWorld) -> None:
+    response = force.handler({"group": "a100", "target": 16}, FakeLambdaContext())
+    assert response["ok"] is True and response["chosen"] == []
