@@ -10,22 +10,32 @@
 - `/poke`: `{"reason": "..."}`, always relevant.
 
 Parse errors are BadRequestErrors naming the field (`request.uid: Field required`), never the value.
+
+Bounded work: parsed JSON costs tens of bytes per value (an empty object `{}` takes 3 bytes of body
+and ~70 of memory), so a 256 KiB body of tiny items would cost hundreds of MiB once validated. Before
+anything is parsed, a body with more than MAX_JSON_VALUES values (counted on the raw bytes: commas and
+opening brackets outside strings) is refused with a 413; a batch with more than MAX_EVENTS events is
+refused the same way after parsing, before any model is built. So one request costs at most a few
+times the body limit (tests/unit/test_webhook_bounds.py measures it).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, TypeVar
 
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from functions.webhook.errors import BadRequestError
+from functions.webhook.errors import BadRequestError, PayloadTooLargeError
 from shared.config import format_validation_error
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 RELEVANT_EVENT_REASONS = frozenset({"FailedScheduling", "NotTriggerScaleUp"})
 MAX_REASON_CHARS = 256
 MAX_ERRORS_SHOWN = 5
+MAX_JSON_VALUES = 4_000  # a large pod's AdmissionReview has ~1,000; parsed, they cost < 400 KiB
+MAX_EVENTS = 100  # per request (`{"events": [...]}` or an EventList); forwarders send 1 to a few
 
 
 class _Lenient(BaseModel):
@@ -102,13 +112,13 @@ class CoreEvent(_Lenient):
 
 
 class EventBatch(_Lenient):
-    events: list[CoreEvent]
+    events: list[CoreEvent] = Field(max_length=MAX_EVENTS)
 
 
 class EventList(_Lenient):
     api_version: Literal["v1"] | None = Field(default=None, alias="apiVersion")
     kind: Literal["EventList"]
-    items: list[CoreEvent]
+    items: list[CoreEvent] = Field(max_length=MAX_EVENTS)
 
 
 # Poke
@@ -133,9 +143,39 @@ def _validate(model: type[ModelT], document: object, source: str) -> ModelT:
         raise BadRequestError(shown + more) from exc
 
 
+# A JSON string, escapes included; possessive so that a long string costs no backtracking state.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
+_VALUE_MARKS = (b",", b"[", b"{")
+
+
+def _value_marks(body: bytes, start: int, end: int) -> int:
+    return sum(body.count(mark, start, end) for mark in _VALUE_MARKS)
+
+
+def has_too_many_values(body: bytes, limit: int = MAX_JSON_VALUES) -> bool:
+    """True when the JSON in `body` has more than `limit` values, judged without parsing it.
+
+    Every value but the root follows a comma or opens its container's first slot, so 1 + the commas
+    and opening brackets outside strings bound the number of values from above.
+    """
+    if 1 + _value_marks(body, 0, len(body)) <= limit:
+        return False  # the usual case: under the limit even counting the marks inside strings
+    count, position = 1, 0
+    for string in _JSON_STRING.finditer(body):
+        count += _value_marks(body, position, string.start())
+        if count > limit:
+            return True  # early: an attack body stops here after `limit` marks
+        position = string.end()
+    return count + _value_marks(body, position, len(body)) > limit
+
+
 def _json(body: bytes, source: str) -> object:
     if not body.strip():
         raise BadRequestError(f"{source}: empty body, expected a JSON object")
+    if has_too_many_values(body):
+        raise PayloadTooLargeError(
+            f"{source}: more than {MAX_JSON_VALUES} JSON values in the body; send fewer or smaller objects"
+        )
     try:
         return pydantic_core.from_json(body)  # bounded nesting depth: deep input is an error, not a crash
     except ValueError as exc:
@@ -187,10 +227,21 @@ def parse_events(body: bytes) -> tuple[CoreEvent, ...]:
     """The Events in `body` (one Event, `{"events": [...]}` or an EventList); BadRequestError."""
     document = _json(body, "events")
     if isinstance(document, dict) and "events" in document:
+        _check_event_count(document["events"], "events")
         return tuple(_validate(EventBatch, document, "events").events)
     if isinstance(document, dict) and document.get("kind") == "EventList":
+        _check_event_count(document.get("items"), "items")
         return tuple(_validate(EventList, document, "events").items)
     return (_validate(CoreEvent, document, "event"),)
+
+
+def _check_event_count(events: object, field: str) -> None:
+    # Before validation: a model per event (and an error per bad one) is what costs the memory.
+    if isinstance(events, list) and len(events) > MAX_EVENTS:
+        raise PayloadTooLargeError(
+            f"events: {field} has {len(events)} events, at most {MAX_EVENTS} per request;"
+            " send smaller batches"
+        )
 
 
 def events_reason(events: tuple[CoreEvent, ...]) -> str | None:

@@ -1,8 +1,9 @@
 """The webhook's work behind each route: authenticate, parse, decide relevance, enqueue.
 
 The order of checks for every request, so that nothing reaches the queue without passing all of them:
-size (413) -> authentication (401; 503 if the secret cannot be read) -> route (404/405) -> body (400)
--> enqueue (503 on /events and /poke when the queue fails; /admission is always allowed).
+size (413) -> authentication (401; 503 if the secret cannot be read) -> route (404/405) -> body (400;
+413 over payloads.MAX_JSON_VALUES or MAX_EVENTS) -> enqueue (503 on /events and /poke when the queue
+fails; /admission is always allowed).
 """
 
 from __future__ import annotations
