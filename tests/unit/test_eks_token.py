@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import base64
+import io
+import json
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import boto3
 import pytest
+import urllib3
 from botocore.exceptions import ClientError
 from kubernetes import client as k8s
 from moto import mock_aws
@@ -23,6 +26,7 @@ from shared.adapters.kubernetes.auth import (
     describe_cluster_endpoint,
     eks_token,
 )
+from shared.adapters.kubernetes.cluster import KubernetesCluster
 from shared.domain.errors import AuthError, ClusterReadError, ConfigError
 
 REGION = "eu-west-1"
@@ -288,3 +292,90 @@ def test_unreadable_kubeconfig_is_a_config_error(tmp_path: Any) -> None:
     # When / Then
     with pytest.raises(ConfigError, match="kubeconfig"):
         api_client_from_kubeconfig(str(tmp_path / "missing"))
+
+
+class TokenCheckingPool:
+    """Stands in for the client's urllib3 pool (no network): refuses the first `refusals` requests
+    with 401 and answers an empty NodeList after; records the Authorization header of each."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+        self.authorizations: list[str] = []
+
+    def request(self, method: str, url: str, **kwargs: Any) -> urllib3.HTTPResponse:
+        self.authorizations.append(kwargs["headers"]["authorization"])
+        if len(self.authorizations) <= self.refusals:
+            status, body = 401, {"kind": "Status", "status": "Failure", "reason": "Unauthorized", "code": 401}
+        else:
+            status, body = 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": []}
+        return urllib3.HTTPResponse(
+            body=io.BytesIO(json.dumps(body).encode()),
+            status=status,
+            headers={"Content-Type": "application/json"},
+            preload_content=False,
+        )
+
+
+def cluster_behind(pool: TokenCheckingPool, sts: Any, *, token_source: bool = True) -> KubernetesCluster:
+    source = EksTokenSource("gpu-cluster", REGION, sts_client=sts, clock=FakeClock())
+    api = build_api_client(
+        "https://eks.invalid", token_source=source if token_source else None, token="fixed"
+    )
+    api.rest_client.pool_manager = pool
+    return KubernetesCluster(api)
+
+
+def test_a_refused_token_is_re_signed_and_the_request_retried_once(sts: Any) -> None:
+    # Given an API server that refuses the first request's token (a fresh token, still cached)
+    pool = TokenCheckingPool(refusals=1)
+    cluster = cluster_behind(pool, sts)
+    signed = count_signings(sts)
+
+    # When the adapter lists nodes
+    nodes = cluster.list_nodes()
+
+    # Then it signed one new token and sent the request again, which succeeded
+    assert nodes == ()
+    assert signed == ["gpu-cluster"]
+    assert len(pool.authorizations) == 2
+    assert all(a.startswith("Bearer " + TOKEN_PREFIX) for a in pool.authorizations)
+
+
+def test_a_second_401_is_an_auth_error(sts: Any) -> None:
+    # Given an API server that refuses every token
+    pool = TokenCheckingPool(refusals=10)
+    cluster = cluster_behind(pool, sts)
+    signed = count_signings(sts)
+
+    # When the adapter lists nodes / Then one retry with a new token, then AuthError
+    with pytest.raises(AuthError, match="401"):
+        cluster.list_nodes()
+    assert signed == ["gpu-cluster"]
+    assert len(pool.authorizations) == 2
+
+
+def test_a_fixed_token_is_not_retried(sts: Any) -> None:
+    # Given a client with a fixed token (nothing to re-sign) and a server that refuses it
+    pool = TokenCheckingPool(refusals=1)
+    cluster = cluster_behind(pool, sts, token_source=False)
+
+    # When the adapter lists nodes / Then AuthError at once: a retry would send the same token
+    with pytest.raises(AuthError):
+        cluster.list_nodes()
+    assert pool.authorizations == ["Bearer fixed"]
+
+
+def test_concurrent_refusals_of_one_token_sign_one_new_token(sts: Any) -> None:
+    # Given a token source whose cached token was refused by two requests at once
+    source = EksTokenSource("gpu-cluster", REGION, sts_client=sts, clock=FakeClock())
+    refused = source.token()
+    signed = count_signings(sts)
+
+    # When both drop it, the second after the first request had already signed a new one
+    source.invalidate(refused)
+    renewed = source.token()
+    source.invalidate(refused)
+
+    # Then the new token stays: one signature, not one per refused request
+    assert source.token() is renewed
+    assert signed == ["gpu-cluster"]

@@ -4,7 +4,8 @@ An EKS token is a presigned STS GetCallerIdentity URL that signs the `x-k8s-aws-
 base64url-encoded behind `k8s-aws-v1.` (what `aws eks get-token` prints). EKS accepts it for 15
 minutes after signing; `EksTokenSource` caches one and signs a new one well before that, and
 `install()` hooks it into a kubernetes `Configuration` so every request of a long-lived client
-carries a valid token.
+carries a valid token. A token the API server refuses anyway (401: clock skew, a token revoked with
+its role session) is dropped by `renew_token`, and the adapter retries the request once with a new one.
 """
 
 from __future__ import annotations
@@ -121,16 +122,41 @@ class EksTokenSource:
                 self._signed_at = now
             return self._token
 
+    def invalidate(self, refused: str | None = None) -> None:
+        """Sign a new token at the next request: drop the cached one (only if it is `refused`, when given,
+        so that concurrent requests refused with the same token cause one new signature, not one each)."""
+        with self._lock:
+            if refused is None or refused is self._token:  # identity: a re-signed token may be equal
+                self._token = None
+
     def install(self, configuration: k8s.Configuration) -> None:
         """Make every request of clients built on `configuration` carry a current token."""
         # Configuration.get_api_key_with_prefix calls the hook before each request; auth_settings
         # only asks for the key when one is already set, hence the first token here.
         configuration.api_key["authorization"] = self.token()
         configuration.api_key_prefix["authorization"] = "Bearer"
-        configuration.refresh_api_key_hook = self._refresh  # type: ignore[assignment]
+        configuration.refresh_api_key_hook = _RefreshHook(self)  # type: ignore[assignment]
 
-    def _refresh(self, configuration: k8s.Configuration) -> None:
-        configuration.api_key["authorization"] = self.token()
+
+class _RefreshHook:
+    """The Configuration's per-request hook; it knows its token source, so `renew_token` can find it."""
+
+    def __init__(self, source: EksTokenSource) -> None:
+        self.source = source
+
+    def __call__(self, configuration: k8s.Configuration) -> None:
+        configuration.api_key["authorization"] = self.source.token()
+
+
+def renew_token(configuration: k8s.Configuration) -> bool:
+    """After a 401: make the next request sign a new token. False when the token cannot be renewed
+    (a fixed token or a kubeconfig's credentials), so that a retry would only be refused again."""
+    hook = configuration.refresh_api_key_hook
+    if not isinstance(hook, _RefreshHook):
+        return False
+    # The hook wrote the token of the refused request here just before sending it.
+    hook.source.invalidate(configuration.api_key.get("authorization"))
+    return True
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,9 @@ kubernetes/urllib3 failure is mapped here to the project's errors:
 Transport retries (connect errors; read errors on GET only) are urllib3's, configured on the
 ApiClient (`auth.default_retries`). A list either returns every object or raises: the controller never
 plans on a partial picture. While one page is decoded, the next is already on its way.
+
+Every request needs its (API group, resource, verb) in `rbac.PERMISSIONS`, naming the method: the
+ClusterRole is generated from that table and the tests' fake API server enforces it.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from shared.adapters.kubernetes.auth import (
     build_api_client,
     decode_certificate_authority,
     describe_cluster_endpoint,
+    renew_token,
 )
 from shared.domain.errors import (
     AuthError,
@@ -658,13 +662,22 @@ class KubernetesCluster:
         throttled: type[ScalerError] = ThrottledError,
         retry_throttled: bool = True,
     ) -> T:
-        """Run one request (reading the body included) and map its failures to the project's errors."""
+        """Run one request (reading the body included) and map its failures to the project's errors.
+
+        A 401 re-signs the EKS token and retries once (safe for writes too: the API server refuses
+        before doing anything); a second 401, or one with a token that cannot be renewed, is AuthError.
+        """
         attempt = 0
+        renewed = False
         while True:
             try:
                 return call()
             except ApiException as exc:
                 status = exc.status
+                if status == 401 and not renewed and renew_token(self._core.api_client.configuration):
+                    logger.info("%s: token refused (401), retry once with a newly signed token", what)
+                    renewed = True
+                    continue
                 if status == 429 and retry_throttled and attempt < self._options.throttle_retries:
                     delay = _retry_after(exc)
                     if delay is None:
