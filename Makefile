@@ -14,6 +14,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# checkov pins its own boto3 (==1.35.x, ours is ~=1.44): it lives in a virtualenv of its own and
+# runs as a CLI on the synthesized template (tests/infra/test_scanners.py).
+CHECKOV := $(VENV)/checkov/bin/checkov
+$(CHECKOV): | $(BIN)/python
+	$(PY) -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/pip install --quiet checkov==3.3.30
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -21,7 +28,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy shared functions
 
-unit: $(STAMP)
+unit: $(STAMP) $(CHECKOV)
 	$(BIN)/lint-imports
 	$(BIN)/pytest -n 2
 

@@ -59,6 +59,17 @@ class NodeGroupConfig(_Model):
 
     _validate_allocatable = field_validator("allocatable")(_validate_quantities)
 
+    @field_validator("asg_name")
+    @classmethod
+    def _no_wildcards(cls, value: str) -> str:
+        # The name goes into the IAM resource ARN of the scaling permissions, where * and ? are wildcards.
+        if "*" in value or "?" in value:
+            raise ValueError(
+                "must be the exact name of one Auto Scaling group: '*' and '?' would be IAM wildcards"
+                " and grant scaling on other groups"
+            )
+        return value
+
     @model_validator(mode="after")
     def _needs_a_shape(self) -> NodeGroupConfig:
         if self.allocatable is None and not self.instance_type:

@@ -24,7 +24,6 @@ DESCRIBE_ACTIONS = (
     # Re-reads an instance whose termination was refused (already leaving?) and maps spot warnings.
     "autoscaling:DescribeAutoScalingInstances",
     "ec2:DescribeInstanceTypes",
-    "ec2:DescribeInstances",
 )
 # What a function in a VPC needs to attach its network interfaces (AWSLambdaVPCAccessExecutionRole).
 VPC_ACTIONS = (
@@ -91,7 +90,7 @@ class FleetAccess(Construct):
             self.policy,
             "AwsSolutions-IAM5[Resource::*]",
             "Describe calls of Auto Scaling and EC2 (DescribeAutoScalingGroups, DescribeScalingActivities, "
-            "DescribeAutoScalingInstances, DescribeInstanceTypes, DescribeInstances) support no "
+            "DescribeAutoScalingInstances, DescribeInstanceTypes) support no "
             "resource-level permissions; AWS requires Resource '*'. They are read-only.",
         )
         for group in config.node_groups:

@@ -45,6 +45,7 @@ class Observability(Construct):
         group_names: Sequence[str],
         functions: Mapping[str, lambda_.IFunction],
         dead_letter_queue: sqs.IQueue,
+        failed_invocations: sqs.IQueue,
         topic: sns.ITopic,
         oldest_pending_seconds: int,
         capacity_failures: int,
@@ -94,6 +95,20 @@ class Observability(Construct):
             "DeadLetterQueueNotEmpty",
             alarm_description=f"backlog-scaler {cluster_name}: triggers failed repeatedly and were parked",
             metric=dead_letter_queue.metric_approximate_number_of_messages_visible(
+                period=FIVE_MINUTES, statistic="Maximum"
+            ),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        alarm(
+            "FailedInvocationsNotEmpty",
+            alarm_description=(
+                f"backlog-scaler {cluster_name}: an AWS event (launch failure, spot warning) failed "
+                "every attempt and was parked in the failed-invocations queue"
+            ),
+            metric=failed_invocations.metric_approximate_number_of_messages_visible(
                 period=FIVE_MINUTES, statistic="Maximum"
             ),
             threshold=1,
@@ -191,7 +206,10 @@ class Observability(Construct):
                 right=[
                     dead_letter_queue.metric_approximate_number_of_messages_visible(
                         period=FIVE_MINUTES, statistic="Maximum", label="DLQ messages"
-                    )
+                    ),
+                    failed_invocations.metric_approximate_number_of_messages_visible(
+                        period=FIVE_MINUTES, statistic="Maximum", label="failed AWS events"
+                    ),
                 ],
                 width=width,
             ),

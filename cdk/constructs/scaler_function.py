@@ -77,6 +77,7 @@ class ScalerFunction(Construct):
         placement: VpcPlacement | None = None,
         max_event_age: cdk.Duration | None = None,
         retry_attempts: int | None = None,
+        on_failure: lambda_.IDestination | None = None,
         tracing: bool = False,
     ) -> None:
         super().__init__(scope, id)
@@ -115,6 +116,7 @@ class ScalerFunction(Construct):
             log_group=self.log_group,
             max_event_age=max_event_age,
             retry_attempts=retry_attempts,
+            on_failure=on_failure,  # asynchronous invocations only: where an event goes once retries end
             # With deployment.tracing the handlers trace with the Powertools Tracer, which X-Ray records
             # only under active tracing; without it the functions never load the X-Ray SDK.
             tracing=lambda_.Tracing.ACTIVE if tracing else lambda_.Tracing.DISABLED,

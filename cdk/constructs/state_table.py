@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from shared.constants import TABLE_PARTITION_KEY, TABLE_SORT_KEY, TABLE_TTL_ATTRIBUTE
+
+# What shared/adapters/aws/state_store.py calls (transactions are authorized per item: ConditionCheck,
+# Put, Update, Delete). Not `grant_read_write_data`: the table has no stream (GetRecords,
+# GetShardIterator) and the adapter never scans, batches or describes it.
+STATE_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+)
 
 
 class StateTable(Construct):
@@ -31,3 +44,7 @@ class StateTable(Construct):
             # retry a group that has no capacity; an operator deletes the table deliberately.
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
+
+    def grant_state_access(self, grantee: iam.IGrantable) -> None:
+        """Let `grantee` read and write the state items (STATE_ACTIONS on this table only)."""
+        self.table.grant(grantee, *STATE_ACTIONS)

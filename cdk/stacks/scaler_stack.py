@@ -9,6 +9,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from cdk.constructs.cluster_access import ClusterAccess
+from cdk.constructs.failed_invocations import FailedInvocations
 from cdk.constructs.fleet_access import FleetAccess, VpcNetworking
 from cdk.constructs.function_code import FunctionCode
 from cdk.constructs.network import FunctionNetwork
@@ -84,7 +85,8 @@ class BacklogScalerStack(cdk.Stack):
         log_retention = retention(deployment.log_retention_days)
         cdk.Tags.of(self).add("Application", SERVICE_NAME)
 
-        table = StateTable(self, "State").table
+        state = StateTable(self, "State")
+        table = state.table
         queue = TriggerQueue(
             self,
             "TriggerQueue",
@@ -120,6 +122,7 @@ class BacklogScalerStack(cdk.Stack):
             webhook_secret_arn=secrets.webhook.secret_arn,
             slack_secret_arn=secrets.slack.secret_arn if secrets.slack else None,
         )
+        failed_invocations = FailedInvocations(self, "FailedInvocations")
         functions: dict[str, ScalerFunction] = {}
         for name in (FUNCTION_RECONCILE, FUNCTION_WEBHOOK, FUNCTION_FORCE_SCALE_DOWN, FUNCTION_AWS_EVENTS):
             check_environment_size(name, environments[name], ENV_CONFIG)
@@ -141,6 +144,8 @@ class BacklogScalerStack(cdk.Stack):
                     else None
                 ),
                 retry_attempts=0 if name == FUNCTION_RECONCILE else None,
+                # EventBridge invokes aws_events asynchronously: keep what still fails after retries.
+                on_failure=failed_invocations.destination if name == FUNCTION_AWS_EVENTS else None,
             )
         reconcile = functions[FUNCTION_RECONCILE]
         webhook = functions[FUNCTION_WEBHOOK]
@@ -149,7 +154,7 @@ class BacklogScalerStack(cdk.Stack):
         fleet_functions = (reconcile, force_scale_down, aws_events)
 
         for scaler in fleet_functions:
-            table.grant_read_write_data(scaler.role)
+            state.grant_state_access(scaler.role)
             notifications.grant_publish(scaler.role)
             if secrets.slack:
                 secrets.slack.grant_read(scaler.role)
@@ -190,6 +195,7 @@ class BacklogScalerStack(cdk.Stack):
             group_names=config.group_names,
             functions={name: f.function for name, f in functions.items()},
             dead_letter_queue=queue.dead_letter_queue,
+            failed_invocations=failed_invocations.queue,
             topic=notifications.topic,
             oldest_pending_seconds=deployment.alarm_oldest_pending_seconds,
             capacity_failures=deployment.alarm_capacity_failures,

@@ -129,7 +129,8 @@ def test_state_table(synthesized: Synthesized) -> None:
 
 
 def test_trigger_queue_is_fifo_encrypted_with_a_fifo_dead_letter_queue(synthesized: Synthesized) -> None:
-    queues = synthesized.resources("AWS::SQS::Queue")
+    failure_destination = _failure_destination_id(synthesized)  # the one standard queue
+    queues = {k: v for k, v in synthesized.resources("AWS::SQS::Queue").items() if k != failure_destination}
     assert len(queues) == 2
     for queue in queues.values():
         props = queue["Properties"]
@@ -152,7 +153,7 @@ def test_queues_and_topic_refuse_requests_without_tls(synthesized: Synthesized) 
         {"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
     )
     policies = synthesized.resources("AWS::SQS::QueuePolicy")
-    assert len(policies) == 2
+    assert len(policies) == 3  # the trigger queue, its DLQ, aws_events' on-failure destination
     for policy in policies.values():
         statements = policy["Properties"]["PolicyDocument"]["Statement"]
         assert any(
@@ -299,10 +300,45 @@ def test_an_errors_alarm_per_function(synthesized: Synthesized) -> None:
     assert alarmed == {synthesized.function_logical_id(name) for name in ALL_FUNCTIONS}
 
 
-def test_dead_letter_queue_alarm(synthesized: Synthesized) -> None:
-    (alarm,) = _alarm_on(synthesized, "ApproximateNumberOfMessagesVisible")
-    assert alarm["Threshold"] == 1
-    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+def test_dead_letter_queue_alarms(synthesized: Synthesized) -> None:
+    # One per parking place: the trigger queue's DLQ and aws_events' on-failure destination
+    alarms = _alarm_on(synthesized, "ApproximateNumberOfMessagesVisible")
+    queues = {a["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for a in alarms}
+    assert len(alarms) == 2
+    assert queues == {_dlq_id(synthesized), _failure_destination_id(synthesized)}
+    for alarm in alarms:
+        assert alarm["Threshold"] == 1
+        assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+def _dlq_id(synthesized: Synthesized) -> str:
+    (queue,) = [
+        q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+        for q in synthesized.resources("AWS::SQS::Queue").values()
+        if "RedrivePolicy" in q["Properties"]
+    ]
+    return str(queue)
+
+
+def _failure_destination_id(synthesized: Synthesized) -> str:
+    function_id = synthesized.function_logical_id(FUNCTION_AWS_EVENTS)
+    (config,) = [
+        c["Properties"]
+        for c in synthesized.resources("AWS::Lambda::EventInvokeConfig").values()
+        if c["Properties"]["FunctionName"] == {"Ref": function_id}
+    ]
+    return str(config["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0])
+
+
+def test_aws_events_parks_what_still_fails_in_an_encrypted_standard_queue(synthesized: Synthesized) -> None:
+    # Given the function EventBridge invokes asynchronously
+    queue = synthesized.template_json["Resources"][_failure_destination_id(synthesized)]
+
+    # Then its on-failure destination is an SQS queue: encrypted, not FIFO (Lambda refuses FIFO)
+    assert queue["Type"] == "AWS::SQS::Queue"
+    assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    assert "FifoQueue" not in queue["Properties"]
+    assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
 
 
 def test_oldest_pending_pod_alarm(synthesized: Synthesized) -> None:

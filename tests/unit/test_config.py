@@ -49,6 +49,14 @@ def test_bad_config_names_the_field_and_the_problem(groups: list[object], messag
     assert f"cfg.yaml: {message}" in str(caught.value) or message in str(caught.value)
 
 
+@pytest.mark.parametrize("asg_name", ["research-*", "research-a10?", "*"])
+def test_an_asg_name_with_an_iam_wildcard_is_refused(asg_name: str) -> None:
+    # Given a group whose ASG name would widen the IAM resource of the scaling permissions
+    # When the config is parsed / Then it is refused, naming the field and why
+    with pytest.raises(ConfigError, match=r"node_groups\[0\]\.asg_name: .*would be IAM wildcards"):
+        parse_config(doc(node_groups=[{**GROUP, "asg_name": asg_name}]))
+
+
 def test_policy_fraction_must_be_a_fraction() -> None:
     with pytest.raises(ConfigError, match=r"policy\.max_scale_in_fraction"):
         parse_config(doc(policy={"max_scale_in_fraction": 1.5}))
