@@ -666,7 +666,12 @@ def merge_intents(existing: DrainIntent | None, new: DrainIntent) -> DrainIntent
         expires_at=max(existing.expires_at, new.expires_at),
         grace_seconds=new.grace_seconds,
         force=new.force or existing.force,
-        requested_by=new.requested_by or existing.requested_by,
+        # A spot-interruption hold only cordons (see INTERRUPTION_REQUESTER): merged into an
+        # operator's drain, the drain must go on, so the operator stays the requester.
+        requested_by=next(
+            (r for r in (new.requested_by, existing.requested_by) if r and r != INTERRUPTION_REQUESTER),
+            new.requested_by or existing.requested_by,
+        ),
     )
 
 

@@ -21,11 +21,13 @@ from shared.domain.operations import (
     DrainIntent,
 )
 from shared.drain import (
+    INTERRUPTION_REQUESTER,
     MAX_GRACE_SECONDS,
     ForceScaleDownRequest,
     InvalidRequestError,
     candidates_of,
     choose,
+    merge_intents,
     parse_force_scale_down,
     rank,
 )
@@ -367,3 +369,14 @@ def test_worst_case_drain_intent_fits_in_one_dynamodb_item() -> None:
         (item,) = client.scan(TableName="state")["Items"]
     size = dynamodb_item_size(item)
     assert 380_000 < size < 390_000 < 400 * 1000
+
+
+def test_a_spot_hold_merged_into_an_operator_drain_keeps_the_drain_going() -> None:
+    # Given an operator's drain of n1 and a spot-interruption hold of n2 on the same group
+    drain = DrainIntent("a100", ("n1",), NOW, NOW + timedelta(hours=1), requested_by="alice")
+    hold = DrainIntent("a100", ("n2",), NOW, NOW + timedelta(minutes=10), requested_by=INTERRUPTION_REQUESTER)
+    # When they merge, in either order
+    merged = [merge_intents(drain, hold), merge_intents(hold, drain)]
+    # Then both nodes are kept and the operator stays the requester (a hold alone only cordons)
+    assert {m.nodes for m in merged} == {("n1", "n2")}
+    assert {m.requested_by for m in merged} == {"alice"}
