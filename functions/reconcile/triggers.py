@@ -38,10 +38,12 @@ class DirectInvoke(BaseModel):
 class WakeUp(BaseModel):
     """One message of the wake-up queue."""
 
+    model_config = ConfigDict(strict=True)
+
     source: Literal["admission", "events", "poke"]
-    cluster: str = Field(min_length=1)
-    reason: str = ""
-    at: datetime
+    cluster: str = Field(min_length=1, max_length=100)  # the config's cluster_name bound
+    reason: str = Field(default="", max_length=1024)
+    at: datetime = Field(strict=False)  # ISO 8601 text in JSON
 
 
 _SQS = TypeAdapter(SqsModel)

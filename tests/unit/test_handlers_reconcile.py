@@ -131,3 +131,23 @@ def test_logs_carry_the_correlation_id_and_metrics_are_emf(
     assert {tuple(blob["Dimensions"][0]) for blob in blobs} == {("Cluster",), ("Cluster", "Group")}
     assert all(blob["Namespace"] == "BacklogScaler" for blob in blobs)
     assert {line.get("Group") for line in emf} == {None, "a100"}
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("cluster", "x" * 101), ("reason", "r" * 1025), ("cluster", 7), ("reason", ["a"]), ("source", True)],
+)
+def test_a_wake_up_with_a_wrong_type_or_an_oversized_field_is_refused(
+    world: FakeWorld, field: str, value: Any
+) -> None:
+    # Given a batch whose only message has one field of the wrong type or over its bound
+    batch = event("sqs_batch.json")
+    batch["Records"] = batch["Records"][:1]
+    body = json.loads(batch["Records"][0]["body"])
+    body[field] = value
+    batch["Records"][0]["body"] = json.dumps(body)
+    # When the reconcile handles it
+    response = reconcile.handler(batch, FakeLambdaContext())
+    # Then the message goes back to the queue and nothing is reconciled
+    assert len(response["batchItemFailures"]) == 1
+    assert world.state.acquisitions == 0
