@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,10 @@ from shared.domain.errors import ConfigError, InputError
 from shared.domain.model import ScalerState, Snapshot
 from shared.formats.aws import asgs_from_describe
 from shared.formats.kubernetes import KubeObjects, nodes_from_list, objects_from_documents, pods_from_list
-from shared.formats.plan_output import plan_to_json, plan_to_table
+from shared.formats.plan_output import explanation_to_text, plan_to_json, plan_to_table
 from shared.formats.state import state_from_json
 from shared.planner import plan
+from shared.planner.explain import explain_pod, group_summaries
 from shared.sim import cli as sim_cli
 from shared.webhook_auth import admission_path_token, secret_value
 
@@ -109,11 +111,15 @@ def run_plan(args: argparse.Namespace) -> int:
         asgs=asgs_from_describe(_read_json(args.asgs), args.asgs),
         state=state_from_json(_read_json(args.state), args.state) if args.state else ScalerState(),
     )
-    result = plan(snapshot, config, _parse_now(args.now))
+    now = _parse_now(args.now)
+    if args.explain:
+        print(explanation_to_text(explain_pod(snapshot, config, now, args.explain)))
+        return 0
+    result = plan(snapshot, config, now)
     if args.format == "json":
         print(json.dumps(plan_to_json(result), indent=2))
     else:
-        print(plan_to_table(result))
+        print(plan_to_table(result, group_summaries(snapshot, config, now), show_all=args.all))
     return 0
 
 
@@ -126,8 +132,16 @@ def run_admission_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    try:
+        return version("backlog-scaler")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="backlog-scaler", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     p = commands.add_parser("plan", help="show what the scaler would do on kubectl/aws dumps")
     p.add_argument("--pods", help="kubectl get pods -A -o json (or give pods in --objects)")
@@ -143,10 +157,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, help="scaler config (YAML or JSON)")
     p.add_argument("--state", help="stored state: idle-since per node, backoff per group (JSON)")
     p.add_argument("--now", help="evaluate at this time (ISO 8601; default: now)")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument(
+        "--format", choices=("table", "json"), default="table", help="output format (default: table)"
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="table: list every pod of every reason (default: long lists are folded)",
+    )
+    p.add_argument(
+        "--explain",
+        metavar="NAMESPACE/POD",
+        help="print each scheduler filter's verdict for this pod on every group's template node, "
+        "and its outcome in the plan",
+    )
     p.set_defaults(func=run_plan)
     t = commands.add_parser(
-        "admission-token", help="print the admission webhook's path token for the secret read on stdin"
+        "admission-token",
+        help="print the admission webhook's path token for the secret read on stdin",
+        description="Print the path token of the admission webhook URL. The webhook secret (the "
+        "SecretString of WebhookSecretArn) is read from stdin, never from an argument, so it stays "
+        "out of the shell history and the process list.",
     )
     t.set_defaults(func=run_admission_token)
     # The simulator and the local run live in their own packages and register their commands.
@@ -160,8 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except (InputError, ConfigError) as exc:
-        message = str(exc).replace("\n", "; ")
-        print(f"backlog-scaler: error: {message}", file=sys.stderr)
+        # One problem per line (a config error lists every bad field), each naming its place.
+        for line in str(exc).splitlines() or [""]:
+            print(f"backlog-scaler: error: {line}", file=sys.stderr)
         return 2
 
 

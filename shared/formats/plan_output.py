@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from shared.domain.plan import Outcome, Plan
+from shared.planner.explain import GroupSummary, PodExplanation
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
@@ -59,14 +61,75 @@ def _table(rows: list[list[str]]) -> list[str]:
     ]
 
 
-def plan_to_table(plan: Plan, *, max_reasons: int = 10) -> str:
-    """Groups, actions, and pods summarised by outcome and reason."""
+def _price(summary: GroupSummary) -> str:
+    per_gpu = summary.price_per_gpu
+    if per_gpu is None:
+        return "-" if summary.price_per_hour is None else f"${summary.price_per_hour:.2f}/node-h"
+    return f"${per_gpu:.2f}"
+
+
+def _group_facts(summary: GroupSummary) -> str:
+    """Why a group is chosen or skipped, in the planner's order of reasons."""
+    parts = [f"priority {summary.priority}"]
+    per_gpu = summary.price_per_gpu
+    if per_gpu is not None:
+        parts.append(f"${per_gpu:.2f}/GPU-hour (${summary.price_per_hour:.2f}/h / {summary.gpus} GPUs)")
+    else:
+        parts.append("price per GPU unknown")
+    parts.append(f"max size {summary.max_size}")
+    if summary.backoff_until is not None:
+        parts.append(f"backoff until {summary.backoff_until.isoformat()}")
+    if summary.unavailable:
+        parts.append(f"unavailable: {summary.unavailable}")
+    return ", ".join(parts)
+
+
+def _order_line(summaries: Sequence[GroupSummary]) -> str:
+    # plan_scale_up's order: priority tier (high first), then cost per GPU, then name.
+    ranked = sorted(
+        summaries,
+        key=lambda s: (-s.priority, s.price_per_gpu is None, s.price_per_gpu or 0.0, s.name),
+    )
+    return "Groups are tried by priority tier (high first), then price per GPU: " + ", ".join(
+        f"{s.name} (tier {s.priority}, {_price(s)})" for s in ranked
+    )
+
+
+def _fold(names: Sequence[str], limit: int | None) -> str:
+    if limit is None or len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join(names[:limit]) + f" ... and {len(names) - limit} more"
+
+
+def plan_to_table(
+    plan: Plan,
+    groups: Sequence[GroupSummary] = (),
+    *,
+    show_all: bool = False,
+    max_reasons: int = 10,
+    max_pods: int = 5,
+) -> str:
+    """Groups (with the facts they were chosen or skipped on), actions, and every pending pod by
+    name, grouped by outcome and reason. Long lists are folded unless `show_all`."""
+    summaries = {s.name: s for s in groups}
     lines = ["GROUPS"]
-    rows = [["NAME", "ASG", "DESIRED", "MIN", "MAX", "REASON"]]
+    rows = [["NAME", "ASG", "DESIRED", "MIN", "MAX", "PRIORITY", "$/GPU-H", "BACKOFF UNTIL", "REASON"]]
     for g in plan.groups:
         change = f"{g.current_desired} -> {g.desired}" if g.changed else str(g.desired)
-        rows.append([g.name, g.asg_name, change, str(g.min_size), str(g.max_size), g.reason])
+        summary = summaries.get(g.name)
+        facts = (
+            [
+                str(summary.priority),
+                _price(summary),
+                summary.backoff_until.isoformat() if summary.backoff_until else "-",
+            ]
+            if summary
+            else ["-", "-", "-"]
+        )
+        rows.append([g.name, g.asg_name, change, str(g.min_size), str(g.max_size), *facts, g.reason])
     lines += _table(rows)
+    if summaries:
+        lines.append(_order_line([summaries[g.name] for g in plan.groups if g.name in summaries]))
     actions = [["ACTION", "NODE", "INSTANCE", "GROUP", "REASON"]]
     for a in plan.uncordon:
         actions.append(["uncordon", a.node, "-", a.group, a.reason])
@@ -80,20 +143,21 @@ def plan_to_table(plan: Plan, *, max_reasons: int = 10) -> str:
     lines += _table(actions) if len(actions) > 1 else ["none"]
     lines.append("")
     counts = Counter(p.outcome for p in plan.pods)
-    summary = ", ".join(f"{counts[o]} {o}" for o in Outcome if counts[o])
-    lines.append(f"PENDING PODS ({len(plan.pods)}{': ' + summary if summary else ''})")
-    by_reason: Counter[tuple[str, str, str]] = Counter(
-        (str(p.outcome), p.group or "-", p.reason) for p in plan.pods
-    )
-    if by_reason:
-        rows = [["PODS", "OUTCOME", "GROUP", "REASON"]]
-        for (outcome, group, reason), count in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))[
-            :max_reasons
-        ]:
-            rows.append([str(count), outcome, group, reason])
-        lines += _table(rows)
-        if len(by_reason) > max_reasons:
-            lines.append(f"... and {len(by_reason) - max_reasons} more reasons (use --format json)")
+    summary_text = ", ".join(f"{counts[o]} {o}" for o in Outcome if counts[o])
+    lines.append(f"PENDING PODS ({len(plan.pods)}{': ' + summary_text if summary_text else ''})")
+    by_reason: dict[tuple[str, str, str], list[str]] = {}
+    for p in plan.pods:
+        by_reason.setdefault((str(p.outcome), p.group or "-", p.reason), []).append(p.pod)
+    rank = {str(o): i for i, o in enumerate(Outcome)}
+    ordered = sorted(by_reason.items(), key=lambda kv: (rank[kv[0][0]], -len(kv[1]), kv[0]))
+    shown = ordered if show_all else ordered[:max_reasons]
+    for (outcome, group, reason), pods in shown:
+        lines.append(f"{len(pods)} {outcome}  group {group}: {reason}")
+        lines.append(f"    {_fold(sorted(pods), None if show_all else max_pods)}")
+    if len(shown) < len(ordered):
+        rest = ordered[len(shown) :]
+        folded = sum(len(p) for _, p in rest)
+        lines.append(f"... and {len(rest)} more reasons ({folded} pods; use --all or --format json)")
     if plan.model_errors:
         lines.append("")
         lines.append("MODEL ERRORS (fits the scheduler did not use: no longer counted)")
@@ -101,4 +165,27 @@ def plan_to_table(plan: Plan, *, max_reasons: int = 10) -> str:
         for e in plan.model_errors:
             rows.append([e.pod, e.node, e.since.isoformat(), e.message or "-"])
         lines += _table(rows)
+    return "\n".join(lines)
+
+
+def explanation_to_text(explanation: PodExplanation) -> str:
+    """`plan --explain`: the pod's outcome, then each filter's verdict on every group's template node."""
+    outcome = explanation.outcome
+    if outcome is not None:
+        where = f" in {outcome.group}" if outcome.group else ""
+        lines = [f"POD {explanation.pod}: {outcome.outcome}{where} ({outcome.code}): {outcome.reason}"]
+    elif explanation.node_name:
+        lines = [f"POD {explanation.pod}: not pending (bound to {explanation.node_name})"]
+    else:
+        lines = [f"POD {explanation.pod}: not pending"]
+    for group in explanation.groups:
+        lines.append("")
+        verdict = "fits" if group.fits else "refused"
+        node = group.node or "no template node"
+        lines.append(f"GROUP {group.summary.name} ({node}; {_group_facts(group.summary)}): {verdict}")
+        if group.node is None:
+            lines.append(f"    {group.summary.unavailable or 'node shape unknown'}")
+        rows = [["FILTER", "VERDICT"]] + [[v.filter, v.reason or "pass"] for v in group.verdicts]
+        if group.verdicts:
+            lines += ["    " + line for line in _table(rows)]
     return "\n".join(lines)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import replace
@@ -70,6 +71,27 @@ def _non_negative_int(raw: str) -> int:
     return value
 
 
+OUTPUT_FORMATS = ("table", "json")
+
+
+class _FormatAction(argparse.Action):
+    """`--format` is the output format in every subcommand; simulate's old `--format TRACE_FORMAT`
+    (before --trace-format) still works, with a note on stderr."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        value: Any,
+        option: str | None = None,
+    ) -> None:
+        if value in OUTPUT_FORMATS:
+            namespace.output = value
+            return
+        print(f"backlog-scaler: note: --format {value} is now --trace-format {value}", file=sys.stderr)
+        namespace.trace_format = value
+
+
 def add_commands(commands: Any) -> None:
     """Register `simulate` on the `backlog-scaler` sub-command parser."""
     p = commands.add_parser(
@@ -79,7 +101,18 @@ def add_commands(commands: Any) -> None:
     )
     p.add_argument("--trace", required=True, help="trace file (CSV)")
     p.add_argument(
-        "--format", choices=("auto", *FORMATS), default="auto", help="trace format (default: from the header)"
+        "--trace-format",
+        dest="trace_format",
+        choices=("auto", *FORMATS),
+        default="auto",
+        help="trace format (default: from the header)",
+    )
+    p.add_argument(
+        "--format",
+        action=_FormatAction,
+        choices=(*OUTPUT_FORMATS, "auto", *FORMATS),
+        metavar="{table,json}",
+        help="output format, as for plan (a trace format here is the old spelling of --trace-format)",
     )
     p.add_argument("--config", required=True, help="scaler config (YAML or JSON)")
     p.add_argument("--compare", metavar="CONFIG2", help="also replay this config and show both side by side")
@@ -114,9 +147,15 @@ def add_commands(commands: Any) -> None:
         action="store_true",
         help="send each job without group/selector to the group of the smallest nodes that hold it",
     )
-    p.add_argument("--out", metavar="DIR", help="write DIR/report.json and DIR/plot.png")
-    p.add_argument("--no-plot", action="store_true", help="with --out: skip plot.png")
-    p.add_argument("--output", choices=("table", "json"), default="table", help="what to print")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write DIR/report.json and DIR/plot.png (DIR is created; checked before the replay starts)",
+    )
+    p.add_argument("--no-plot", action="store_true", help="with --out: skip plot.png (needs --out)")
+    p.set_defaults(output="table")
+    # The old spelling of the output format, kept working but unlisted.
+    p.add_argument("--output", choices=OUTPUT_FORMATS, help=argparse.SUPPRESS)
     p.add_argument("--progress", action="store_true", help="progress line on stderr even when not a TTY")
     p.add_argument(
         "--speed", type=float, help="accepted for the demo; simulate always runs as fast as possible"
@@ -180,11 +219,34 @@ def _run_one(
             progress.close()
 
 
+def check_out_dir(raw: str) -> Path:
+    """--out must be a writable directory or one that can be created: found before a long replay."""
+    out = Path(raw)
+    if out.exists():
+        if not out.is_dir():
+            raise InputError(f"--out {out}: not a directory")
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise InputError(f"--out {out}: directory is not writable")
+        return out
+    parent = out.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"--out {out}: cannot create it: {parent} is not a writable directory")
+    return out
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     """`backlog-scaler simulate`: load, replay (once, or twice with --compare), report."""
+    if args.no_plot and not args.out:
+        raise InputError("--no-plot: only with --out (the plot is written to --out DIR)")
+    if args.out:
+        check_out_dir(args.out)
     start = parse_trace_time(args.start, "--start") if args.start else None
     end = parse_trace_time(args.end, "--end") if args.end else None
-    trace = load_trace(args.trace, args.format, cluster=args.cluster, start=start, end=end, limit=args.limit)
+    trace = load_trace(
+        args.trace, args.trace_format, cluster=args.cluster, start=start, end=end, limit=args.limit
+    )
     if not trace.jobs:
         raise InputError(f"{args.trace}: no jobs to replay (after --cluster/--start/--end/--limit)")
     config = load_config(args.config)

@@ -243,3 +243,121 @@ def test_objects_only_plan_gives_an_outcome_per_pending_pod(
     # Then the plan has an outcome for every pending pod of the example
     out = json.loads(capsys.readouterr().out)
     assert len(out["pods"]) == 16
+
+
+def _plan_table(capsys: pytest.CaptureFixture[str], *extra: str) -> str:
+    assert main([*ARGS, *extra]) == 0
+    return capsys.readouterr().out
+
+
+def test_table_names_every_pending_pod_grouped_by_outcome_and_reason(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given the example (16 pending pods), When printing the table with --all
+    out = _plan_table(capsys, "--all")
+    # Then every pending pod is named once, under a line with its outcome, group, reason and count
+    pods = json.loads((EXAMPLES / "pods.json").read_text())["items"]
+    assert main([*ARGS, "--format", "json"]) == 0
+    pending = [p["pod"] for p in json.loads(capsys.readouterr().out)["pods"]]
+    assert len(pending) == 16 and len(pods) > 16
+    for key in pending:
+        assert out.count(key + ",") + out.count(key + "\n") == 1, key
+    assert "4 scale-up  group v100: needs a new v100 node" in out
+    assert "1 unhelped  group -: 16 GPUs" in out
+    assert "... and" not in out
+
+
+def test_long_pod_lists_are_folded_unless_all(capsys: pytest.CaptureFixture[str]) -> None:
+    # Given seven pods sharing one reason (they fit on the cordoned a100 node)
+    # When printing the table without --all
+    folded = _plan_table(capsys)
+    # Then five are named and the rest counted
+    line = next(line for line in folded.splitlines() if "research/sweep-0" in line)
+    assert line.count("research/") == 5 and line.endswith("... and 2 more")
+    # When printing it with --all, Then all seven are named
+    full = _plan_table(capsys, "--all")
+    line = next(line for line in full.splitlines() if "research/sweep-0" in line)
+    assert line.count("research/") == 7 and "more" not in line
+
+
+def test_group_lines_say_priority_price_per_gpu_backoff_and_max_size(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # When printing the table of the example (a100 $32.77/h and v100 $24.48/h, 8 GPUs each, tier 10)
+    out = _plan_table(capsys).splitlines()
+    # Then each group row has its tier, price per GPU, backoff and max size
+    header = next(line for line in out if line.startswith("NAME"))
+    assert header.split() == [
+        "NAME", "ASG", "DESIRED", "MIN", "MAX", "PRIORITY", "$/GPU-H", "BACKOFF", "UNTIL", "REASON",
+    ]  # fmt: skip
+    a100 = next(line for line in out if line.startswith("a100")).split()
+    assert a100[4:8] == ["16", "10", "$4.10", "-"]
+    v100 = next(line for line in out if line.startswith("v100")).split()
+    assert v100[6:10] == ["8", "10", "$3.06", "-"]  # desired "0 -> 4" takes three words
+    # And the order groups are tried in is spelled out: the cheaper v100 first within tier 10
+    order = next(line for line in out if line.startswith("Groups are tried"))
+    assert order.index("v100 (tier 10, $3.06)") < order.index("a100 (tier 10, $4.10)")
+
+
+def test_group_line_shows_backoff_until(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given the v100 group in capacity backoff until 13:00
+    state = json.loads((EXAMPLES / "state.json").read_text())
+    state.setdefault("groups", {})["v100"] = {"backoff_until": "2026-12-02T13:00:00+00:00"}
+    args = list(ARGS)
+    args[args.index("--state") + 1] = _write(tmp_path / "state.json", state)
+    # When printing the table
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    # Then the v100 row says until when
+    row = next(line for line in out.splitlines() if line.startswith("v100"))
+    assert "2026-12-02T13:00:00+00:00" in row
+
+
+def _untainted_v100(tmp_path: Path) -> list[str]:
+    """The example with v100 nodes untainted and a pending pod that tolerates no taint."""
+    config = (EXAMPLES / "config.yaml").read_text()
+    head, v100 = config.split("  - name: v100")
+    v100 = v100.replace('    taints: [{key: nvidia.com/gpu, value: "true", effect: NoSchedule}]\n', "")
+    (tmp_path / "config.yaml").write_text(head + "  - name: v100" + v100)
+    pods = json.loads((EXAMPLES / "pods.json").read_text())
+    pod = json.loads(json.dumps(next(p for p in pods["items"] if p["metadata"]["name"] == "eval-0")))
+    pod["metadata"]["name"] = "intolerant"
+    pod["metadata"].pop("uid", None)
+    pod["spec"].pop("tolerations", None)
+    pods["items"].append(pod)
+    args = list(ARGS)
+    args[args.index("--config") + 1] = str(tmp_path / "config.yaml")
+    args[args.index("--pods") + 1] = _write(tmp_path / "pods.json", pods)
+    return args
+
+
+def test_explain_lists_each_filter_verdict_per_group(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a pod without the GPU toleration, a tainted a100 group and an untainted v100 group
+    args = _untainted_v100(tmp_path)
+    # When explaining it
+    assert main([*args, "--explain", "research/intolerant"]) == 0
+    out = capsys.readouterr().out
+    # Then its outcome comes first, and then each group with every filter named
+    first = out.splitlines()[0]
+    assert first.startswith("POD research/intolerant: ")
+    sections = out.split("\nGROUP ")[1:]
+    a100 = next(s for s in sections if s.startswith("a100"))
+    v100 = next(s for s in sections if s.startswith("v100"))
+    for section in (a100, v100):
+        for name in ("node_unschedulable", "node_affinity", "taint_toleration", "node_resources_fit",
+                     "node_ports", "inter_pod_affinity", "pod_topology_spread", "volume_binding",
+                     "dynamic_resources"):  # fmt: skip
+            assert name in section
+    # And the tainted group refuses it in the scheduler's words, the other lets every filter pass
+    assert "refused" in a100.splitlines()[0] and "priority 10" in a100.splitlines()[0]
+    taint_line = next(line for line in a100.splitlines() if "taint_toleration" in line)
+    assert "node(s) had untolerated taint {nvidia.com/gpu: true}" in taint_line
+    assert v100.splitlines()[0].endswith(": fits") and "$3.06/GPU-hour" in v100.splitlines()[0]
+    assert [line.split()[-1] for line in v100.splitlines()[2:]] == ["pass"] * 9
+
+
+def test_explain_an_unknown_pod_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*ARGS, "--explain", "research/nope"]) == 2
+    assert "--explain: no pod 'research/nope'" in capsys.readouterr().err

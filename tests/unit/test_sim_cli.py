@@ -183,3 +183,87 @@ def test_simulate_without_a_plot_never_imports_matplotlib() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+class _RecordingSimulate:
+    """Stands in for the replay: records that it was started."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        self.calls += 1
+        raise AssertionError("the replay must not start")
+
+
+def test_trace_format_flag_and_its_hidden_old_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    # Given the Philly trace, When replayed with --trace-format and with the old --format philly
+    runs = []
+    for flag in ("--trace-format", "--format"):
+        args = ["simulate", "--trace", str(TRACES / "philly_small.csv"), flag, "philly", "--config", BASELINE]
+        assert main([*args, "--cluster", "bbb222", "--format", "json"]) == 0
+        captured = capsys.readouterr()
+        runs.append(json.loads(captured.out))
+        if flag == "--format":
+            assert "--format philly is now --trace-format philly" in captured.err
+    # Then both read the trace as Philly
+    assert runs[0]["jobs"] == runs[1]["jobs"] == 2
+    assert runs[0]["trace"]["format"] == runs[1]["trace"]["format"] == "philly"
+    # And --format is the output format, as for plan; the old --output still works, unlisted
+    args = [
+        "simulate",
+        "--trace",
+        str(TRACES / "philly_small.csv"),
+        "--config",
+        BASELINE,
+        "--cluster",
+        "bbb222",
+    ]
+    assert main([*args, "--output", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["jobs"] == 2
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    help_text = capsys.readouterr().out
+    assert "--trace-format" in help_text and "--format {table,json}" in help_text
+    assert "--output" not in help_text
+
+
+@pytest.mark.parametrize("layout", ["a file", "under a file"])
+def test_out_is_validated_before_the_replay_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    # Given --out naming a regular file, or a directory that cannot be created under one
+    blocker = tmp_path / "report"
+    blocker.write_text("not a directory")
+    out = blocker if layout == "a file" else blocker / "run1"
+    replay = _RecordingSimulate()
+    monkeypatch.setattr("shared.sim.cli.simulate", replay)
+    # When simulating
+    code = main(["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--out", str(out)])
+    # Then it fails at once naming --out, and no replay ran
+    assert code == 2
+    assert f"backlog-scaler: error: --out {out}: " in capsys.readouterr().err
+    assert replay.calls == 0
+
+
+def test_out_that_does_not_exist_yet_is_created(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given --out two levels below an existing directory
+    out = tmp_path / "runs" / "one"
+    # When simulating without a plot
+    assert main(["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--out", str(out), "--no-plot"]) == 0
+    # Then the report is there
+    assert json.loads((out / "report.json").read_text())["jobs"] == 2
+
+
+def test_no_plot_without_out_is_an_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given --no-plot and no --out
+    replay = _RecordingSimulate()
+    monkeypatch.setattr("shared.sim.cli.simulate", replay)
+    # When simulating
+    code = main(["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--no-plot"])
+    # Then it is refused before the replay, saying --no-plot needs --out
+    assert code == 2
+    assert "backlog-scaler: error: --no-plot: only with --out" in capsys.readouterr().err
+    assert replay.calls == 0
