@@ -24,7 +24,8 @@ DESCRIPTION = """Run the scaler end to end on this machine: the real reconcile, 
 handlers, invoked like Lambda, against a local moto server and a fake Kubernetes API server, while a
 simulated cluster boots nodes and runs a synthetic GPU workload in accelerated time. The cheaper GPU
 group runs out of EC2 capacity on purpose. Prints a timeline of decisions and a summary; writes
-report.json, timeline.txt, functions.log and plot.png to the output folder."""
+report.json, timeline.txt, functions.log, plot.png and a kubeconfig to the output folder; with --hold,
+kubectl can then look at the fake Kubernetes API until Ctrl-C."""
 
 
 def _speed(raw: str) -> float:
@@ -38,22 +39,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scenario", choices=sorted(SCENARIOS), default="default", help="default: %(default)s"
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=None, help=f"output folder (default: {DEFAULT_OUT})")
     parser.add_argument(
         "--speed",
         type=_speed,
         default=DEFAULT_SPEED,
         help="simulated seconds per wall-clock second; 0 runs as fast as possible (default: %(default)g)",
     )
-    parser.add_argument("--no-plot", action="store_true", help="do not write plot.png")
+    parser.add_argument("--no-plot", action="store_true", help="do not write plot.png (needs --out)")
+    parser.add_argument(
+        "--hold",
+        action="store_true",
+        help="after the summary keep the servers up until Ctrl-C, for kubectl --kubeconfig <out>/kubeconfig",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.no_plot and args.out is None:
+        # The default folder would keep the plot.png of an earlier run next to this run's report.
+        raise InputError(f"--no-plot needs --out: {DEFAULT_OUT}/plot.png would be left from an earlier run")
     from shared.demo.driver import DemoOptions, run_demo
 
     options = DemoOptions(
-        scenario=SCENARIOS[args.scenario](), out_dir=args.out, speed=args.speed, plot=not args.no_plot
+        scenario=SCENARIOS[args.scenario](),
+        out_dir=args.out or DEFAULT_OUT,
+        speed=args.speed,
+        plot=not args.no_plot,
+        hold=args.hold,
     )
     return run_demo(options).exit_code
 

@@ -4,6 +4,8 @@ Set-up (what `cdk deploy` and the cluster would provide):
 - a moto server on 127.0.0.1 with the groups, table, queue, topic and webhook secret (`aws.py`);
 - the fake Kubernetes API server (tests/fakes, real HTTP) requiring a bearer token and enforcing the
   ClusterRole generated from the adapter's permission table, and a kubeconfig for it in the output folder;
+  kubectl sends no token over plain HTTP, so tokenless requests from loopback are let in unrestricted
+  (the functions' token stays RBAC-enforced) and `kubectl --kubeconfig <out>/kubeconfig` works;
 - the functions' environment in os.environ (shared.constants names, fake credentials, the endpoint);
 - the handlers imported after that (their cold start).
 
@@ -22,6 +24,8 @@ Then simulated time runs in steps of `step_seconds`. Each step, in this order:
 The functions run on the demo's clock (simulated time, paced against the wall clock by `speed`) and
 the world only moves between invocations, so a run is the same story every time, whatever the
 machine's speed; only instance ids and addresses differ.
+
+With `hold`, the servers stay up after the summary (until Ctrl-C) for kubectl to look around.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import import_module
@@ -85,6 +89,13 @@ class DemoOptions:
     plot: bool = True
     live: bool | None = None  # progress line: None = when stdout is a terminal
     stream: TextIO | None = None
+    hold: bool = False  # keep the servers up after the summary, until Ctrl-C (or `wait` returns)
+    wait: Callable[[], None] | None = None  # how to hold; None: sleep until KeyboardInterrupt
+
+
+def _sleep_until_interrupted() -> None:
+    while True:
+        time.sleep(3600)
 
 
 @dataclass
@@ -129,11 +140,29 @@ def run_demo(options: DemoOptions) -> DemoOutcome:
         run = _Run(options, console, clock, world, functions, resources, config)
         run.until_done()
         wall = time.perf_counter() - wall_started
+        report = _finish(options, console, run, config, world, functions, (clock.now(), wall))
+        if options.hold:
+            _hold(console, kubeconfig, kube_url, options.wait or _sleep_until_interrupted)
+    return DemoOutcome(0 if report.passed else 1, report, console.lines)
+
+
+def _finish(
+    options: DemoOptions,
+    console: Console,
+    run: _Run,
+    config: ScalerConfig,
+    world: World,
+    functions: Functions,
+    ended: tuple[datetime, float],
+) -> DemoReport:
+    """Build the report, print the summary and write the output folder (ended: simulated end, wall s)."""
+    out, scenario = options.out_dir, options.scenario
+    end, wall = ended
     report = build_report(
         scenario=scenario,
         config=config,
         start=run.start,
-        end=clock.now(),
+        end=end,
         world=world,
         decisions=functions.decisions,
         invocations=functions.invocations,
@@ -153,7 +182,17 @@ def run_demo(options: DemoOptions) -> DemoOutcome:
             console.print(f"plot skipped: {exc}")
     console.print(f"output: {out}/ ({', '.join(written)})")
     (out / "timeline.txt").write_text("\n".join(console.lines) + "\n", encoding="utf-8")
-    return DemoOutcome(0 if report.passed else 1, report, console.lines)
+    return report
+
+
+def _hold(console: Console, kubeconfig: Path, kube_url: str, wait: Callable[[], None]) -> None:
+    """Keep the servers up for kubectl until Ctrl-C; the run's exit status stays the report's."""
+    console.print("")
+    console.print(f"holding: the Kubernetes API (fake) stays up at {kube_url}; Ctrl-C to stop. Try:")
+    console.print(f"  kubectl --kubeconfig {kubeconfig} get nodes,pods -A")
+    console.print(f"  kubectl --kubeconfig {kubeconfig} get events -A -w")
+    with contextlib.suppress(KeyboardInterrupt):
+        wait()
 
 
 class _Run:
@@ -325,7 +364,7 @@ def _kube_fake() -> ModuleType:
 
 def _start_kube_api(out: Path, stack: contextlib.ExitStack) -> tuple[KubeApi, str, Path]:
     """The fake Kubernetes API server (from the repository's test fakes) and a kubeconfig for it."""
-    server = _kube_fake().FakeKubeApiServer().start()
+    server = _kube_fake().FakeKubeApiServer(allow_anonymous_loopback=True).start()
     stack.callback(server.stop)
     # The functions get what the deployed ClusterRole grants them, and not a verb more.
     server.enforce_cluster_role(cluster_role())

@@ -10,7 +10,14 @@ Resources: core/v1 ``pods`` (with the ``eviction`` and ``status`` subresources),
 ``status``), ``events``, ``persistentvolumeclaims``, ``persistentvolumes`` and ``namespaces``;
 ``events.k8s.io/v1`` ``events`` (same store as core events); ``policy/v1`` ``poddisruptionbudgets``;
 ``apps/v1`` ``daemonsets``; ``storage.k8s.io/v1`` ``storageclasses``. Verbs: list (all namespaces and
-per namespace), get, create (POST), replace (PUT), patch and delete.
+per namespace), get, create (POST), replace (PUT), patch, delete and watch.
+
+The real ``kubectl`` works against it too: discovery (``/api``, ``/api/v1``, ``/apis``,
+``/apis/<group>[/<version>]``), server-side ``Table`` output when the ``Accept`` header asks for
+``as=Table;v=v1;g=meta.k8s.io`` (kubectl ``get``), and ``watch=true`` streams. kubectl sends no bearer
+token over plain HTTP, so ``FakeKubeApiServer(allow_anonymous_loopback=True)`` accepts requests without
+an ``Authorization`` header from 127.0.0.1 as an unrestricted user (``kubectl``); a request with a
+token is still checked against it and the enforced ClusterRole.
 
 Faithful to the real API server:
 
@@ -45,7 +52,14 @@ Faithful to the real API server:
 
 Simplified:
 
-* no watch (``watch=true`` is a 400), no server-side apply (415), no protobuf/CBOR/YAML bodies;
+* watches diff the store on every write (no event history): ``resourceVersion`` 0 or absent sends
+  every object as ``ADDED``, a later one sends the objects changed since as ``MODIFIED``; deletions
+  before the watch started are not replayed; writes in quick succession may coalesce into one event;
+  objects leaving a selector are ``DELETED``; no bookmarks;
+* no server-side apply (415), no protobuf/CBOR/YAML bodies, no aggregated discovery (the legacy
+  discovery documents are served, which clients fall back to), no OpenAPI;
+* table columns are a subset of the real ones (nodes: NAME, STATUS, ROLES, AGE, VERSION; pods: NAME,
+  READY, STATUS, RESTARTS, AGE, NODE; events: LAST SEEN, TYPE, REASON, OBJECT, MESSAGE; others NAME, AGE);
 * continuing a paginated list sees the current state, not a snapshot at the first page's
   resourceVersion, and tokens never expire (inject a 410 to simulate expiry);
 * strategic merge patch is treated as a JSON merge patch (lists are replaced, not merged by key);
@@ -55,8 +69,9 @@ Simplified:
   Running, a ``Ready`` condition ``True`` and no ``deletionTimestamp``; PDB ``status`` is computed on
   every read instead of by a controller;
 * pod deletion is immediate (no graceful termination); no admission, defaulting beyond the pod phase,
-  validation of object schemas; one identity (one optional bearer token, one ClusterRole), no
-  Roles, resourceNames or nonResourceURLs rules;
+  validation of object schemas; one identity (one optional bearer token, one ClusterRole) plus,
+  when allowed, the unrestricted tokenless loopback user; no Roles, resourceNames or nonResourceURLs
+  rules;
 * core/v1 and events.k8s.io/v1 events share a store but are not converted into each other's shape.
 
 Notes for users:
@@ -83,10 +98,11 @@ import re
 import secrets
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -306,6 +322,17 @@ _NAMESPACES = _Resource(
     subresources=frozenset({"status"}),
     has_status=True,
 )
+_SHORT_NAMES = {
+    "pods": ["po"],
+    "nodes": ["no"],
+    "events": ["ev"],
+    "namespaces": ["ns"],
+    "persistentvolumeclaims": ["pvc"],
+    "persistentvolumes": ["pv"],
+    "poddisruptionbudgets": ["pdb"],
+    "daemonsets": ["ds"],
+    "storageclasses": ["sc"],
+}
 _RESOURCES = {
     (r.group, r.version, r.plural): r
     for r in (
@@ -816,6 +843,267 @@ def _forbidden(
     )
 
 
+# --------------------------------------------------------------------------- discovery and tables (kubectl)
+
+_VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+
+
+def _api_resources(group: str, version: str) -> list[JsonObj]:
+    """The APIResourceList entries of one group/version, subresources included (``pods/eviction``)."""
+    entries: list[JsonObj] = []
+    for res in _RESOURCES.values():
+        if (res.group, res.version) != (group, version):
+            continue
+        entry: JsonObj = {
+            "name": res.plural,
+            "singularName": res.kind.lower(),
+            "namespaced": res.namespaced,
+            "kind": res.kind,
+            "verbs": _VERBS,
+        }
+        if res.plural in _SHORT_NAMES and (res.group, res.plural) != ("events.k8s.io", "events"):
+            entry["shortNames"] = _SHORT_NAMES[res.plural]
+        entries.append(entry)
+        for sub in sorted(res.subresources):
+            if sub == "eviction":  # served under core/v1, of kind policy/v1 Eviction
+                entries.append(
+                    {
+                        "name": f"{res.plural}/eviction",
+                        "singularName": "",
+                        "namespaced": True,
+                        "group": "policy",
+                        "version": "v1",
+                        "kind": "Eviction",
+                        "verbs": ["create"],
+                    }
+                )
+            else:
+                entries.append(
+                    {
+                        "name": f"{res.plural}/{sub}",
+                        "singularName": "",
+                        "namespaced": res.namespaced,
+                        "kind": res.kind,
+                        "verbs": ["get", "patch", "update"],
+                    }
+                )
+    return entries
+
+
+def _api_group(name: str) -> JsonObj:
+    versions = sorted({r.version for r in _RESOURCES.values() if r.group == name})
+    listed = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+    return {"name": name, "versions": listed, "preferredVersion": listed[0]}
+
+
+def _discovery(parts: list[str], url: str) -> JsonObj | None:
+    """The legacy discovery document at ``/api``, ``/api/v1``, ``/apis``, ``/apis/<g>[/<v>]``, else None."""
+    groups = sorted({r.group for r in _RESOURCES.values() if r.group})
+    if parts == ["api"]:
+        address = url.removeprefix("http://")
+        return {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}],
+        }
+    if parts == ["apis"]:
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_api_group(g) for g in groups]}
+    if parts == ["apis", *parts[1:2]] and len(parts) == 2 and parts[1] in groups:
+        return {"kind": "APIGroup", "apiVersion": "v1", **_api_group(parts[1])}
+    if parts == ["api", "v1"]:
+        group, version = "", "v1"
+    elif len(parts) == 3 and parts[0] == "apis":
+        group, version = parts[1], parts[2]
+    else:
+        return None
+    resources = _api_resources(group, version)
+    if not resources:
+        return None
+    group_version = f"{group}/{version}" if group else version
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": resources,
+    }
+
+
+def _wants_table(accept: str) -> bool:
+    """Whether the Accept header asks for a meta.k8s.io/v1 Table (``kubectl get`` does)."""
+    for media in accept.split(","):
+        params = {k.strip(): v.strip() for k, _, v in (p.partition("=") for p in media.split(";")[1:])}
+        if params.get("as") == "Table" and params.get("g") == "meta.k8s.io" and params.get("v") == "v1":
+            return True
+    return False
+
+
+def _age(timestamp: str | None) -> str:
+    """``duration.HumanDuration`` of kubectl's AGE column, for an RFC 3339 timestamp."""
+    if not timestamp:
+        return "<unknown>"
+    try:
+        then = datetime.fromisoformat(timestamp)
+    except ValueError:
+        return "<unknown>"
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    seconds = max(0, int((datetime.now(UTC) - then) / timedelta(seconds=1)))
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 120:
+        return f"{seconds}s"
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    return f"{days}d"
+
+
+def _column(name: str, description: str, kind: str = "string", fmt: str = "") -> JsonObj:
+    return {"name": name, "type": kind, "format": fmt, "description": description, "priority": 0}
+
+
+_NAME_COLUMN = _column("Name", "Name must be unique within a namespace.", fmt="name")
+_AGE_COLUMN = _column("Age", "CreationTimestamp of the object.")
+
+
+def _node_cells(node: JsonObj) -> list[Any]:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = next((c.get("status") for c in conditions if c.get("type") == "Ready"), None)
+    status = "Ready" if ready == "True" else ("NotReady" if ready == "False" else "Unknown")
+    if (node.get("spec") or {}).get("unschedulable"):
+        status += ",SchedulingDisabled"
+    prefix = "node-role.kubernetes.io/"
+    roles = sorted(k[len(prefix) :] for k in _labels(node) if k.startswith(prefix)) or ["<none>"]
+    version = ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion") or ""
+    meta = node.get("metadata") or {}
+    return [meta.get("name"), status, ",".join(roles), _age(meta.get("creationTimestamp")), version]
+
+
+def _pod_cells(pod: JsonObj) -> list[Any]:
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    containers = spec.get("containers") or []
+    statuses = status.get("containerStatuses") or []
+    ready = sum(1 for c in statuses if c.get("ready"))
+    if not statuses and status.get("phase") == "Running" and _is_ready(pod):
+        ready = len(containers)
+    restarts = sum(int(c.get("restartCount") or 0) for c in statuses)
+    shown = status.get("reason") or status.get("phase") or "Unknown"
+    if shown == "Succeeded":
+        shown = "Completed"
+    if meta.get("deletionTimestamp"):
+        shown = "Terminating"
+    return [
+        meta.get("name"),
+        f"{ready}/{len(containers)}",
+        shown,
+        restarts,
+        _age(meta.get("creationTimestamp")),
+        spec.get("nodeName") or "<none>",
+    ]
+
+
+def _event_cells(event: JsonObj) -> list[Any]:
+    involved = event.get("involvedObject") or event.get("regarding") or {}
+    last = (
+        event.get("lastTimestamp")
+        or (event.get("series") or {}).get("lastObservedTime")
+        or event.get("eventTime")
+        or event.get("firstTimestamp")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+    )
+    target = f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"
+    return [
+        _age(last),
+        event.get("type", ""),
+        event.get("reason", ""),
+        target,
+        event.get("message") or event.get("note", ""),
+    ]
+
+
+def _namespace_cells(namespace: JsonObj) -> list[Any]:
+    meta = namespace.get("metadata") or {}
+    phase = (namespace.get("status") or {}).get("phase", "")
+    return [meta.get("name"), phase, _age(meta.get("creationTimestamp"))]
+
+
+def _default_cells(obj: JsonObj) -> list[Any]:
+    meta = obj.get("metadata") or {}
+    return [meta.get("name"), _age(meta.get("creationTimestamp"))]
+
+
+_TABLE_COLUMNS: dict[str, tuple[list[JsonObj], Callable[[JsonObj], list[Any]]]] = {
+    "Node": (
+        [
+            _NAME_COLUMN,
+            _column("Status", "The status of the node"),
+            _column("Roles", "The roles of the node"),
+            _AGE_COLUMN,
+            _column("Version", "Kubelet Version reported by the node."),
+        ],
+        _node_cells,
+    ),
+    "Pod": (
+        [
+            _NAME_COLUMN,
+            _column("Ready", "The aggregate readiness state of this pod for accepting traffic."),
+            _column("Status", "The aggregate status of the containers in this pod."),
+            _column(
+                "Restarts", "The number of times the containers in this pod have been restarted.", "integer"
+            ),
+            _AGE_COLUMN,
+            _column("Node", "Name of the node where the pod is scheduled."),
+        ],
+        _pod_cells,
+    ),
+    "Event": (
+        [
+            _column("Last Seen", "The time the event was last observed."),
+            _column("Type", "Type of this event (Normal, Warning)."),
+            _column("Reason", "Why the action was taken."),
+            _column("Object", "The object this event is about."),
+            _column("Message", "A human-readable description of the status of this operation."),
+        ],
+        _event_cells,
+    ),
+    "Namespace": (
+        [_NAME_COLUMN, _column("Status", "The status of the namespace"), _AGE_COLUMN],
+        _namespace_cells,
+    ),
+}
+
+
+def _table(
+    res: _Resource, objects: list[JsonObj], meta: JsonObj, query: dict[str, str], *, columns: bool = True
+) -> JsonObj:
+    """A meta.k8s.io/v1 Table of ``objects``, rows carrying the objects' metadata (``includeObject``)."""
+    definitions, cells = _TABLE_COLUMNS.get(res.kind, ([_NAME_COLUMN, _AGE_COLUMN], _default_cells))
+    include = query.get("includeObject", "Metadata")
+    rows = []
+    for obj in objects:
+        row: JsonObj = {"cells": cells(obj)}
+        if include == "Object":
+            row["object"] = {**obj, "kind": res.kind, "apiVersion": res.api_version}
+        elif include != "None":
+            row["object"] = {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": obj.get("metadata") or {},
+            }
+        rows.append(row)
+    table: JsonObj = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
+    if columns:
+        table["columnDefinitions"] = definitions
+    table["rows"] = rows
+    return table
+
+
 # --------------------------------------------------------------------------- injections and records
 
 
@@ -850,6 +1138,14 @@ class _Response:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class _Stream:
+    """A streamed (chunked) answer: each item of ``chunks`` is written and flushed as it comes."""
+
+    chunks: Iterator[bytes]
+    content_type: str = "application/json"
+
+
 _DROP = object()  # sentinel: close the connection without answering
 
 
@@ -863,8 +1159,11 @@ def _json_response(status: int, obj: Any, headers: dict[str, str] | None = None)
 class FakeKubeApiServer:
     """An in-memory Kubernetes API server on 127.0.0.1 for the official ``kubernetes`` client."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, allow_anonymous_loopback: bool = False) -> None:
         self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)  # notified on every write (watches wait on it)
+        # kubectl sends no bearer token over plain HTTP: let it in from loopback as an unrestricted user.
+        self.allow_anonymous_loopback = allow_anonymous_loopback
         self._rv = 0
         self._stores: dict[str, dict[_Key, JsonObj]] = {r.store: {} for r in _RESOURCES.values()}
         self._sorted_keys: dict[str, list[_Key] | None] = {name: None for name in self._stores}
@@ -905,6 +1204,8 @@ class FakeKubeApiServer:
         if httpd is None:
             return
         self._stopping.set()
+        with self._changed:
+            self._changed.notify_all()
         httpd.shutdown()
         httpd.server_close()
         with self._lock:
@@ -1095,6 +1396,7 @@ class FakeKubeApiServer:
 
     def _bump(self) -> str:
         self._rv += 1
+        self._changed.notify_all()
         return str(self._rv)
 
     def _keys(self, res: _Resource) -> list[_Key]:
@@ -1232,8 +1534,10 @@ class FakeKubeApiServer:
 
     # ------------------------------------------------------------------ HTTP dispatch
 
-    def _dispatch(self, method: str, raw_path: str, headers: dict[str, str], raw_body: bytes) -> Any:
-        """Handle one request; returns a _Response or _DROP. Runs on a handler thread."""
+    def _dispatch(
+        self, method: str, raw_path: str, headers: dict[str, str], raw_body: bytes, client_host: str = ""
+    ) -> Any:
+        """Handle one request; returns a _Response, a _Stream or _DROP. Runs on a handler thread."""
         split = urlsplit(raw_path)
         path = split.path
         query = dict(parse_qsl(split.query, keep_blank_values=True))
@@ -1255,10 +1559,23 @@ class FakeKubeApiServer:
                 return _DROP
             if injection.status is not None or injection.body is not None:
                 return self._injected_response(injection)
-        if token is not None and headers.get("authorization") != f"Bearer {token}":
+        anonymous = (
+            self.allow_anonymous_loopback
+            and "authorization" not in headers
+            and client_host in ("127.0.0.1", "::1")
+        )
+        if token is not None and not anonymous and headers.get("authorization") != f"Bearer {token}":
             return _json_response(401, _status_body(401, "Unauthorized", "Unauthorized"))
         try:
-            return self._route(method, path, query, text, headers.get("content-type", ""))
+            return self._route(
+                method,
+                path,
+                query,
+                text,
+                headers.get("content-type", ""),
+                accept=headers.get("accept", ""),
+                restricted=not anonymous,
+            )
         except _ApiError as err:
             return _json_response(err.code, err.status(), err.headers)
         except Exception as exc:  # a bug in the fake: answer like the real server would
@@ -1293,13 +1610,25 @@ class FakeKubeApiServer:
         return _json_response(status, _status_body(status, reason, message, details), headers)
 
     def _route(
-        self, method: str, path: str, query: dict[str, str], text: str, content_type: str
-    ) -> _Response:
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        text: str,
+        content_type: str,
+        *,
+        accept: str = "",
+        restricted: bool = True,
+    ) -> _Response | _Stream:
         if path.rstrip("/") in ("/healthz", "/livez", "/readyz"):
             return _Response(200, b"ok", content_type="text/plain; charset=utf-8")
         if path.rstrip("/") == "/version":
             return _json_response(200, _VERSION_INFO)
         parts = [unquote(p) for p in path.strip("/").split("/")]
+        discovery = _discovery(parts, self.url) if method == "GET" else None
+        if discovery is not None:
+            return _json_response(200, discovery)
+        table = _wants_table(accept)
         if len(parts) >= 2 and parts[0] == "api" and parts[1] == "v1":
             group, version, rest = "", "v1", parts[2:]
         elif len(parts) >= 3 and parts[0] == "apis":
@@ -1310,7 +1639,7 @@ class FakeKubeApiServer:
         # As the API server's RequestInfo: namespaces/<name>/status is the Namespace's own subresource.
         if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
             namespace, rest = rest[1], rest[2:]
-        if rest:
+        if rest and restricted:
             self._authorize(method, query, group, rest, namespace)
         res = _RESOURCES.get((group, version, rest[0] if rest else ""))
         if res is None or len(rest) > 3 or (namespace is not None and not res.namespaced):
@@ -1323,7 +1652,9 @@ class FakeKubeApiServer:
         if name is None:
             if method == "GET":
                 if query.get("watch") in ("true", "1"):
-                    raise _bad_request("watch is not supported by the fake API server")
+                    return self._watch(res, namespace, query, table)
+                if table:
+                    return self._list_table(res, namespace, query)
                 return self._list(res, namespace, query)
             if method == "POST" and (namespace is not None or not res.namespaced):
                 return self._create(res, namespace, self._parse_body(text), dry_run)
@@ -1335,11 +1666,18 @@ class FakeKubeApiServer:
             if method != "POST":
                 raise self._method_not_allowed()
             return self._evict(key, self._parse_body(text), dry_run)
+        if method == "GET" and sub is None and query.get("watch") in ("true", "1"):
+            # kubectl get <kind> <name> -w: a watch of the list narrowed to one name
+            narrowed = dict(query, fieldSelector=f"metadata.name={name}")
+            return self._watch(res, namespace if res.namespaced else None, narrowed, table)
         if method == "GET":
             with self._lock:
                 obj = self._stores[res.store].get(key)
                 if obj is None:
                     raise _not_found(res, name)
+                if table and sub is None:
+                    meta = {"resourceVersion": str(self._rv)}
+                    return _json_response(200, _table(res, [self._present(res, obj)], meta, query))
                 return _json_response(200, self._present(res, obj))
         if method == "PATCH":
             return self._patch(res, key, sub, text, content_type, dry_run)
@@ -1388,6 +1726,21 @@ class FakeKubeApiServer:
     # ------------------------------------------------------------------ list
 
     def _list(self, res: _Resource, namespace: str | None, query: dict[str, str]) -> _Response:
+        with self._lock:
+            selected, meta = self._select(res, namespace, query)
+            items = [self._encoded_item(res, key, obj) for key, obj in selected]
+            head = _dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta})
+            return _Response(200, head[:-1] + b',"items":[' + b",".join(items) + b"]}")
+
+    def _list_table(self, res: _Resource, namespace: str | None, query: dict[str, str]) -> _Response:
+        with self._lock:
+            selected, meta = self._select(res, namespace, query)
+            return _json_response(200, _table(res, [self._present(res, o) for _, o in selected], meta, query))
+
+    def _select(
+        self, res: _Resource, namespace: str | None, query: dict[str, str]
+    ) -> tuple[list[tuple[_Key, JsonObj]], JsonObj]:
+        """One page of a list: the (key, object) pairs and the list metadata (lock held)."""
         label_text = query.get("labelSelector", "")
         labels = _parse_label_selector(label_text)
         fields = _parse_field_selector(res, query.get("fieldSelector", ""), label_text)
@@ -1404,7 +1757,7 @@ class FakeKubeApiServer:
                 hi = bisect.bisect_left(keys, (namespace + "\x00",))
             if start_after is not None:
                 lo = max(lo, bisect.bisect_right(keys, start_after, lo, hi))
-            items: list[bytes] = []
+            items: list[tuple[_Key, JsonObj]] = []
             last_key: _Key | None = None
             more = False
             i = lo
@@ -1414,7 +1767,7 @@ class FakeKubeApiServer:
                     if limit and len(items) == limit:
                         more = True
                         break
-                    items.append(self._encoded_item(res, keys[i], obj))
+                    items.append((keys[i], obj))
                     last_key = keys[i]
                 i += 1
             meta: JsonObj = {"resourceVersion": str(self._rv)}
@@ -1422,8 +1775,85 @@ class FakeKubeApiServer:
                 meta["continue"] = self._encode_continue(self._rv, last_key)
                 if not filtering:
                     meta["remainingItemCount"] = hi - i
-            head = _dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta})
-            return _Response(200, head[:-1] + b',"items":[' + b",".join(items) + b"]}")
+            return items, meta
+
+    # ------------------------------------------------------------------ watch
+
+    def _watch(self, res: _Resource, namespace: str | None, query: dict[str, str], table: bool) -> _Stream:
+        """A ``watch=true`` stream: newline-delimited WatchEvents until timeoutSeconds or stop()."""
+        label_text = query.get("labelSelector", "")
+        labels = _parse_label_selector(label_text)
+        fields = _parse_field_selector(res, query.get("fieldSelector", ""), label_text)
+        timeout = self._parse_limit(query.get("timeoutSeconds"))
+        since_text = query.get("resourceVersion") or "0"
+        if not since_text.isdigit():
+            raise _bad_request(f"invalid resourceVersion: {since_text!r}")
+        since = int(since_text)
+
+        def matching(before: dict[_Key, tuple[str, JsonObj]]) -> dict[_Key, tuple[str, JsonObj]]:
+            """Copies of the watched objects by key with their resourceVersion (lock held)."""
+            store = self._stores[res.store]
+            found = {}
+            for key in self._keys(res):
+                if namespace is not None and key[0] != namespace:
+                    continue
+                obj = store[key]
+                if self._matches(obj, labels, fields):
+                    version = str(obj["metadata"].get("resourceVersion", ""))
+                    known = before.get(key)
+                    if known is not None and known[0] == version and res is not _PDBS:
+                        found[key] = known
+                    else:
+                        found[key] = (version, _clone(self._present(res, obj)))
+            return found
+
+        def events() -> Iterator[bytes]:
+            deadline = time.monotonic() + timeout if timeout else None
+            first = True
+
+            def encode(kind: str, obj: JsonObj) -> bytes:
+                nonlocal first
+                shown: JsonObj = obj
+                if table:
+                    shown = _table(
+                        res,
+                        [obj],
+                        {"resourceVersion": obj["metadata"].get("resourceVersion")},
+                        query,
+                        columns=first,
+                    )
+                first = False
+                return _dumps({"type": kind, "object": shown}) + b"\n"
+
+            with self._lock:
+                seen, rv = matching({}), self._rv
+            initial = [
+                encode("ADDED" if since == 0 else "MODIFIED", obj)
+                for version, obj in seen.values()
+                if since == 0 or int(version or 0) > since
+            ]
+            yield b"".join(initial)
+            while not self._stopping.is_set():
+                if deadline is not None and time.monotonic() >= deadline:
+                    return
+                with self._changed:
+                    if self._rv == rv:
+                        self._changed.wait(timeout=0.5)
+                    if self._rv == rv:
+                        continue
+                    now, rv = matching(seen), self._rv
+                out = [encode("DELETED", obj) for key, (_, obj) in seen.items() if key not in now]
+                for key, (version, obj) in now.items():
+                    before = seen.get(key)
+                    if before is None:
+                        out.append(encode("ADDED", obj))
+                    elif before[0] != version:
+                        out.append(encode("MODIFIED", obj))
+                seen = now
+                if out:
+                    yield b"".join(out)
+
+        return _Stream(events())
 
     def _encoded_item(self, res: _Resource, key: _Key, obj: JsonObj) -> bytes:
         """One list item as JSON, reusing the encoding while its resourceVersion is unchanged."""
@@ -1790,7 +2220,10 @@ def _make_handler(fake: FakeKubeApiServer) -> type[BaseHTTPRequestHandler]:
         def _handle(self) -> None:
             body = self._read_body()
             headers = {k.lower(): v for k, v in self.headers.items()}
-            result = fake._dispatch(self.command, self.path, headers, body)
+            result = fake._dispatch(self.command, self.path, headers, body, self.client_address[0])
+            if isinstance(result, _Stream):
+                self._stream(result)
+                return
             if result is _DROP:
                 self.close_connection = True
                 with contextlib.suppress(OSError):
@@ -1806,6 +2239,23 @@ def _make_handler(fake: FakeKubeApiServer) -> type[BaseHTTPRequestHandler]:
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(result.body)
+            except OSError:
+                self.close_connection = True
+
+        def _stream(self, result: _Stream) -> None:
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", result.content_type)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.send_header("Cache-Control", "no-cache, private")
+                self.end_headers()
+                self.wfile.flush()
+                for chunk in result.chunks:
+                    if chunk:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
             except OSError:
                 self.close_connection = True
 

@@ -9,8 +9,12 @@ may leak into the other tests of a pytest worker.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,7 @@ import pytest
 from functions.aws_events.events import LaunchUnsuccessful, parse_aws_event
 from functions.reconcile.triggers import SCHEDULE, SQS, trigger_of
 from shared.adapters.aws.fleet import classify_failure
+from shared.demo.cli import main as demo_main
 from shared.demo.lambda_events import launch_unsuccessful, scheduled_event, sqs_event
 from shared.demo.timeline import brief, offset, relative
 from shared.domain.operations import FailureKind
@@ -133,3 +138,59 @@ def test_long_reasons_are_cut_at_a_word() -> None:
     text = "We currently do not have sufficient p3.16xlarge capacity in the Availability Zone you requested"
     assert brief(text, 40) == "We currently do not have sufficient..."
     assert brief("short", 40) == "short"
+
+
+@pytest.mark.slow
+def test_hold_keeps_the_fake_kubernetes_api_up_for_kubectl_until_ctrl_c(tmp_path: Path) -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not on PATH")
+    # Given the quick demo run with --hold
+    command = [sys.executable, "-m", "shared.demo", "--scenario", "quick", "--speed", "0"]
+    command += ["--out", str(tmp_path), "--hold"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    demo = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    printed: list[str] = []
+    holding = threading.Event()
+
+    def read_stdout() -> None:
+        assert demo.stdout is not None
+        for text in demo.stdout:
+            printed.append(text)
+            if text.startswith("  kubectl") and "events" in text:  # the last line before it holds
+                holding.set()
+
+    reader = threading.Thread(target=read_stdout, daemon=True)
+    reader.start()
+    try:
+        assert holding.wait(timeout=180), "the demo did not hold:\n" + "".join(printed[-40:])
+        # When kubectl reads the world through the kubeconfig the demo wrote
+        base = [kubectl, "--kubeconfig", str(tmp_path / "kubeconfig"), "--request-timeout=10s"]
+        listed = subprocess.run(
+            [*base, "get", "nodes,pods", "-A"], capture_output=True, text=True, timeout=30
+        )
+        events = subprocess.run([*base, "get", "events", "-A"], capture_output=True, text=True, timeout=30)
+    finally:
+        demo.send_signal(signal.SIGINT)
+        demo.wait(timeout=60)
+        reader.join(timeout=10)
+    stdout = "".join(printed)
+    stderr = demo.stderr.read() if demo.stderr is not None else ""
+    # Then both work (every node was given back by the end; the scaler's events are there), and Ctrl-C
+    # ends the hold with the run's own exit status
+    assert listed.returncode == 0, listed.stderr
+    assert events.returncode == 0, events.stderr
+    assert events.stdout.split()[:6] == ["NAMESPACE", "LAST", "SEEN", "TYPE", "REASON", "OBJECT"]
+    assert "TriggeredScaleUp" in events.stdout
+    assert demo.returncode == 0, f"stdout:\n{stdout[-4000:]}\nstderr:\n{stderr[-4000:]}"
+    assert "holding: the Kubernetes API (fake) stays up" in stdout
+
+
+def test_no_plot_without_out_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    # Given / When --no-plot is asked for without an output folder
+    code = demo_main(["--no-plot"])
+    # Then the demo does not start: a stale plot.png would sit in the default folder
+    assert code == 2
+    assert "--no-plot needs --out" in capsys.readouterr().err

@@ -875,3 +875,134 @@ def test_concurrent_patches_are_all_applied(server: FakeKubeApiServer, api: ApiC
     # Then every patch landed and bumped the resourceVersion exactly once
     assert len(server.get_node("busy")["metadata"]["annotations"]) == 80
     assert server.resource_version == rv_before + 80
+
+
+# --------------------------------------------------------------------------- what kubectl needs
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+TABLE_ACCEPT = (
+    "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io"
+)
+
+
+def test_discovery_lists_the_groups_and_resources_served(server: FakeKubeApiServer) -> None:
+    # Given / When the discovery documents are read
+    http = urllib3.PoolManager()
+    versions = raw_json(http.request("GET", f"{server.url}/api", headers=AUTH))
+    core = raw_json(http.request("GET", f"{server.url}/api/v1", headers=AUTH))
+    groups = raw_json(http.request("GET", f"{server.url}/apis", headers=AUTH))
+    apps = raw_json(http.request("GET", f"{server.url}/apis/apps/v1", headers=AUTH))
+    policy = raw_json(http.request("GET", f"{server.url}/apis/policy", headers=AUTH))
+    # Then they name what is served, with the eviction subresource of kind policy/v1 Eviction
+    assert (versions["kind"], versions["versions"]) == ("APIVersions", ["v1"])
+    names = {r["name"]: r for r in core["resources"]}
+    assert {"pods", "nodes", "events", "namespaces", "persistentvolumeclaims", "persistentvolumes"} <= set(
+        names
+    )
+    assert (names["pods/eviction"]["group"], names["pods/eviction"]["kind"]) == ("policy", "Eviction")
+    assert names["nodes"]["namespaced"] is False and "watch" in names["pods"]["verbs"]
+    assert {g["name"] for g in groups["groups"]} == {"apps", "events.k8s.io", "policy", "storage.k8s.io"}
+    assert [r["name"] for r in apps["resources"]] == ["daemonsets", "daemonsets/status"]
+    assert (policy["kind"], policy["preferredVersion"]["groupVersion"]) == ("APIGroup", "policy/v1")
+    assert http.request("GET", f"{server.url}/apis/nope/v1", headers=AUTH).status == 404
+
+
+def test_a_table_is_served_when_the_accept_header_asks_for_one(server: FakeKubeApiServer) -> None:
+    # Given a cordoned node and a pod on it
+    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+    server.add_node({**make_node("n1"), "spec": {"unschedulable": True}, "status": ready})
+    server.add_pod(make_pod("p1", "research", node="n1"))
+    http = urllib3.PoolManager()
+    headers = {**AUTH, "Accept": TABLE_ACCEPT}
+    # When nodes and pods are listed as tables, and one pod is read as one
+    nodes = raw_json(http.request("GET", f"{server.url}/api/v1/nodes", headers=headers))
+    pods = raw_json(http.request("GET", f"{server.url}/api/v1/pods?limit=500", headers=headers))
+    one = raw_json(http.request("GET", f"{server.url}/api/v1/namespaces/research/pods/p1", headers=headers))
+    # Then they are meta.k8s.io/v1 Tables whose rows carry the objects' metadata
+    assert (nodes["kind"], nodes["apiVersion"]) == ("Table", "meta.k8s.io/v1")
+    assert [c["name"] for c in nodes["columnDefinitions"]][:2] == ["Name", "Status"]
+    assert nodes["rows"][0]["cells"][:2] == ["n1", "Ready,SchedulingDisabled"]
+    assert [c["name"] for c in pods["columnDefinitions"]] == [
+        "Name",
+        "Ready",
+        "Status",
+        "Restarts",
+        "Age",
+        "Node",
+    ]
+    assert pods["rows"][0]["cells"][:3] == ["p1", "1/1", "Running"] and pods["rows"][0]["cells"][5] == "n1"
+    assert pods["rows"][0]["object"]["metadata"]["namespace"] == "research"
+    assert one["rows"][0]["cells"][0] == "p1"
+
+
+def test_watch_streams_added_then_modified_and_deleted_until_its_timeout(server: FakeKubeApiServer) -> None:
+    # Given a node, and a watch of the nodes
+    server.add_node(make_node("n1"))
+    http = urllib3.PoolManager()
+    response = http.request(
+        "GET",
+        f"{server.url}/api/v1/nodes?watch=true&timeoutSeconds=2",
+        headers=AUTH,
+        preload_content=False,
+    )
+    lines = response.stream(amt=None)
+    buffer = b""
+
+    def next_event() -> dict[str, Any]:
+        nonlocal buffer
+        while b"\n" not in buffer:
+            buffer += next(lines)
+        line, buffer = buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    # When a node is added, one changed and one deleted
+    added = next_event()
+    server.add_node(make_node("n2"))
+    second = next_event()
+    server.update_node("n1", lambda n: n.setdefault("spec", {}).update(unschedulable=True))
+    modified = next_event()
+    server.delete_node("n2")
+    deleted = next_event()
+    started = time.monotonic()
+    rest = response.read()
+    # Then each is one WatchEvent, and the stream ends at the timeout
+    assert (added["type"], added["object"]["metadata"]["name"], added["object"]["kind"]) == (
+        "ADDED",
+        "n1",
+        "Node",
+    )
+    assert (second["type"], second["object"]["metadata"]["name"]) == ("ADDED", "n2")
+    assert (modified["type"], modified["object"]["spec"]["unschedulable"]) == ("MODIFIED", True)
+    assert (deleted["type"], deleted["object"]["metadata"]["name"]) == ("DELETED", "n2")
+    assert rest == b"" and time.monotonic() - started < 3
+
+
+def test_a_watch_from_a_resource_version_sends_only_later_changes(server: FakeKubeApiServer) -> None:
+    # Given two pods, the second written after the resourceVersion the client has seen
+    server.add_pod(make_pod("old"))
+    seen = server.resource_version
+    server.add_pod(make_pod("new"))
+    # When the watch starts from that resourceVersion
+    http = urllib3.PoolManager()
+    body = http.request(
+        "GET",
+        f"{server.url}/api/v1/pods?watch=1&resourceVersion={seen}&timeoutSeconds=1",
+        headers=AUTH,
+    ).data
+    # Then only the later pod is sent
+    events = [json.loads(line) for line in body.splitlines()]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("MODIFIED", "new")]
+
+
+def test_tokenless_loopback_requests_pass_only_with_the_flag_and_skip_rbac(server: FakeKubeApiServer) -> None:
+    # Given a ClusterRole that grants the token's user nothing
+    server.enforce_cluster_role({"kind": "ClusterRole", "rules": []})
+    http = urllib3.PoolManager()
+    # When requests come without a token, with and without the flag, and with the token
+    refused = http.request("GET", f"{server.url}/api/v1/nodes").status
+    server.allow_anonymous_loopback = True
+    anonymous = http.request("GET", f"{server.url}/api/v1/nodes").status
+    with_token = http.request("GET", f"{server.url}/api/v1/nodes", headers=AUTH).status
+    wrong = http.request("GET", f"{server.url}/api/v1/nodes", headers={"Authorization": "Bearer x"}).status
+    # Then only the flag lets the tokenless one in; the token's identity stays RBAC-enforced
+    assert (refused, anonymous, with_token, wrong) == (401, 200, 403, 401)
