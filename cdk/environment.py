@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from shared.config import ScalerConfig
 from shared.constants import (
-    ENV_CONFIG,
+    ENV_CLUSTER_NAME,
     ENV_DRY_RUN,
     ENV_POWERTOOLS_METRICS_NAMESPACE,
     ENV_POWERTOOLS_SERVICE_NAME,
@@ -36,8 +38,13 @@ def function_environments(
     topic_arn: str,
     webhook_secret_arn: str,
     slack_secret_arn: str | None,
+    config_parameter: Mapping[str, str],
 ) -> dict[str, dict[str, str]]:
-    """Function name -> environment. Values may be CloudFormation tokens."""
+    """Function name -> environment. Values may be CloudFormation tokens.
+
+    The scaling functions read the config from its SSM parameter (`config_parameter`: its name and
+    version; Lambda allows 4 KB of environment); the webhook gets only the cluster name.
+    """
     common = {
         ENV_POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
         ENV_POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
@@ -45,7 +52,7 @@ def function_environments(
     }
     scaling = {
         **common,
-        ENV_CONFIG: config_json(config),
+        **config_parameter,
         ENV_TABLE_NAME: table_name,
         ENV_TOPIC_ARN: topic_arn,
         ENV_DRY_RUN: "true" if config.dry_run else "false",
@@ -58,7 +65,7 @@ def function_environments(
         FUNCTION_AWS_EVENTS: dict(scaling),  # it reconciles itself: no queue
         FUNCTION_WEBHOOK: {
             **common,
-            ENV_CONFIG: config_json(config),  # for the cluster name (message group of the queue)
+            ENV_CLUSTER_NAME: config.cluster_name,  # the message group of the queue
             ENV_WEBHOOK_SECRET_ARN: webhook_secret_arn,
             ENV_QUEUE_URL: queue_url,
         },

@@ -5,7 +5,11 @@ Errors name the field and the problem (`node_groups[1].taints[0].effect: ...`).
 
 from __future__ import annotations
 
+import base64
+import binascii
+import gzip
 import json
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -257,3 +261,28 @@ def load_config(path: str | Path) -> ScalerConfig:
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from exc
     return parse_config(document, str(path))
+
+
+# The stored form of the config (an SSM String parameter). SSM allows 4 KB (Standard tier) or 8 KB
+# (Advanced). A realistic 40-group config is ~20 KB of JSON but ~1.5 KB gzipped (groups repeat their
+# keys): a document that fits 4 KB stays plain JSON, readable in the console; a larger one is stored
+# gzip + base64, which never starts with "{" as a JSON document does.
+STORED_CONFIG_PLAIN_LIMIT_BYTES = 4 * 1024
+
+
+def encode_stored_config(document_json: str) -> str:
+    """The parameter value for a config JSON document: itself if it fits 4 KB, else gzip + base64."""
+    raw = document_json.encode()
+    if len(raw) <= STORED_CONFIG_PLAIN_LIMIT_BYTES:
+        return document_json
+    return base64.b64encode(gzip.compress(raw, mtime=0)).decode("ascii")  # mtime 0: same input, same value
+
+
+def decode_stored_config(value: str) -> str:
+    """The config JSON document of a parameter value (plain JSON or gzip + base64)."""
+    if value.lstrip().startswith("{"):
+        return value
+    try:
+        return gzip.decompress(base64.b64decode(value, validate=True)).decode()
+    except (binascii.Error, OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+        raise ConfigError("neither a JSON document nor gzip + base64 of one") from exc

@@ -8,7 +8,14 @@ from __future__ import annotations
 SERVICE_NAME = "backlog-scaler"
 
 # Environment variables of the Lambda functions.
-ENV_CONFIG = "SCALER_CONFIG"  # the scaler config document (JSON)
+ENV_CONFIG = "SCALER_CONFIG"  # the scaler config document (JSON); local runs and tests
+# The deployed functions read the config from this SSM parameter (see shared.runtime) ...
+ENV_CONFIG_PARAMETER = "SCALER_CONFIG_PARAMETER"
+# ... and carry its version (a hash of the stored value): a changed config changes the function
+# configuration, so a deploy rolls every function onto it.
+ENV_CONFIG_VERSION = "SCALER_CONFIG_VERSION"
+# The webhook needs only the cluster name (the message group of its queue), never the config.
+ENV_CLUSTER_NAME = "SCALER_CLUSTER_NAME"
 ENV_TABLE_NAME = "SCALER_TABLE_NAME"
 ENV_QUEUE_URL = "SCALER_QUEUE_URL"
 ENV_TOPIC_ARN = "SCALER_TOPIC_ARN"
@@ -26,6 +33,9 @@ ENV_TRACE_DISABLED = "POWERTOOLS_TRACE_DISABLED"  # "true": no Tracer, the X-Ray
 
 ALL_ENV_VARS = (
     ENV_CONFIG,
+    ENV_CONFIG_PARAMETER,
+    ENV_CONFIG_VERSION,
+    ENV_CLUSTER_NAME,
     ENV_TABLE_NAME,
     ENV_QUEUE_URL,
     ENV_TOPIC_ARN,

@@ -1,6 +1,11 @@
 """The functions' environment (one pydantic model, parsed once) and the real adapters built from it.
 
-    SCALER_CONFIG            the scaler config document (JSON), validated by shared.config
+    SCALER_CONFIG_PARAMETER  the SSM parameter holding the scaler config (what the stack sets);
+                             read once per cold start through Powertools Parameters (cached)
+    SCALER_CONFIG_VERSION    a hash of the parameter's value: only there so that a changed config
+                             changes the function configuration and a deploy rolls the functions
+    SCALER_CONFIG            the scaler config document (JSON), validated by shared.config; read
+                             only when no SCALER_CONFIG_PARAMETER is set (local runs, tests)
     SCALER_TABLE_NAME        DynamoDB state table
     SCALER_DRY_RUN           "true": log and return every action, change nothing (default false;
                              the config's own dry_run also turns it on)
@@ -11,7 +16,8 @@
     SCALER_CLUSTER_CA        its certificate authority (base64 PEM, as DescribeCluster returns it)
     SCALER_QUEUE_URL         the wake-up queue (read by functions that enqueue; optional here)
 
-A missing or invalid variable is a ConfigError naming it (`environment: SCALER_TABLE_NAME: ...`).
+A missing or invalid variable is a ConfigError naming it (`environment: SCALER_TABLE_NAME: ...`);
+a missing, unreadable or invalid parameter is one naming the parameter.
 """
 
 from __future__ import annotations
@@ -29,12 +35,15 @@ from shared.adapters.aws.fleet import AsgFleet
 from shared.adapters.aws.notifier import notifier_from_config
 from shared.adapters.aws.state_store import DynamoDbStateStore
 from shared.adapters.kubernetes.cluster import cluster_from_config
-from shared.config import ScalerConfig, format_validation_error, parse_config
+from shared.config import ScalerConfig, decode_stored_config, format_validation_error, parse_config
 from shared.controller import Controller
 from shared.domain.errors import ConfigError
 from shared.reporting import Reporter
 
 SOURCE = "environment"
+# The parameter changes only with a deploy, which rolls the functions (SCALER_CONFIG_VERSION) onto new
+# execution environments; a warm one never needs to read it again.
+CONFIG_PARAMETER_MAX_AGE_SECONDS = 24 * 3600
 
 
 def _blank_is_none(value: object) -> object:
@@ -66,6 +75,8 @@ class RuntimeSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     config: ConfigJson = Field(validation_alias=constants.ENV_CONFIG)
+    config_parameter: OptionalText = Field(default=None, validation_alias=constants.ENV_CONFIG_PARAMETER)
+    config_version: OptionalText = Field(default=None, validation_alias=constants.ENV_CONFIG_VERSION)
     table_name: str = Field(validation_alias=constants.ENV_TABLE_NAME, min_length=1)
     dry_run: bool = Field(default=False, validation_alias=constants.ENV_DRY_RUN)
     topic_arn: OptionalText = Field(default=None, validation_alias=constants.ENV_TOPIC_ARN)
@@ -109,11 +120,36 @@ class RuntimeSettings(BaseModel):
 
 
 def load_settings(environ: Mapping[str, str]) -> RuntimeSettings:
-    """Parse the environment once; ConfigError naming each bad variable."""
+    """Parse the environment once; ConfigError naming each bad variable (or the config parameter)."""
+    values: dict[str, object] = dict(environ)
+    parameter = _blank_is_none(environ.get(constants.ENV_CONFIG_PARAMETER))
+    if isinstance(parameter, str):
+        values[constants.ENV_CONFIG] = read_config_parameter(parameter.strip())
     try:
-        return RuntimeSettings.model_validate(dict(environ))
+        return RuntimeSettings.model_validate(values)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, SOURCE)) from exc
+
+
+def read_config_parameter(name: str) -> ScalerConfig:
+    """The scaler config stored in the SSM parameter `name` (cached by Powertools Parameters)."""
+    from aws_lambda_powertools.utilities.parameters import get_parameter
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+    source = f"SSM parameter {name}"
+    try:
+        value = get_parameter(name, max_age=CONFIG_PARAMETER_MAX_AGE_SECONDS)
+    except GetParameterError as exc:
+        raise ConfigError(f"{source}: cannot read it ({constants.ENV_CONFIG_PARAMETER}): {exc}") from exc
+    if not isinstance(value, str):
+        raise ConfigError(f"{source}: expected a String parameter")
+    try:
+        document = json.loads(decode_stored_config(value))
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    return parse_config(document, source)
 
 
 class SystemClock:

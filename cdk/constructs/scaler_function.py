@@ -1,7 +1,10 @@
-"""One Lambda function of the scaler with its own role and log group (nothing shared between them)."""
+"""One Lambda function of the scaler with its own role and log group (nothing shared between them),
+and the SSM parameter from which the functions read the scaler config.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -10,16 +13,22 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from cdk.constructs.function_code import FunctionCode
 from cdk.nag import acknowledge
+from shared.config import encode_stored_config
+from shared.constants import ENV_CONFIG_PARAMETER, ENV_CONFIG_VERSION, SERVICE_NAME
 from shared.domain.errors import ConfigError
 
 # Lambda caps the environment of a function at 4 KB (keys + values).
 LAMBDA_ENVIRONMENT_LIMIT_BYTES = 4 * 1024
 # Values resolved only at deploy time (ARNs, URLs, names) are counted at this generous size.
 UNRESOLVED_VALUE_ALLOWANCE_BYTES = 256
+# SSM Parameter Store caps a String parameter's value at 4 KB (Standard tier) or 8 KB (Advanced).
+SSM_STANDARD_LIMIT_BYTES = 4 * 1024
+SSM_ADVANCED_LIMIT_BYTES = 8 * 1024
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,55 @@ def check_environment_size(function_name: str, environment: Mapping[str, str], c
             f"{LAMBDA_ENVIRONMENT_LIMIT_BYTES} bytes. Shorten the config: drop `allocatable` where "
             "`instance_type` gives the node shape, and settings that repeat their defaults."
         )
+
+
+class ScalerConfigParameter(Construct):
+    """The validated scaler config in an SSM String parameter: the functions get its name, not its text.
+
+    Lambda allows 4 KB of environment, which a dozen node groups outgrow. The stored value is the
+    config JSON, gzip + base64 beyond 4 KB (shared.config.encode_stored_config), in the Standard tier
+    when it fits 4 KB and the Advanced tier up to 8 KB. Not a secret: no SecureString, no KMS.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, cluster_name: str, config_json: str) -> None:
+        super().__init__(scope, id)
+        value = encode_stored_config(config_json)
+        size = len(value.encode())
+        if size > SSM_ADVANCED_LIMIT_BYTES:
+            raise ConfigError(
+                f"cdk.json context 'scaler': the config is {len(config_json.encode())} bytes of JSON, "
+                f"{size} bytes compressed; an SSM parameter holds {SSM_ADVANCED_LIMIT_BYTES} bytes. "
+                "Shorten the config: drop `allocatable` where `instance_type` gives the node shape, and "
+                "settings that repeat their defaults."
+            )
+        self.size = size
+        name = f"/{SERVICE_NAME}/{cluster_name}/config"
+        self.parameter = ssm.StringParameter(
+            self,
+            "Parameter",
+            parameter_name=name,
+            string_value=value,
+            description=f"backlog-scaler config of the EKS cluster {cluster_name} (written by cdk deploy)",
+            tier=(
+                ssm.ParameterTier.STANDARD if size <= SSM_STANDARD_LIMIT_BYTES else ssm.ParameterTier.ADVANCED
+            ),
+        )
+        # Spelled out from the known name (the construct's ARN joins in a Ref of the name): a plain ARN
+        # that the policy scanners read as the parameter's.
+        self.arn = cdk.Stack.of(self).format_arn(
+            service="ssm", resource="parameter", resource_name=name.removeprefix("/")
+        )
+        # In the environment, so that a changed config changes every function's configuration.
+        self.version = hashlib.sha256(value.encode()).hexdigest()[:16]
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """What a function needs to read the config: the parameter's name and the config's version."""
+        return {ENV_CONFIG_PARAMETER: self.parameter.parameter_name, ENV_CONFIG_VERSION: self.version}
+
+    def grant_read(self, role: iam.IRole) -> None:
+        """ssm:GetParameter on this parameter only (a String parameter: no kms:Decrypt)."""
+        role.add_to_principal_policy(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[self.arn]))
 
 
 class ScalerFunction(Construct):

@@ -15,14 +15,19 @@ from cdk.constructs.function_code import FunctionCode
 from cdk.constructs.network import FunctionNetwork
 from cdk.constructs.notifications import Notifications
 from cdk.constructs.observability import Observability
-from cdk.constructs.scaler_function import FunctionSizing, ScalerFunction, check_environment_size
+from cdk.constructs.scaler_function import (
+    FunctionSizing,
+    ScalerConfigParameter,
+    ScalerFunction,
+    check_environment_size,
+)
 from cdk.constructs.secrets import ScalerSecrets
 from cdk.constructs.state_table import StateTable
 from cdk.constructs.trigger_queue import TriggerQueue
 from cdk.constructs.triggers import Triggers
 from cdk.constructs.webhook_api import WebhookApi
 from cdk.context import LOG_RETENTION_DAYS
-from cdk.environment import function_environments
+from cdk.environment import config_json, function_environments
 from cdk.manifests import (
     ADMISSION_ROUTE,
     ADMISSION_TOKEN_PLACEHOLDER,
@@ -114,6 +119,9 @@ class BacklogScalerStack(cdk.Stack):
             else None
         )
 
+        config_parameter = ScalerConfigParameter(
+            self, "Config", cluster_name=config.cluster_name, config_json=config_json(config)
+        )
         environments = function_environments(
             config,
             table_name=table.table_name,
@@ -121,6 +129,7 @@ class BacklogScalerStack(cdk.Stack):
             topic_arn=notifications.topic.topic_arn,
             webhook_secret_arn=secrets.webhook.secret_arn,
             slack_secret_arn=secrets.slack.secret_arn if secrets.slack else None,
+            config_parameter=config_parameter.environment,
         )
         failed_invocations = FailedInvocations(self, "FailedInvocations")
         functions: dict[str, ScalerFunction] = {}
@@ -154,6 +163,7 @@ class BacklogScalerStack(cdk.Stack):
         fleet_functions = (reconcile, force_scale_down, aws_events)
 
         for scaler in fleet_functions:
+            config_parameter.grant_read(scaler.role)
             state.grant_state_access(scaler.role)
             notifications.grant_publish(scaler.role)
             if secrets.slack:

@@ -2,7 +2,10 @@
 
     SCALER_QUEUE_URL           URL of the SQS FIFO queue of reconcile triggers (ends in .fifo)
     SCALER_WEBHOOK_SECRET_ARN  Secrets Manager secret holding the shared webhook secret
-    SCALER_CONFIG              the scaler config (JSON); the webhook uses its cluster_name
+    SCALER_CLUSTER_NAME        the cluster's name (the message group of the queue); the deployed
+                               webhook gets only this, never the config
+    SCALER_CONFIG              local runs and tests: the scaler config (JSON), read for its
+                               cluster_name when SCALER_CLUSTER_NAME is absent
 
 A missing or invalid variable is a ConfigError naming it, raised at import (cold start).
 """
@@ -10,15 +13,17 @@ A missing or invalid variable is a ConfigError naming it, raised at import (cold
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from shared.config import format_validation_error, parse_config
-from shared.constants import ENV_CONFIG, ENV_QUEUE_URL, ENV_WEBHOOK_SECRET_ARN
+from shared.constants import ENV_CLUSTER_NAME, ENV_CONFIG, ENV_QUEUE_URL, ENV_WEBHOOK_SECRET_ARN
 from shared.domain.errors import ConfigError
 
 SOURCE = "webhook environment"
+CLUSTER_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}")  # ScalerConfig.cluster_name
 
 
 class WebhookSettings(BaseModel):
@@ -28,7 +33,8 @@ class WebhookSettings(BaseModel):
 
     queue_url: str = Field(validation_alias=ENV_QUEUE_URL)
     secret_arn: str = Field(validation_alias=ENV_WEBHOOK_SECRET_ARN, min_length=1)
-    cluster_name: str = Field(validation_alias=ENV_CONFIG)
+    # The deployed webhook has the name alone; local runs and tests may pass the config instead.
+    cluster_name: str = Field(validation_alias=AliasChoices(ENV_CLUSTER_NAME, ENV_CONFIG))
 
     @field_validator("queue_url")
     @classmethod
@@ -50,6 +56,11 @@ class WebhookSettings(BaseModel):
     def _cluster_of_config(cls, value: object) -> str:
         if not isinstance(value, str):
             return value  # type: ignore[return-value]  # pydantic reports the type error
+        if not value.lstrip().startswith("{"):
+            # SCALER_CLUSTER_NAME: held to the config's own rule for cluster names.
+            if not CLUSTER_NAME.fullmatch(value):
+                raise ValueError(f"not a cluster name: {value[:100]!r}")
+            return value
         try:
             document = json.loads(value)
         except json.JSONDecodeError as exc:

@@ -130,7 +130,9 @@ def test_each_function_gets_only_what_it_uses(synthesized: Synthesized) -> None:
     webhook = _actions(_role_statements(synthesized, FUNCTION_WEBHOOK))
     assert "sqs:SendMessage" in webhook
     assert "secretsmanager:GetSecretValue" in webhook
-    assert not {a for a in webhook if a.split(":")[0] in ("dynamodb", "autoscaling", "ec2", "eks", "sns")}
+    assert not {
+        a for a in webhook if a.split(":")[0] in ("dynamodb", "autoscaling", "ec2", "eks", "sns", "ssm")
+    }
 
     reconcile = _actions(_role_statements(synthesized, FUNCTION_RECONCILE))
     assert reconcile >= MUTATING | DESCRIBES
@@ -150,6 +152,25 @@ def test_each_function_gets_only_what_it_uses(synthesized: Synthesized) -> None:
         "sqs:GetQueueAttributes",
         "sqs:GetQueueUrl",
     }
+
+
+def test_the_config_parameter_is_readable_by_the_scaling_functions_only(synthesized: Synthesized) -> None:
+    # Given the SSM parameter that holds the config
+    (parameter,) = synthesized.resources("AWS::SSM::Parameter").values()
+    for name in (FUNCTION_RECONCILE, FUNCTION_FORCE_SCALE_DOWN, FUNCTION_AWS_EVENTS):
+        # Then each scaling function may read that one parameter, and do nothing else in SSM
+        (statement,) = [
+            s
+            for s in _role_statements(synthesized, name)
+            if any(a.startswith("ssm:") for a in _as_list(s["Action"]))
+        ]
+        assert _as_list(statement["Action"]) == ["ssm:GetParameter"]
+        assert statement["Resource"]["Fn::Join"][1] == [
+            f"arn:aws:ssm:{synthesized.config.region}:",
+            {"Ref": "AWS::AccountId"},
+            f":parameter{parameter['Properties']['Name']}",
+        ]
+    assert not {a for a in _actions(_role_statements(synthesized, FUNCTION_WEBHOOK)) if a.startswith("ssm:")}
 
 
 def test_no_unused_actions(synthesized: Synthesized) -> None:

@@ -7,10 +7,13 @@ import json
 import os
 from typing import Any
 
+import boto3
 import pytest
 from moto import mock_aws
 
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
+
+from aws_lambda_powertools.utilities import parameters
 
 from functions.common.wiring import Dependencies, controller_from_environment
 from shared.adapters.aws.fleet import AsgFleet
@@ -19,6 +22,7 @@ from shared.adapters.aws.state_store import DynamoDbStateStore
 from shared.adapters.kubernetes.cluster import KubernetesCluster
 from shared.domain.errors import ConfigError
 from shared.runtime import load_settings
+from tests.fakes.aws import use_fake_credentials
 
 CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n").decode()
 CONFIG = {
@@ -96,3 +100,33 @@ def test_controller_is_built_once_from_the_environment_on_the_real_adapters(
     assert isinstance(controller._fleet, AsgFleet)
     assert isinstance(controller._state, DynamoDbStateStore)
     assert isinstance(controller._notifier, SnsNotifier)
+
+
+def test_without_a_parameter_name_the_config_comes_from_the_environment() -> None:
+    # Given a local run: SCALER_CONFIG set, the parameter name blank (no SSM call is made)
+    settings = load_settings(environment(SCALER_CONFIG_PARAMETER=" "))
+    assert settings.config_parameter is None
+    assert settings.config.cluster_name == "research"
+
+
+def test_controller_is_built_from_the_config_parameter(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given the deployed environment: the parameter's name and version instead of SCALER_CONFIG
+    for key, value in environment(SCALER_CONFIG=None).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("SCALER_CONFIG", raising=False)
+    monkeypatch.setenv("SCALER_CONFIG_PARAMETER", "/backlog-scaler/research/config")
+    monkeypatch.setenv("SCALER_CONFIG_VERSION", "0123456789abcdef")
+    use_fake_credentials(monkeypatch, "us-west-2")
+    parameters.clear_caches()
+    try:
+        with mock_aws():
+            boto3.client("ssm", region_name="us-west-2").put_parameter(
+                Name="/backlog-scaler/research/config", Value=json.dumps(CONFIG), Type="String"
+            )
+            # When the cold start builds the controller, Then it runs on the parameter's config
+            controller = controller_from_environment()
+    finally:
+        parameters.clear_caches()
+    assert controller.config.cluster_name == "research"
+    assert controller.config.group_names == ("a100",)
+    assert isinstance(controller._fleet, AsgFleet)

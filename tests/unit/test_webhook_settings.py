@@ -55,3 +55,16 @@ def test_bad_environment_names_the_variable(changes: dict[str, str | None], mess
     with pytest.raises(ConfigError, match=message.replace(".", r"\.")) as raised:
         load_settings(environ)
     assert str(raised.value).startswith("webhook environment: ")
+
+
+def test_the_deployed_webhook_needs_only_the_cluster_name() -> None:
+    # Given the environment the stack gives the webhook: the cluster name, no config
+    environ = {
+        "SCALER_CLUSTER_NAME": "research",
+        ENV_QUEUE_URL: "https://sqs.us-west-2.amazonaws.com/1/q.fifo",
+        ENV_WEBHOOK_SECRET_ARN: "arn:aws:secretsmanager:us-west-2:1:secret:w",
+    }
+    # Then its settings name the cluster, and a name the config would refuse is refused
+    assert load_settings(environ).cluster_name == "research"
+    with pytest.raises(ConfigError, match="not a cluster name"):
+        load_settings({**environ, "SCALER_CLUSTER_NAME": "bad name!"})
