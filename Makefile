@@ -3,6 +3,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The light install of `make demo` and `make plan-example`: the package and the local run (moto, plot).
+DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: test demo plan-example lint typecheck unit bench clean
 
@@ -10,9 +12,14 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[demo]'
+	touch $(DEMO_STAMP)
+
+# dev includes demo: one dev install satisfies both stamps.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
 
 # checkov pins its own boto3 (==1.35.x, ours is ~=1.44): it lives in a virtualenv of its own and
 # runs as a CLI on the synthesized template (tests/infra/test_scanners.py).
@@ -35,11 +42,11 @@ unit: $(STAMP) $(CHECKOV)
 test: lint typecheck unit
 
 # The local run: moto + the fake Kubernetes API server + the real handlers, in accelerated time.
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/python -m shared.demo $(DEMO_ARGS)
 
 # The decision engine alone, on the example kubectl/aws dumps in examples/.
-plan-example: $(STAMP)
+plan-example: $(DEMO_STAMP)
 	$(BIN)/backlog-scaler plan --pods examples/pods.json --nodes examples/nodes.json --objects examples/objects.json \
 		--asgs examples/asgs.json --config examples/config.yaml --state examples/state.json \
 		--now 2026-12-02T12:00:00Z
@@ -48,7 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/plan_bench.py
 	$(BIN)/python bench/list_bench.py
 	$(BIN)/python bench/latency_bench.py
-	$(BIN)/python bench/sim_bench.py --scenario one-group
+	$(if $(TRACE),$(BIN)/python bench/sim_bench.py --trace $(TRACE) --scenario one-group,@echo "sim_bench: skipped (give TRACE=path/to/philly.csv)")
 
 clean:
 	rm -rf $(VENV) cdk.out .mypy_cache .ruff_cache

@@ -1,5 +1,8 @@
 """Benchmark of `simulate`: replay the Philly trace (all virtual clusters merged) through the planner.
 
+The trace is not shipped (it is CC-BY-4.0 data, 3.4 MB): pass it with `--trace PATH`, a Philly CSV
+as processed by the Pollux authors (petuum/adaptdl, `simulator/traces/philly.csv`).
+
 Scenarios (boot 300 s, reconcile every 60 s plus 10 s after arrivals):
 - `one-group`: one group of 8-GPU nodes (p3.16xlarge shape, $24.48/h, max 400: the trace needs
   1,243 GPUs at peak, 156 nodes if perfectly packed).
@@ -28,7 +31,6 @@ from shared.sim.engine import SimOptions, SimResult, Simulation
 from shared.sim.report import build_report
 from shared.sim.trace import load_trace
 
-DEFAULT_TRACE = Path("/work/shared/traces/philly.csv")
 GPUS_PER_NODE = 8
 
 
@@ -75,7 +77,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--trace", type=Path, help=f"Philly trace CSV (default {DEFAULT_TRACE})")
+    parser.add_argument("--trace", type=Path, required=True, help="Philly trace CSV (not shipped)")
     parser.add_argument("--limit", type=int, help="replay only the first N jobs")
     parser.add_argument("--idle", type=int, nargs="+", default=[600, 120], help="idle_seconds values")
     parser.add_argument("--boot-seconds", type=int, default=300)
@@ -89,10 +91,10 @@ def main() -> int:
         help="also scale_down_delay_after_add_seconds 0 and max_scale_in_fraction 1.0",
     )
     args = parser.parse_args()
-    path = args.trace or DEFAULT_TRACE
+    path: Path = args.trace
     if not path.exists():
-        print(f"sim_bench: trace {path} not found; pass --trace PATH (the Philly trace is not shipped)")
-        return 2 if args.trace else 0
+        print(f"sim_bench: trace {path} not found (the Philly trace is not shipped)")
+        return 2
 
     started = time.perf_counter()
     try:

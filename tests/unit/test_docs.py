@@ -1,0 +1,113 @@
+"""The README documents `backlog-scaler plan --format json` exactly as the real command prints it.
+
+The README's key table (`| key | value |` rows after "`--format json` prints one object") names every
+key as a path: `groups` for a top-level key, `groups[].name` for a key of its entries. The real CLI
+runs as a process on the example dumps, and once more on two variations of them that make the lists
+the examples leave empty non-empty (a node to terminate, a model error), so every entry's keys are
+seen in real output. Each documented key must be printed and each printed key documented.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+README = ROOT / "README.md"
+TABLE_INTRO = "`--format json` prints one object"
+KEY_ROW = re.compile(r"^\| `([a-z_]+(?:\[\]\.[a-z_]+)?)` \|")
+
+
+def documented_keys() -> set[str]:
+    """The key paths of the README's table of the JSON output."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(TABLE_INTRO))
+    keys: set[str] = set()
+    table_started = False
+    for line in lines[start + 1 :]:
+        if line.startswith("|"):
+            table_started = True
+            match = KEY_ROW.match(line)
+            if match:
+                keys.add(match.group(1))
+        elif table_started:
+            break
+    return keys
+
+
+def printed_keys(output: dict[str, Any]) -> set[str]:
+    """`key` for every top-level key, `key[].sub` for the keys of the entries of a list of objects."""
+    keys: set[str] = set()
+    for key, value in output.items():
+        keys.add(key)
+        if isinstance(value, list):
+            for entry in value:
+                if isinstance(entry, dict):
+                    keys.update(f"{key}[].{sub}" for sub in entry)
+    return keys
+
+
+def run_plan(pods: Path, state: Path) -> dict[str, Any]:
+    """The real command, as a process, on the example dumps (with the given pods and state)."""
+    argv = [
+        sys.executable, "-m", "shared.cli", "plan",
+        "--pods", str(pods),
+        "--nodes", str(EXAMPLES / "nodes.json"),
+        "--objects", str(EXAMPLES / "objects.json"),
+        "--asgs", str(EXAMPLES / "asgs.json"),
+        "--config", str(EXAMPLES / "config.yaml"),
+        "--state", str(state),
+        "--now", "2026-12-02T12:00:00Z",
+        "--format", "json",
+    ]  # fmt: skip
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def example_outputs(tmp_path: Path) -> list[dict[str, Any]]:
+    """The examples as shipped; with a pod counted on a node for an hour (a model error); and with
+    only the running pods (the idle cordoned node is terminated, an idle one cordoned)."""
+    state = json.loads((EXAMPLES / "state.json").read_text(encoding="utf-8"))
+    state["pods"] = {
+        "research/eval-0": {
+            "uid": "uid-research-eval-0",
+            "counted_on": "ip-10-0-1-12.us-west-2.compute.internal",
+            "counted_since": "2026-12-02T11:00:00Z",
+        }
+    }
+    counted_state = tmp_path / "state.json"
+    counted_state.write_text(json.dumps(state), encoding="utf-8")
+    pods = json.loads((EXAMPLES / "pods.json").read_text(encoding="utf-8"))
+    pods["items"] = [pod for pod in pods["items"] if pod["status"].get("phase") == "Running"]
+    running_pods = tmp_path / "pods.json"
+    running_pods.write_text(json.dumps(pods), encoding="utf-8")
+    return [
+        run_plan(EXAMPLES / "pods.json", EXAMPLES / "state.json"),
+        run_plan(EXAMPLES / "pods.json", counted_state),
+        run_plan(running_pods, EXAMPLES / "state.json"),
+    ]
+
+
+def test_the_readme_documents_exactly_the_keys_plan_prints_as_json(tmp_path: Path) -> None:
+    # Given the README's table and the real output on the examples and their variations
+    documented = documented_keys()
+    outputs = example_outputs(tmp_path)
+    printed = set().union(*(printed_keys(output) for output in outputs))
+
+    # Then every list the table describes had entries in some run (so its keys were really seen)
+    lists = {
+        key for key in documented if "[]" not in key and any(k.startswith(key + "[]") for k in documented)
+    }
+    for key in lists:
+        assert any(output[key] for output in outputs), f"no run printed an entry of {key!r}"
+
+    # And the documented keys and the printed keys are the same set
+    assert documented, f"no key table found after {TABLE_INTRO!r} in README.md"
+    assert sorted(documented - printed) == [], "documented in README.md but not printed"
+    assert sorted(printed - documented) == [], "printed but not documented in README.md"
