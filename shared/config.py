@@ -249,6 +249,14 @@ def parse_config(document: object, source: str = "config") -> ScalerConfig:
         raise ConfigError(format_validation_error(exc, source)) from exc
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line: PyYAML's own message spans several, with a snippet of the file."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}"
+
+
 def load_config(path: str | Path) -> ScalerConfig:
     """Load a YAML or JSON config file."""
     path = Path(path)
@@ -258,8 +266,11 @@ def load_config(path: str | Path) -> ScalerConfig:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     try:
         document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise ConfigError(f"{path}: not valid JSON: {exc.msg} at {where}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from exc
     return parse_config(document, str(path))
 
 

@@ -69,3 +69,18 @@ def test_unreadable_or_invalid_yaml_is_a_config_error(tmp_path: Path) -> None:
         load_config(bad)
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.yaml")
+
+
+def test_a_yaml_or_json_syntax_error_is_one_line_naming_where(tmp_path: Path) -> None:
+    # Given a YAML config with a list item where a flow sequence was opened, and a truncated JSON one
+    yaml_file = tmp_path / "c.yaml"
+    yaml_file.write_text("cluster_name: x\nnode_groups: [\n  - a: b\n")
+    json_file = tmp_path / "c.json"
+    json_file.write_text('{"cluster_name": "x",')
+    # When loaded, Then each error is one line with the file, the problem and its position
+    for path, kind in ((yaml_file, "YAML"), (json_file, "JSON")):
+        with pytest.raises(ConfigError) as raised:
+            load_config(path)
+        message = str(raised.value)
+        assert "\n" not in message
+        assert message.startswith(f"{path}: not valid {kind}: ") and " at line " in message
