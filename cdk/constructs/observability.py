@@ -91,30 +91,28 @@ class Observability(Construct):
             evaluation_periods=1,
             treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
         )
-        alarm(
-            "DeadLetterQueueNotEmpty",
-            alarm_description=f"backlog-scaler {cluster_name}: triggers failed repeatedly and were parked",
-            metric=dead_letter_queue.metric_approximate_number_of_messages_visible(
-                period=FIVE_MINUTES, statistic="Maximum"
-            ),
-            threshold=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+
+        def queue_not_empty(alarm_id: str, description: str, queue: sqs.IQueue) -> None:
+            alarm(
+                alarm_id,
+                alarm_description=f"backlog-scaler {cluster_name}: {description}",
+                metric=queue.metric_approximate_number_of_messages_visible(
+                    period=FIVE_MINUTES, statistic="Maximum"
+                ),
+                threshold=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+
+        queue_not_empty(
+            "DeadLetterQueueNotEmpty", "triggers failed repeatedly and were parked", dead_letter_queue
         )
-        alarm(
+        queue_not_empty(
             "FailedInvocationsNotEmpty",
-            alarm_description=(
-                f"backlog-scaler {cluster_name}: an AWS event (launch failure, spot warning) failed "
-                "every attempt and was parked in the failed-invocations queue"
-            ),
-            metric=failed_invocations.metric_approximate_number_of_messages_visible(
-                period=FIVE_MINUTES, statistic="Maximum"
-            ),
-            threshold=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            "an AWS event (launch failure, spot warning) failed every attempt and was parked in the "
+            "failed-invocations queue",
+            failed_invocations,
         )
         alarm(
             "OldestPendingPod",
