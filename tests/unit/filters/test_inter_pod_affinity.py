@@ -11,12 +11,10 @@ import pytest
 
 from shared.domain.model import Pod
 from shared.formats.kubernetes import pod_from_json
-from shared.planner.filters.framework import Reason, SimNode
+from shared.planner.filters.framework import SimNode
 from shared.planner.filters.inter_pod_affinity import AFFINITY, ANTI_AFFINITY, EXISTING_ANTI_AFFINITY
-from shared.planner.filters.volume_binding import Volumes
-from shared.planner.simulation import Simulation
+from tests.unit.filters.simulated import judge, simulation
 
-DIMS = ("cpu", "memory", "nvidia.com/gpu", "pods")
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 
@@ -56,28 +54,6 @@ def _node(name: str, zone: str | None) -> SimNode:
     return SimNode(name, labels, (), [4000, 0, 0, 110])
 
 
-def _simulation(
-    nodes: list[SimNode],
-    bound: list[Pod],
-    pending: list[Pod],
-    namespaces: Mapping[str, Mapping[str, str]] | None = None,
-) -> Simulation:
-    on_node: dict[str, list[Pod]] = {}
-    for pod in bound:
-        assert pod.node_name is not None
-        on_node.setdefault(pod.node_name, []).append(pod)
-    sim = Simulation(on_node, namespaces or {}, Volumes.of((), (), ()))
-    for node in nodes:
-        sim.add_node(node)
-    sim.prepare(pending)
-    return sim
-
-
-def _verdicts(sim: Simulation, pod: Pod) -> dict[str, Reason]:
-    state = sim.state(pod)
-    return {name: sim.dynamic(pod, state, node, (), DIMS) for name, node in sim.nodes.items()}
-
-
 def _nodes() -> list[SimNode]:
     return [_node("n1", "zoneA"), _node("n2", "zoneA"), _node("n3", "zoneB")]
 
@@ -86,9 +62,9 @@ def test_affinity_admits_only_the_domain_of_a_matching_pod() -> None:
     # Given the documented pod with affinity to security=S1 per zone, and an S1 pod on n1 (zoneA)
     s1 = _pod("s1", {"security": "S1"}, node="n1")
     pod = _pod("with-pod-affinity", {"app": "web"}, affinity=[_term(ZONE, "security", "S1")])
-    sim = _simulation(_nodes(), [s1], [pod])
+    sim = simulation(_nodes(), [s1], [pod])
     # When every node is judged
-    verdicts = _verdicts(sim, pod)
+    verdicts = judge(sim, pod)
     # Then both zoneA nodes pass and zoneB does not
     assert verdicts == {"n1": None, "n2": None, "n3": AFFINITY}
 
@@ -97,9 +73,9 @@ def test_anti_affinity_rejects_the_whole_domain_of_a_matching_pod() -> None:
     # Given a pod with anti-affinity to security=S2 per zone, and an S2 pod on n1 (zoneA)
     s2 = _pod("s2", {"security": "S2"}, node="n1")
     pod = _pod("p", {"app": "web"}, anti=[_term(ZONE, "security", "S2")])
-    sim = _simulation(_nodes(), [s2], [pod])
+    sim = simulation(_nodes(), [s2], [pod])
     # When every node is judged
-    verdicts = _verdicts(sim, pod)
+    verdicts = judge(sim, pod)
     # Then zoneA is closed to it, zoneB open
     assert verdicts == {"n1": ANTI_AFFINITY, "n2": ANTI_AFFINITY, "n3": None}
 
@@ -108,9 +84,9 @@ def test_existing_pods_anti_affinity_rejects_the_incoming_pod() -> None:
     # Given a bound pod on n1 that refuses app=web pods on its host, and a plain app=web pod
     guard = _pod("guard", {"app": "db"}, node="n1", anti=[_term(HOST, "app", "web")])
     web = _pod("web", {"app": "web"})
-    sim = _simulation(_nodes(), [guard], [web])
+    sim = simulation(_nodes(), [guard], [web])
     # When every node is judged
-    verdicts = _verdicts(sim, web)
+    verdicts = judge(sim, web)
     # Then n1 is closed by the existing pod's rule (symmetry), the others open
     assert not sim.is_plain(web)
     assert verdicts == {"n1": EXISTING_ANTI_AFFINITY, "n2": None, "n3": None}
@@ -122,10 +98,10 @@ def test_missing_topology_key_fails_affinity_but_passes_anti_affinity() -> None:
     bound = [_pod("s1", {"security": "S1"}, node="n1"), _pod("s2", {"security": "S2"}, node="n1")]
     with_affinity = _pod("a", {"app": "web"}, affinity=[_term(ZONE, "security", "S1")])
     with_anti = _pod("b", {"app": "web"}, anti=[_term(ZONE, "security", "S2")])
-    sim = _simulation(nodes, bound, [with_affinity, with_anti])
+    sim = simulation(nodes, bound, [with_affinity, with_anti])
     # When the bare node is judged for each
-    affinity = _verdicts(sim, with_affinity)["bare"]
-    anti = _verdicts(sim, with_anti)["bare"]
+    affinity = judge(sim, with_affinity)["bare"]
+    anti = judge(sim, with_anti)["bare"]
     # Then affinity needs the key to exist on the node, anti-affinity is satisfied without it
     assert (affinity, anti) == (AFFINITY, None)
 
@@ -134,9 +110,9 @@ def test_terms_default_to_the_pods_own_namespace() -> None:
     # Given an S1 pod in namespace "other", and an incoming pod in "default" with affinity to S1
     s1 = _pod("s1", {"security": "S1"}, namespace="other", node="n1")
     pod = _pod("p", {"app": "web"}, affinity=[_term(ZONE, "security", "S1")])
-    sim = _simulation(_nodes(), [s1], [pod])
+    sim = simulation(_nodes(), [s1], [pod])
     # When every node is judged
-    verdicts = _verdicts(sim, pod)
+    verdicts = judge(sim, pod)
     # Then the pod in another namespace does not count
     assert set(verdicts.values()) == {AFFINITY}
 
@@ -164,9 +140,9 @@ def test_namespaces_and_namespace_selector_widen_the_term(
     s1 = _pod("s1", {"security": "S1"}, namespace="other", node="n1")
     pod = _pod("p", {"app": "web"}, affinity=[_term(ZONE, "security", "S1", **extra)])
     namespaces = {"other": {"kubernetes.io/metadata.name": "other", **namespace_labels}, "default": {}}
-    sim = _simulation(_nodes(), [s1], [pod], namespaces)
+    sim = simulation(_nodes(), [s1], [pod], namespaces)
     # When zoneA's empty node is judged
-    verdict = _verdicts(sim, pod)["n2"]
+    verdict = judge(sim, pod)["n2"]
     # Then it passes exactly when the term reaches the S1 pod's namespace
     assert verdict == (None if matches else AFFINITY)
 
@@ -177,9 +153,9 @@ def test_existing_pod_must_match_all_affinity_terms() -> None:
     both = _pod("both", {"security": "S1", "app": "cache"}, node="n1")
     half = _pod("half", {"app": "cache"}, node="n3")
     pod = _pod("p", {"app": "web"}, affinity=[_term(ZONE, "security", "S1"), _term(HOST, "app", "cache")])
-    sim = _simulation(_nodes(), [both, half], [pod])
+    sim = simulation(_nodes(), [both, half], [pod])
     # When every node is judged
-    verdicts = _verdicts(sim, pod)
+    verdicts = judge(sim, pod)
     # Then only n1 satisfies both terms (n2 shares the zone but not the host)
     assert verdicts == {"n1": None, "n2": AFFINITY, "n3": AFFINITY}
 
@@ -189,26 +165,26 @@ def test_first_pod_of_a_self_affine_series_may_go_anywhere_the_key_exists() -> N
     # and a node without a zone label
     nodes = [*_nodes(), _node("bare", None)]
     first, second = (_pod(f"db-{i}", {"app": "db"}, affinity=[_term(ZONE, "app", "db")]) for i in (1, 2))
-    sim = _simulation(nodes, [], [first, second])
+    sim = simulation(nodes, [], [first, second])
     # When the first is judged
-    verdicts = _verdicts(sim, first)
+    verdicts = judge(sim, first)
     # Then every node with a zone passes
     assert verdicts == {"n1": None, "n2": None, "n3": None, "bare": AFFINITY}
     # And once it is placed on n3, the second replica must follow it to zoneB
     sim.checkpoint()
     sim.record(first, sim.nodes["n3"])
-    assert _verdicts(sim, second) == {"n1": AFFINITY, "n2": AFFINITY, "n3": None, "bare": AFFINITY}
+    assert judge(sim, second) == {"n1": AFFINITY, "n2": AFFINITY, "n3": None, "bare": AFFINITY}
     # And a rollback makes it the first of the series again
     sim.rollback()
-    assert _verdicts(sim, second) == {"n1": None, "n2": None, "n3": None, "bare": AFFINITY}
+    assert judge(sim, second) == {"n1": None, "n2": None, "n3": None, "bare": AFFINITY}
 
 
 def test_pod_not_matching_its_own_affinity_waits_for_a_matching_pod() -> None:
     # Given no pods and a pod with affinity to app=db that is not itself app=db
     pod = _pod("p", {"app": "web"}, affinity=[_term(ZONE, "app", "db")])
-    sim = _simulation(_nodes(), [], [pod])
+    sim = simulation(_nodes(), [], [pod])
     # When every node is judged
-    verdicts = _verdicts(sim, pod)
+    verdicts = judge(sim, pod)
     # Then no node passes
     assert set(verdicts.values()) == {AFFINITY}
 
@@ -217,9 +193,9 @@ def test_matching_pod_on_a_node_without_the_key_does_not_block_the_first_pod_rul
     # Given an app=db pod on a node without a zone label, and a self-affine app=db replica per zone
     bound = [_pod("db-0", {"app": "db"}, node="bare")]
     pod = _pod("db-1", {"app": "db"}, affinity=[_term(ZONE, "app", "db")])
-    sim = _simulation([*_nodes(), _node("bare", None)], bound, [pod])
+    sim = simulation([*_nodes(), _node("bare", None)], bound, [pod])
     # When a node with a zone is judged
-    verdict = _verdicts(sim, pod)["n1"]
+    verdict = judge(sim, pod)["n1"]
     # Then, as in kube-scheduler, no pod counts in any zone and the first-pod rule admits it
     assert verdict is None
 
@@ -227,30 +203,30 @@ def test_matching_pod_on_a_node_without_the_key_does_not_block_the_first_pod_rul
 def test_recorded_anti_affine_pod_closes_its_host_until_rolled_back() -> None:
     # Given two replicas that refuse each other per host
     first, second = (_pod(f"web-{i}", {"app": "web"}, anti=[_term(HOST, "app", "web")]) for i in (1, 2))
-    sim = _simulation(_nodes(), [], [first, second])
+    sim = simulation(_nodes(), [], [first, second])
     sim.checkpoint()
     # When the first is recorded on n1
     sim.record(first, sim.nodes["n1"])
     # Then the second is refused there (by its own rule and by the placed pod's)
-    verdicts = _verdicts(sim, second)
+    verdicts = judge(sim, second)
     assert verdicts["n1"] in (ANTI_AFFINITY, EXISTING_ANTI_AFFINITY)
     assert (verdicts["n2"], verdicts["n3"]) == (None, None)
     # And a rollback opens n1 again
     sim.rollback()
-    assert _verdicts(sim, second) == {"n1": None, "n2": None, "n3": None}
+    assert judge(sim, second) == {"n1": None, "n2": None, "n3": None}
 
 
 def test_recorded_pod_with_anti_affinity_repels_a_plain_pod() -> None:
     # Given a pending guard refusing app=web per zone, and a plain app=web pod
     guard = _pod("guard", {"app": "db"}, anti=[_term(ZONE, "app", "web")])
     web = _pod("web", {"app": "web"})
-    sim = _simulation(_nodes(), [], [guard, web])
-    assert _verdicts(sim, web) == {"n1": None, "n2": None, "n3": None}
+    sim = simulation(_nodes(), [], [guard, web])
+    assert judge(sim, web) == {"n1": None, "n2": None, "n3": None}
     # When the guard is recorded on n1
     sim.record(guard, sim.nodes["n1"])
     # Then the plain pod is refused in zoneA by the placed pod's rule
     assert not sim.is_plain(web)
-    assert _verdicts(sim, web) == {"n1": EXISTING_ANTI_AFFINITY, "n2": EXISTING_ANTI_AFFINITY, "n3": None}
+    assert judge(sim, web) == {"n1": EXISTING_ANTI_AFFINITY, "n2": EXISTING_ANTI_AFFINITY, "n3": None}
 
 
 def test_web_store_is_co_located_with_redis_cache_one_per_node() -> None:
@@ -270,11 +246,11 @@ def test_web_store_is_co_located_with_redis_cache_one_per_node() -> None:
         for i in range(4)
     ]
     nodes = [_node(f"worker-{i}", "zoneA") for i in range(3)]
-    sim = _simulation(nodes, [], [*caches, *webs])
+    sim = simulation(nodes, [], [*caches, *webs])
     # When each pod in turn is placed on the first node that passes
     placed: dict[str, str | None] = {}
     for pod in [*caches, *webs]:
-        verdicts = _verdicts(sim, pod)
+        verdicts = judge(sim, pod)
         name = next((n for n, reason in verdicts.items() if reason is None), None)
         placed[pod.name] = name
         if name is not None:

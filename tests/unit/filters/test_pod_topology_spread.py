@@ -9,12 +9,11 @@ from typing import Any
 
 from shared.domain.model import Pod, Taint, TaintEffect
 from shared.formats.kubernetes import pod_from_json
-from shared.planner.filters.framework import Reason, SimNode
+from shared.planner.filters.framework import SimNode
 from shared.planner.filters.pod_topology_spread import MISSING_LABEL, SKEW, DomainCounts
-from shared.planner.filters.volume_binding import Volumes
 from shared.planner.simulation import Simulation
+from tests.unit.filters.simulated import judge, simulation
 
-DIMS = ("cpu", "memory", "nvidia.com/gpu", "pods")
 FOO = {"foo": "bar"}
 
 
@@ -53,23 +52,6 @@ def _node(name: str, zone: str | None, taints: tuple[Taint, ...] = ()) -> SimNod
     return SimNode(name, labels, taints, [4000, 0, 0, 110])
 
 
-def _simulation(nodes: list[SimNode], bound: list[Pod], pending: list[Pod]) -> Simulation:
-    on_node: dict[str, list[Pod]] = {}
-    for pod in bound:
-        assert pod.node_name is not None
-        on_node.setdefault(pod.node_name, []).append(pod)
-    sim = Simulation(on_node, {}, Volumes.of((), (), ()))
-    for node in nodes:
-        sim.add_node(node)
-    sim.prepare(pending)
-    return sim
-
-
-def _verdicts(sim: Simulation, pod: Pod) -> dict[str, Reason]:
-    state = sim.state(pod)
-    return {name: sim.dynamic(pod, state, node, (), DIMS) for name, node in sim.nodes.items()}
-
-
 def _documented_cluster() -> tuple[list[SimNode], list[Pod]]:
     """4 nodes, zoneA = node1 + node2, zoneB = node3 + node4; foo=bar pods on node1, node2, node3."""
     nodes = [
@@ -85,9 +67,9 @@ def test_max_skew_one_sends_the_pod_to_the_emptier_zone() -> None:
     # Given the documented cluster (zoneA 2 pods, zoneB 1) and mypod with maxSkew 1 per zone
     nodes, bound = _documented_cluster()
     pod = _pod("mypod", spread=[_constraint(1, "zone")])
-    sim = _simulation(nodes, bound, [pod])
+    sim = simulation(nodes, bound, [pod])
     # When every node is judged
-    verdicts = _verdicts(sim, pod)
+    verdicts = judge(sim, pod)
     # Then only zoneB passes: zoneA would become 3/1
     assert verdicts == {"node1": SKEW, "node2": SKEW, "node3": None, "node4": None}
 
@@ -96,19 +78,19 @@ def test_max_skew_two_admits_either_zone() -> None:
     # Given the documented cluster and maxSkew 2
     nodes, bound = _documented_cluster()
     pod = _pod("mypod", spread=[_constraint(2, "zone")])
-    sim = _simulation(nodes, bound, [pod])
+    sim = simulation(nodes, bound, [pod])
     # When every node is judged
     # Then 3/1 is within the skew: every node passes
-    assert set(_verdicts(sim, pod).values()) == {None}
+    assert set(judge(sim, pod).values()) == {None}
 
 
 def test_two_constraints_must_both_hold() -> None:
     # Given the documented cluster and constraints per zone and per node, both maxSkew 1
     nodes, bound = _documented_cluster()
     pod = _pod("mypod", spread=[_constraint(1, "zone"), _constraint(1, "node")])
-    sim = _simulation(nodes, bound, [pod])
+    sim = simulation(nodes, bound, [pod])
     # When every node is judged
-    verdicts = _verdicts(sim, pod)
+    verdicts = judge(sim, pod)
     # Then only node4 satisfies both (zoneB, and the node without a pod)
     assert verdicts == {"node1": SKEW, "node2": SKEW, "node3": SKEW, "node4": None}
 
@@ -123,9 +105,9 @@ def test_node_missing_the_topology_label_is_rejected_and_its_pods_not_counted() 
     ]
     bound = [_pod(f"p-{n}", node=f"node-{n[0]}") for n in ("a1", "b1", "x1", "y1")]
     pod = _pod("p", spread=[_constraint(1, "zone")])
-    sim = _simulation(nodes, bound, [pod])
+    sim = simulation(nodes, bound, [pod])
     # When every node is judged
-    verdicts = _verdicts(sim, pod)
+    verdicts = judge(sim, pod)
     # Then zones count 1/2 (node-b's pod is not counted), and node-b itself is missing the label
     assert verdicts == {"node-a": None, "node-b": MISSING_LABEL, "node-x": SKEW, "node-y": SKEW}
 
@@ -145,9 +127,9 @@ def test_pods_in_another_namespace_do_not_count() -> None:
         _pod("p-y1", node="node-y"),
     ]
     pod = _pod("p", spread=[_constraint(1, "zone")])
-    sim = _simulation(nodes, bound, [pod])
+    sim = simulation(nodes, bound, [pod])
     # When every node is judged
-    verdicts = _verdicts(sim, pod)
+    verdicts = judge(sim, pod)
     # Then zone1 counts 0 and zone2 2: only zone1 passes
     assert verdicts == {"node-a": None, "node-b": None, "node-x": SKEW, "node-y": SKEW}
 
@@ -163,9 +145,9 @@ def test_pod_not_matching_its_own_selector_adds_nothing_to_the_skew() -> None:
     counts = {"node-a": 2, "node-b": 1, "node-y": 3}
     bound = [_pod(f"{n}-{i}", node=n) for n, c in counts.items() for i in range(c)]
     pod = _pod("p", {"bar": ""}, spread=[_constraint(1, "node")])
-    sim = _simulation(nodes, bound, [pod])
+    sim = simulation(nodes, bound, [pod])
     # When every node is judged
-    verdicts = _verdicts(sim, pod)
+    verdicts = judge(sim, pod)
     # Then count - min <= 1 holds on node-b and node-x only
     assert verdicts == {"node-a": SKEW, "node-b": None, "node-x": None, "node-y": SKEW}
 
@@ -175,13 +157,13 @@ def test_min_domains_forces_a_new_domain_while_too_few_exist() -> None:
     nodes = [_node("node1", "zoneA"), _node("node2", "zoneB")]
     bound = [_pod("p1", node="node1"), _pod("p2", node="node2")]
     pod = _pod("mypod", spread=[_constraint(1, "zone", minDomains=3)])
-    sim = _simulation(nodes, bound, [pod])
+    sim = simulation(nodes, bound, [pod])
     # When the existing nodes are judged
     # Then the global minimum is 0 (fewer than 3 domains), so both zones would have skew 2
-    assert _verdicts(sim, pod) == {"node1": SKEW, "node2": SKEW}
+    assert judge(sim, pod) == {"node1": SKEW, "node2": SKEW}
     # And when a node of a third zone is added (as a new node the plan would buy), it passes
     sim.add_node(_node("node3", "zoneC"))
-    assert _verdicts(sim, pod)["node3"] is None
+    assert judge(sim, pod)["node3"] is None
 
 
 def test_without_min_domains_the_same_spread_admits_either_zone() -> None:
@@ -189,10 +171,10 @@ def test_without_min_domains_the_same_spread_admits_either_zone() -> None:
     nodes = [_node("node1", "zoneA"), _node("node2", "zoneB")]
     bound = [_pod("p1", node="node1"), _pod("p2", node="node2")]
     pod = _pod("mypod", spread=[_constraint(1, "zone")])
-    sim = _simulation(nodes, bound, [pod])
+    sim = simulation(nodes, bound, [pod])
     # When judged
     # Then 2/1 is within the skew
-    assert _verdicts(sim, pod) == {"node1": None, "node2": None}
+    assert judge(sim, pod) == {"node1": None, "node2": None}
 
 
 def _zone_c_excluded(policy: str | None) -> tuple[Simulation, Pod]:
@@ -215,7 +197,7 @@ def _zone_c_excluded(policy: str | None) -> tuple[Simulation, Pod]:
         }
     }
     pod = _pod("mypod", spread=[_constraint(1, "zone", **extra)], affinity=affinity)
-    return _simulation(nodes, bound, [pod]), pod
+    return simulation(nodes, bound, [pod]), pod
 
 
 def test_node_affinity_policy_honor_leaves_excluded_zones_out_of_the_minimum() -> None:
@@ -223,7 +205,7 @@ def test_node_affinity_policy_honor_leaves_excluded_zones_out_of_the_minimum() -
     sim, pod = _zone_c_excluded(None)
     # When zoneB's node is judged
     # Then the minimum is zoneB's 1 (zoneC is not eligible), so zoneB passes
-    assert _verdicts(sim, pod)["node3"] is None
+    assert judge(sim, pod)["node3"] is None
 
 
 def test_node_affinity_policy_ignore_counts_excluded_zones() -> None:
@@ -231,7 +213,7 @@ def test_node_affinity_policy_ignore_counts_excluded_zones() -> None:
     sim, pod = _zone_c_excluded("Ignore")
     # When zoneB's node is judged
     # Then empty zoneC sets the minimum to 0 and zoneB would have skew 2
-    assert _verdicts(sim, pod)["node3"] == SKEW
+    assert judge(sim, pod)["node3"] == SKEW
 
 
 def _tainted_zone_c(policy: str | None) -> tuple[Simulation, Pod]:
@@ -241,7 +223,7 @@ def _tainted_zone_c(policy: str | None) -> tuple[Simulation, Pod]:
     bound = [_pod("p1", node="node1"), _pod("p2", node="node2")]
     extra = {} if policy is None else {"nodeTaintsPolicy": policy}
     pod = _pod("mypod", spread=[_constraint(1, "zone", **extra)])
-    return _simulation(nodes, bound, [pod]), pod
+    return simulation(nodes, bound, [pod]), pod
 
 
 def test_node_taints_policy_ignore_counts_tainted_domains_by_default() -> None:
@@ -249,7 +231,7 @@ def test_node_taints_policy_ignore_counts_tainted_domains_by_default() -> None:
     sim, pod = _tainted_zone_c(None)
     # When zoneA's node is judged
     # Then tainted, empty zoneC holds the minimum at 0
-    assert _verdicts(sim, pod)["node1"] == SKEW
+    assert judge(sim, pod)["node1"] == SKEW
 
 
 def test_node_taints_policy_honor_leaves_untolerated_domains_out() -> None:
@@ -257,18 +239,18 @@ def test_node_taints_policy_honor_leaves_untolerated_domains_out() -> None:
     sim, pod = _tainted_zone_c("Honor")
     # When zoneA's node is judged
     # Then zoneC is not eligible, the minimum is 1 and zoneA passes
-    assert _verdicts(sim, pod)["node1"] is None
+    assert judge(sim, pod)["node1"] is None
 
 
 def test_schedule_anyway_never_filters() -> None:
     # Given the documented cluster and a ScheduleAnyway constraint
     nodes, bound = _documented_cluster()
     pod = _pod("mypod", spread=[_constraint(1, "zone", whenUnsatisfiable="ScheduleAnyway")])
-    sim = _simulation(nodes, bound, [pod])
+    sim = simulation(nodes, bound, [pod])
     # When the pod is prepared
     # Then there is no spread state to filter with, and every node passes
     assert sim.state(pod).spread is None
-    assert set(_verdicts(sim, pod).values()) == {None}
+    assert set(judge(sim, pod).values()) == {None}
 
 
 def test_recorded_pod_raises_its_zone_count_until_rolled_back() -> None:
@@ -278,15 +260,15 @@ def test_recorded_pod_raises_its_zone_count_until_rolled_back() -> None:
         _pod("mypod-1", spread=[_constraint(1, "zone")]),
         _pod("mypod-2", spread=[_constraint(1, "zone")]),
     )
-    sim = _simulation(nodes, bound, [first, second])
+    sim = simulation(nodes, bound, [first, second])
     sim.checkpoint()
     # When the first is recorded in zoneB (2/2)
     sim.record(first, sim.nodes["node4"])
     # Then the second may go to either zone
-    assert set(_verdicts(sim, second).values()) == {None}
+    assert set(judge(sim, second).values()) == {None}
     # And after a rollback (2/1) zoneA is closed again
     sim.rollback()
-    assert _verdicts(sim, second) == {"node1": SKEW, "node2": SKEW, "node3": None, "node4": None}
+    assert judge(sim, second) == {"node1": SKEW, "node2": SKEW, "node3": None, "node4": None}
 
 
 def test_recorded_plain_pod_matching_the_selector_is_counted() -> None:
@@ -294,12 +276,12 @@ def test_recorded_plain_pod_matching_the_selector_is_counted() -> None:
     nodes, bound = _documented_cluster()
     spread = _pod("mypod", spread=[_constraint(1, "zone")])
     plain = _pod("plain")
-    sim = _simulation(nodes, bound, [spread, plain])
+    sim = simulation(nodes, bound, [spread, plain])
     # When the plain pod is recorded in zoneB (2/2)
     assert sim.watched(plain)
     sim.record(plain, sim.nodes["node3"])
     # Then zoneA is open to the spread pod
-    assert set(_verdicts(sim, spread).values()) == {None}
+    assert set(judge(sim, spread).values()) == {None}
 
 
 def test_decrement_below_the_minimum_lowers_it() -> None:
