@@ -43,7 +43,7 @@ test: lint typecheck unit
 
 # The local run: moto + the fake Kubernetes API server + the real handlers, in accelerated time.
 demo: $(DEMO_STAMP)
-	$(BIN)/python -m shared.demo $(DEMO_ARGS)
+	$(BIN)/python -m shared.local.demo $(DEMO_ARGS)
 
 # The decision engine alone, on the example kubectl/aws dumps in examples/.
 plan-example: $(DEMO_STAMP)

@@ -109,8 +109,8 @@ def wake_up_latency(runs: int, pending: int, busy_nodes: int) -> tuple[float, li
 
     from shared.adapters.aws import clients
     from shared.adapters.aws.state_store import create_table
+    from shared.local.kube_api_server import FakeKubeApiServer
     from tests.builders import node, pod
-    from tests.fakes.kube_api_server import FakeKubeApiServer
     from tests.fakes.memory import FakeLambdaContext
 
     with mock_aws(), FakeKubeApiServer() as server, tempfile.TemporaryDirectory() as tmp:

@@ -346,7 +346,7 @@ def make_node(i: int, rng: random.Random) -> dict[str, Any]:
 
 def serve(conn: Connection, pods: int, nodes: int) -> None:
     """Child process: seed a fake API server, send its URL and object sizes, serve until told to stop."""
-    from tests.fakes import kube_api_server
+    from shared.local import kube_api_server
 
     rng = random.Random(7)
     with kube_api_server.FakeKubeApiServer() as server:

@@ -199,7 +199,7 @@ def verdict(ok: bool) -> str:
 
 def _plan_command(files: dict[str, Path]) -> list[str]:
     script = Path(sys.executable).with_name("backlog-scaler")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "shared.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "shared.local.cli"]
     return [
         *command,
         "plan",

@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from shared.config import ScalerConfig, parse_config
 from shared.domain.errors import InputError
-from shared.sim.engine import SimOptions, SimResult, Simulation
-from shared.sim.report import build_report
-from shared.sim.trace import load_trace
+from shared.local.sim.engine import SimOptions, SimResult, Simulation
+from shared.local.sim.report import build_report
+from shared.local.sim.trace import load_trace
 
 GPUS_PER_NODE = 8
 

@@ -34,9 +34,7 @@ APP_CODE_EXCLUDE = [
     ".mypy_cache/",
     "tests/",
     # Local entry points (trace replay, the local run): never imported by a function.
-    "/shared/sim/",
-    "/shared/demo/",
-    "/shared/cli.py",
+    "/shared/local/",
 ]
 PIP_PLATFORMS = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"}
 # Named only because BundlingOptions requires an image; local bundling never falls back to it.

@@ -108,5 +108,5 @@ def test_function_code_asset_holds_only_the_app_packages(synthesized: Synthesize
     files = [p.relative_to(asset).as_posix() for p in asset.rglob("*")]
     assert "shared/config.py" in files
     # The local entry points (simulator, demo, CLI) stay out of the functions
-    assert not [f for f in files if f.startswith(("shared/sim", "shared/demo")) or f == "shared/cli.py"]
+    assert not [f for f in files if f.startswith("shared/local")]
     assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc") or "/tests/" in f]

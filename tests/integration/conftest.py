@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from shared.adapters.kubernetes.rbac import cluster_role
-from tests.fakes.kube_api_server import FakeKubeApiServer
+from shared.local.kube_api_server import FakeKubeApiServer
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """`make demo` in its shortened form: the real handlers, invoked like Lambda, against a moto server and
 the fake Kubernetes API server, while the simulated world boots nodes and runs the quick workload.
 
-The demo runs in its own process, exactly as `make demo` starts it (`python -m shared.demo`): the
+The demo runs in its own process, exactly as `make demo` starts it (`python -m shared.local.demo`): the
 handlers read their environment at import and the demo patches moto's launches, neither of which
 may leak into the other tests of a pytest worker.
 """
@@ -24,17 +24,27 @@ import pytest
 from functions.aws_events.events import LaunchUnsuccessful, parse_aws_event
 from functions.reconcile.triggers import SCHEDULE, SQS, trigger_of
 from shared.adapters.aws.fleet import classify_failure
-from shared.demo.cli import main as demo_main
-from shared.demo.lambda_events import launch_unsuccessful, scheduled_event, sqs_event
-from shared.demo.timeline import brief, offset, relative
 from shared.domain.operations import FailureKind
+from shared.local.demo.cli import main as demo_main
+from shared.local.demo.lambda_events import launch_unsuccessful, scheduled_event, sqs_event
+from shared.local.demo.timeline import brief, offset, relative
 
 ROOT = Path(__file__).resolve().parents[2]
 START = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 
 def run_quick_demo(out: Path) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "shared.demo", "--scenario", "quick", "--speed", "0", "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "shared.local.demo",
+        "--scenario",
+        "quick",
+        "--speed",
+        "0",
+        "--out",
+        str(out),
+    ]
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)
 
 
@@ -146,7 +156,7 @@ def test_hold_keeps_the_fake_kubernetes_api_up_for_kubectl_until_ctrl_c(tmp_path
     if kubectl is None:
         pytest.skip("kubectl is not on PATH")
     # Given the quick demo run with --hold
-    command = [sys.executable, "-m", "shared.demo", "--scenario", "quick", "--speed", "0"]
+    command = [sys.executable, "-m", "shared.local.demo", "--scenario", "quick", "--speed", "0"]
     command += ["--out", str(tmp_path), "--hold"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     demo = subprocess.Popen(

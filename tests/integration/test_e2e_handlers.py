@@ -39,12 +39,12 @@ from shared.adapters.aws import clients
 from shared.adapters.aws.state_store import DynamoDbStateStore, create_table
 from shared.config import PolicyConfig
 from shared.domain.errors import ClusterReadError, FleetReadError, ThrottledError
+from shared.local.kube_api_server import FakeKubeApiServer
 from shared.observability import PowertoolsReporter
 from shared.runtime import build_controller, load_settings
 from shared.webhook_auth import sign
 from tests.builders import GPU_TAINT, iso, node, pod
 from tests.fakes.aws import use_fake_credentials
-from tests.fakes.kube_api_server import FakeKubeApiServer
 from tests.fakes.memory import FakeClock, FakeLambdaContext
 
 REGION = "us-west-2"

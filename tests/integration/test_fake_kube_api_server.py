@@ -14,7 +14,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client import ApiClient, ApiException, Configuration, CoreV1Api, PolicyV1Api
 
-from tests.fakes.kube_api_server import FakeKubeApiServer, RecordedCall
+from shared.local.kube_api_server import FakeKubeApiServer, RecordedCall
 
 TOKEN = "s3cr3t-token"
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import urllib3
 
-from tests.fakes.kube_api_server import FakeKubeApiServer
+from shared.local.kube_api_server import FakeKubeApiServer
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH")

@@ -44,7 +44,7 @@ from shared.domain.errors import (
 from shared.domain.model import ANNOTATION_CORDONED_AT
 from shared.domain.operations import ClusterEvent, EventType, ObjectRef
 from shared.domain.resources import GPU
-from tests.fakes.kube_api_server import FakeKubeApiServer
+from shared.local.kube_api_server import FakeKubeApiServer
 
 TOKEN = "test-token"
 NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)

@@ -24,8 +24,8 @@ from shared.adapters.kubernetes.cluster import ClusterOptions, KubernetesCluster
 from shared.adapters.kubernetes.rbac import PERMISSIONS, Permission, cluster_role
 from shared.domain.errors import AuthError
 from shared.domain.operations import ClusterEvent, ObjectRef
+from shared.local.kube_api_server import FakeKubeApiServer
 from tests.builders import node, pod
-from tests.fakes.kube_api_server import FakeKubeApiServer
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)

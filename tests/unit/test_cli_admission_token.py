@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from shared.cli import main
+from shared.local.cli import main
 from shared.webhook_auth import admission_path_token
 
 SECRET = "whsec-0123456789abcdef0123456789abcdef"

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from shared.cli import main
 from shared.domain.model import Snapshot
 from shared.domain.plan import Plan
+from shared.local.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ARGS = [
@@ -151,7 +151,7 @@ def test_objects_files_are_merged_into_the_snapshot_and_unknown_kinds_reported(
     # Given pods and nodes in one --objects file (as `kubectl get pods,nodes -A -o json` prints them),
     # and the storage objects, a DaemonSet, a namespace and kinds the planner does not read in another
     planner = _RecordingPlanner()
-    monkeypatch.setattr("shared.cli.plan", planner)
+    monkeypatch.setattr("shared.local.cli.plan", planner)
     pods = json.loads((EXAMPLES / "pods.json").read_text())["items"]
     nodes = json.loads((EXAMPLES / "nodes.json").read_text())["items"]
     workload = _write(tmp_path / "workload.json", {"apiVersion": "v1", "kind": "List", "items": pods + nodes})
@@ -187,7 +187,7 @@ def test_pods_given_twice_are_counted_once(
 ) -> None:
     # Given --pods and an --objects file holding the same pods again
     planner = _RecordingPlanner()
-    monkeypatch.setattr("shared.cli.plan", planner)
+    monkeypatch.setattr("shared.local.cli.plan", planner)
     again = _write(tmp_path / "again.json", json.loads((EXAMPLES / "pods.json").read_text()))
     # When planning
     assert main([*ARGS, "--objects", again]) == 0

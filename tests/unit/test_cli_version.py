@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli import build_parser, main
+from shared.local.cli import build_parser, main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 COMMANDS = ("plan", "admission-token", "simulate")

@@ -55,7 +55,7 @@ def printed_keys(output: dict[str, Any]) -> set[str]:
 def run_plan(pods: Path, state: Path) -> dict[str, Any]:
     """The real command, as a process, on the example dumps (with the given pods and state)."""
     argv = [
-        sys.executable, "-m", "shared.cli", "plan",
+        sys.executable, "-m", "shared.local.cli", "plan",
         "--pods", str(pods),
         "--nodes", str(EXAMPLES / "nodes.json"),
         "--objects", str(EXAMPLES / "objects.json"),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli import main
+from shared.local.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "tests" / "fixtures" / "traces"
@@ -177,7 +177,7 @@ def test_progress_line_on_request(capsys: pytest.CaptureFixture[str]) -> None:
 def test_simulate_without_a_plot_never_imports_matplotlib() -> None:
     # The Lambda functions share this package: matplotlib must stay an optional, lazy import.
     code = (
-        "import sys; from shared.cli import main; "
+        "import sys; from shared.local.cli import main; "
         f"main(['simulate', '--trace', {TWO_JOBS!r}, '--config', {BASELINE!r}]); "
         "assert 'matplotlib' not in sys.modules"
     )
@@ -237,7 +237,7 @@ def test_out_is_validated_before_the_replay_starts(
     blocker.write_text("not a directory")
     out = blocker if layout == "a file" else blocker / "run1"
     replay = _RecordingSimulate()
-    monkeypatch.setattr("shared.sim.cli.simulate", replay)
+    monkeypatch.setattr("shared.local.sim.cli.simulate", replay)
     # When simulating
     code = main(["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--out", str(out)])
     # Then it fails at once naming --out, and no replay ran
@@ -260,7 +260,7 @@ def test_no_plot_without_out_is_an_error(
 ) -> None:
     # Given --no-plot and no --out
     replay = _RecordingSimulate()
-    monkeypatch.setattr("shared.sim.cli.simulate", replay)
+    monkeypatch.setattr("shared.local.sim.cli.simulate", replay)
     # When simulating
     code = main(["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--no-plot"])
     # Then it is refused before the replay, saying --no-plot needs --out

@@ -16,9 +16,9 @@ import pytest
 
 from shared.config import ScalerConfig, parse_config
 from shared.domain.errors import ConfigError
-from shared.sim.engine import SimOptions, SimResult, Simulation, simulate
-from shared.sim.report import build_report
-from shared.sim.trace import TRACE_ORIGIN, Job, Trace, load_trace
+from shared.local.sim.engine import SimOptions, SimResult, Simulation, simulate
+from shared.local.sim.report import build_report
+from shared.local.sim.trace import TRACE_ORIGIN, Job, Trace, load_trace
 from tests.builders import config
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"

@@ -8,8 +8,15 @@ import pytest
 
 from shared.domain.errors import ConfigError, InputError
 from shared.domain.resources import CPU, GPU, MEMORY
-from shared.sim.trace import TRACE_ORIGIN, Job, detect_format, load_trace, parse_timestamp, parse_trace_time
-from shared.sim.workload import MIB, Sizing, default_sizing
+from shared.local.sim.trace import (
+    TRACE_ORIGIN,
+    Job,
+    detect_format,
+    load_trace,
+    parse_timestamp,
+    parse_trace_time,
+)
+from shared.local.sim.workload import MIB, Sizing, default_sizing
 from tests.builders import config
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"

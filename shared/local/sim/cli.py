@@ -1,4 +1,4 @@
-"""The `simulate` command, registered into `backlog-scaler` by `shared.cli` through `add_commands`."""
+"""The `simulate` command, registered into `backlog-scaler` by `shared.local.cli` through `add_commands`."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import Any, TextIO
 from shared.config import ScalerConfig, load_config
 from shared.domain.errors import InputError
 from shared.formats.quantity import quantity
-from shared.sim.engine import SimOptions, SimResult, at, simulate
-from shared.sim.report import build_report, compare_document, report_table
-from shared.sim.trace import FORMATS, Trace, load_trace, parse_trace_time
-from shared.sim.workload import Sizing, default_sizing
+from shared.local.sim.engine import SimOptions, SimResult, at, simulate
+from shared.local.sim.report import build_report, compare_document, report_table
+from shared.local.sim.trace import FORMATS, Trace, load_trace, parse_trace_time
+from shared.local.sim.workload import Sizing, default_sizing
 
 DESCRIPTION = """Replay a GPU job trace through the planner in simulated time and report waits, GPU-hours
 and cost. Simulated ASGs (boot delay, optional capacity caps), a first-fit gang-aware scheduler, pods
@@ -278,7 +278,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise InputError(f"--out {out}: cannot write: {exc.strerror or exc}") from exc
         if not args.no_plot:
-            from shared.sim.plot import write_plot
+            from shared.local.sim.plot import write_plot
 
             runs = [
                 (title, result.series)

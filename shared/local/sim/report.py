@@ -29,9 +29,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from shared.sim.engine import SimResult, at
-from shared.sim.trace import Trace
-from shared.sim.workload import MIB
+from shared.local.sim.engine import SimResult, at
+from shared.local.sim.trace import Trace
+from shared.local.sim.workload import MIB
 
 HOUR = 3600.0
 

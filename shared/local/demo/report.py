@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from shared.config import ScalerConfig
-from shared.demo.functions import Invocations
-from shared.demo.scenario import Scenario
-from shared.demo.timeline import Decision
-from shared.demo.world import Sample, World
+from shared.local.demo.functions import Invocations
+from shared.local.demo.scenario import Scenario
+from shared.local.demo.timeline import Decision
+from shared.local.demo.world import Sample, World
+from shared.local.sim.report import percentile
 from shared.reporting import ActionKind, ActionStatus
-from shared.sim.report import percentile
 
 HOUR = 3600.0
 
@@ -329,9 +329,9 @@ def summary_lines(report: DemoReport) -> list[str]:
 
 
 def write_plot(path: Path, samples: Sequence[Sample], groups: Sequence[str], *, title: str) -> None:
-    """Pending, provisioned and busy GPUs over time, all groups then one panel per group (shared.sim.plot)."""
-    from shared.sim.engine import Series
-    from shared.sim.plot import write_plot as plot_series
+    """Pending, provisioned and busy GPUs over time, all groups then one panel per group (sim.plot)."""
+    from shared.local.sim.engine import Series
+    from shared.local.sim.plot import write_plot as plot_series
 
     series = Series(tuple(groups))
     for sample in samples:

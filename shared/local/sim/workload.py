@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from shared.config import ScalerConfig
 from shared.domain.errors import ConfigError
 from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
-from shared.sim.trace import Job
+from shared.local.sim.trace import Job
 
 MIB = 2**20
 DEFAULT_SHARE = 0.9  # of a node's per-GPU cpu/memory that a pod gets per GPU

@@ -54,10 +54,10 @@ from shared.domain.model import (
 )
 from shared.domain.plan import Plan, ReasonCode
 from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
+from shared.local.sim.trace import Job, Trace
+from shared.local.sim.workload import Sizing, default_sizing
 from shared.planner import plan as plan_fn
 from shared.planner.eks import KUBELET_DEFAULT_MAX_PODS as DEFAULT_MAX_PODS
-from shared.sim.trace import Job, Trace
-from shared.sim.workload import Sizing, default_sizing
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 INF = math.inf
@@ -137,7 +137,7 @@ class Series:
 
 @dataclass
 class SimResult:
-    """Raw figures of one replay; `shared.sim.report` turns them into the report."""
+    """Raw figures of one replay; `shared.local.sim.report` turns them into the report."""
 
     config_name: str
     options: SimOptions

@@ -1,6 +1,6 @@
-"""The `demo` command: `python -m shared.demo [options]` (what `make demo` runs).
+"""The `demo` command: `python -m shared.local.demo [options]` (what `make demo` runs).
 
-Registers itself into `backlog-scaler` too, through `add_commands` (as `shared.sim.cli` does).
+Registers itself into `backlog-scaler` too, through `add_commands` (as `shared.local.sim.cli` does).
 Exit status: 0 when every job ran, no busy node was terminated and no function call failed;
 1 when the run failed one of those; 2 when it could not start (a bad option, moto missing); 130 on
 Ctrl-C.
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shared.demo.scenario import SCENARIOS
 from shared.domain.errors import ConfigError, InputError
+from shared.local.demo.scenario import SCENARIOS
 
 DEFAULT_OUT = Path("out/demo")
 DEFAULT_SPEED = 40.0  # 1 simulated minute = 1.5 s
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_plot and args.out is None:
         # The default folder would keep the plot.png of an earlier run next to this run's report.
         raise InputError(f"--no-plot needs --out: {DEFAULT_OUT}/plot.png would be left from an earlier run")
-    from shared.demo.driver import DemoOptions, run_demo
+    from shared.local.demo.driver import DemoOptions, run_demo
 
     options = DemoOptions(
         scenario=SCENARIOS[args.scenario](),
@@ -81,7 +81,7 @@ def add_commands(commands: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shared.demo", description=DESCRIPTION)
+    parser = argparse.ArgumentParser(prog="python -m shared.local.demo", description=DESCRIPTION)
     configure(parser)
     args = parser.parse_args(argv)
     try:

@@ -1,4 +1,4 @@
-"""`make demo` / `python -m shared.demo`: the whole scaler running locally, in accelerated time.
+"""`make demo` / `python -m shared.local.demo`: the whole scaler running locally, in accelerated time.
 
 The real Lambda handlers (reconcile, webhook, aws_events) are invoked like Lambda invokes them,
 against a moto server (Auto Scaling, EC2, DynamoDB, SQS, SNS, Secrets Manager) and the fake
@@ -15,6 +15,5 @@ synthetic GPU workload, and refuses launches of the cheaper group (an EC2 capaci
     report.py         figures, summary, plot
     cli.py            the command line
 
-Nothing here is imported by the Lambda functions. The fake Kubernetes API server comes from the
-repository's tests (tests/fakes), imported at run time: run the demo from a checkout.
+Nothing here is imported by the Lambda functions (shared.local is left out of their asset).
 """

@@ -13,16 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from shared.config import load_config
-from shared.demo import cli as demo_cli
 from shared.domain.errors import ConfigError, InputError
 from shared.domain.model import ScalerState, Snapshot
 from shared.formats.aws import asgs_from_describe
 from shared.formats.kubernetes import KubeObjects, nodes_from_list, objects_from_documents, pods_from_list
 from shared.formats.plan_output import explanation_to_text, plan_to_json, plan_to_table
 from shared.formats.state import state_from_json
+from shared.local.demo import cli as demo_cli
+from shared.local.sim import cli as sim_cli
 from shared.planner import plan
 from shared.planner.explain import explain_pod, group_summaries
-from shared.sim import cli as sim_cli
 from shared.webhook_auth import admission_path_token, secret_value
 
 

@@ -2,7 +2,7 @@
 
 Set-up (what `cdk deploy` and the cluster would provide):
 - a moto server on 127.0.0.1 with the groups, table, queue, topic and webhook secret (`aws.py`);
-- the fake Kubernetes API server (tests/fakes, real HTTP) requiring a bearer token and enforcing the
+- the fake Kubernetes API server (../kube_api_server.py, real HTTP) requiring a bearer token and enforcing the
   ClusterRole generated from the adapter's permission table, and a kubeconfig for it in the output folder;
   kubectl sends no token over plain HTTP, so tokenless requests from loopback are let in unrestricted
   (the functions' token stays RBAC-enforced) and `kubectl --kubeconfig <out>/kubeconfig` works;
@@ -31,19 +31,15 @@ With `hold`, the servers stay up after the summary (until Ctrl-C) for kubectl to
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import logging
 import os
 import secrets
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from importlib import import_module
 from pathlib import Path
-from types import ModuleType
 from typing import TextIO, cast
 
 from shared import constants
@@ -51,17 +47,16 @@ from shared.adapters.aws import clients
 from shared.adapters.aws.queue import clear_fast_clients
 from shared.adapters.kubernetes.rbac import cluster_role
 from shared.config import ScalerConfig, parse_config
-from shared.demo.aws import FAKE_CREDENTIALS, CapacityShortage, DemoResources, MotoServer, provision
-from shared.demo.functions import Functions
-from shared.demo.lambda_events import scheduled_event, sqs_event
-from shared.demo.report import DemoReport, build_report, summary_lines, write_plot
-from shared.demo.scenario import DemoJob, Scenario
-from shared.demo.timeline import SOURCE_WIDTH, Console, decision_line, line, offset
-from shared.demo.world import KubeApi, Sample, StepReport, World
-from shared.domain.errors import ConfigError, InputError
+from shared.domain.errors import InputError
+from shared.local.demo.aws import FAKE_CREDENTIALS, CapacityShortage, DemoResources, MotoServer, provision
+from shared.local.demo.functions import Functions
+from shared.local.demo.lambda_events import scheduled_event, sqs_event
+from shared.local.demo.report import DemoReport, build_report, summary_lines, write_plot
+from shared.local.demo.scenario import DemoJob, Scenario
+from shared.local.demo.timeline import SOURCE_WIDTH, Console, decision_line, line, offset
+from shared.local.demo.world import KubeApi, Sample, StepReport, World
+from shared.local.kube_api_server import FakeKubeApiServer
 
-KUBE_FAKE_MODULE = "tests.fakes.kube_api_server"
-CHECKOUT = Path(__file__).resolve().parents[2]
 SQS_BATCH_SIZE = 10
 
 
@@ -344,27 +339,9 @@ class _Run:
         )
 
 
-def _kube_fake() -> ModuleType:
-    """The fake API server's module: importable from the repository root, else read from the checkout.
-
-    The second way serves `backlog-scaler demo` (a console script does not put the current directory
-    on sys.path) from an editable install; a wheel install has no tests/ and cannot run the demo.
-    """
-    with contextlib.suppress(ImportError):
-        return import_module(KUBE_FAKE_MODULE)
-    path = CHECKOUT / Path(*KUBE_FAKE_MODULE.split(".")).with_suffix(".py")
-    spec = importlib.util.spec_from_file_location(KUBE_FAKE_MODULE, path)
-    if spec is None or spec.loader is None or not path.is_file():
-        raise ConfigError(f"the demo needs the repository checkout ({path} not found): run it from a clone")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[KUBE_FAKE_MODULE] = module  # dataclasses look their module up while it executes
-    spec.loader.exec_module(module)
-    return module
-
-
 def _start_kube_api(out: Path, stack: contextlib.ExitStack) -> tuple[KubeApi, str, Path]:
-    """The fake Kubernetes API server (from the repository's test fakes) and a kubeconfig for it."""
-    server = _kube_fake().FakeKubeApiServer(allow_anonymous_loopback=True).start()
+    """The fake Kubernetes API server and a kubeconfig for it."""
+    server = FakeKubeApiServer(allow_anonymous_loopback=True).start()
     stack.callback(server.stop)
     # The functions get what the deployed ClusterRole grants them, and not a verb more.
     server.enforce_cluster_role(cluster_role())

@@ -32,11 +32,11 @@ from typing import Any, Protocol
 from shared.adapters.aws import clients
 from shared.adapters.aws.fleet import DEFAULT_ARCHITECTURE, AsgFleet
 from shared.config import NodeGroupConfig, ScalerConfig
-from shared.demo.lambda_events import launch_unsuccessful
-from shared.demo.scenario import DemoJob, Scenario
 from shared.domain.model import LIVE_LIFECYCLE_STATES, InstanceType, Node, Pod
 from shared.domain.resources import CPU, GPU, PODS, Resources
 from shared.formats.kubernetes import node_from_json, pod_from_json
+from shared.local.demo.lambda_events import launch_unsuccessful
+from shared.local.demo.scenario import DemoJob, Scenario
 from shared.planner.eks import node_allocatable
 
 Json = dict[str, Any]
@@ -49,7 +49,7 @@ JOB_LABEL = "job-name"  # what the Job controller labels its pods with
 
 
 class KubeApi(Protocol):
-    """What the world uses of `tests.fakes.kube_api_server.FakeKubeApiServer` (its seeding API)."""
+    """What the world uses of `shared.local.kube_api_server.FakeKubeApiServer` (its seeding API)."""
 
     def add_pod(self, obj: Json) -> Json: ...
 

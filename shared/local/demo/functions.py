@@ -32,8 +32,8 @@ from functions.webhook.service import build_webhook
 from functions.webhook.settings import load_settings as load_webhook_settings
 from shared import constants
 from shared.controller import Controller
-from shared.demo.lambda_events import LambdaContext, admission_review, webhook_event
-from shared.demo.timeline import Decision, DecisionTap
+from shared.local.demo.lambda_events import LambdaContext, admission_review, webhook_event
+from shared.local.demo.timeline import Decision, DecisionTap
 from shared.ports import Clock
 from shared.reporting import ActionRecord
 

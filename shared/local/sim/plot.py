@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from shared.domain.errors import InputError
-from shared.sim.engine import Series, at
+from shared.local.sim.engine import Series, at
 
 MAX_POINTS = 4000  # per line: long traces are reduced to the peak of each time bucket
 
