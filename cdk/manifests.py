@@ -47,8 +47,11 @@ def rbac_manifest(cluster_name: str) -> str:
     return _dump([role, binding])
 
 
-# Only pods that ask for a GPU are sent to the webhook (matchConditions: Kubernetes >= 1.30).
+# Only pods that ask for a GPU, and every ProvisioningRequest, are sent to the webhook
+# (matchConditions: Kubernetes >= 1.30). CEL's || is true when either side is, even if the other
+# errs: a ProvisioningRequest, which has no spec.containers, passes on the left.
 _GPU_POD_EXPRESSION = (
+    "request.resource.group == 'autoscaling.x-k8s.io' || "
     "object.spec.containers.exists(c, has(c.resources) && ("
     "(has(c.resources.requests) && 'nvidia.com/gpu' in c.resources.requests) || "
     "(has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits)))"
@@ -56,7 +59,8 @@ _GPU_POD_EXPRESSION = (
 
 
 def admission_webhook_manifest(cluster_name: str, url: str = WEBHOOK_URL_PLACEHOLDER) -> str:
-    """ValidatingWebhookConfiguration that tells the scaler about new GPU pods (never blocks them).
+    """ValidatingWebhookConfiguration that tells the scaler about new GPU pods and ProvisioningRequests
+    (never blocks them).
 
     `failurePolicy: Ignore` and a 2 s timeout: the webhook only wakes the scaler sooner, so an outage
     must never stop pod creation; the 1-minute schedule catches anything it misses.
@@ -76,7 +80,14 @@ def admission_webhook_manifest(cluster_name: str, url: str = WEBHOOK_URL_PLACEHO
                         "apiVersions": ["v1"],
                         "resources": ["pods"],
                         "scope": "Namespaced",
-                    }
+                    },
+                    {  # Kueue asks for capacity before it creates pods: answer as fast as for a pod
+                        "operations": ["CREATE"],
+                        "apiGroups": ["autoscaling.x-k8s.io"],
+                        "apiVersions": ["v1", "v1beta1"],
+                        "resources": ["provisioningrequests"],
+                        "scope": "Namespaced",
+                    },
                 ],
                 "namespaceSelector": {
                     "matchExpressions": [

@@ -8,6 +8,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from datetime import timedelta
 
 from tests.builders import NOW, asg, iso, node, pod
+from tests.builders_provisioning import CHECK, pod_group, pod_template, provisioning_request
 
 pods = []
 pods.append(pod("resnet-0", gpus=8, node="ip-10-0-1-11.us-west-2.compute.internal"))
@@ -58,15 +59,40 @@ nodes = [
         annotations={"backlog-scaler/cordoned-at": iso(NOW - timedelta(minutes=2))},
     ),
 ]
+
+
+def described(group: dict[str, object], zone: str, subnet: str) -> dict[str, object]:
+    """The group with the fields `describe-auto-scaling-groups` always prints: one zone (one group per
+    zone, so zone-bound pods can be placed), its subnet, no suspended process."""
+    return {
+        **group,
+        "DefaultCooldown": 300,
+        "AvailabilityZones": [zone],
+        "HealthCheckType": "EC2",
+        "HealthCheckGracePeriod": 300,
+        "CreatedTime": "2026-11-01T10:00:00.000Z",
+        "SuspendedProcesses": [],
+        "VPCZoneIdentifier": subnet,
+        "TerminationPolicies": ["Default"],
+        "NewInstancesProtectedFromScaleIn": False,
+    }
+
+
 asgs = {
     "AutoScalingGroups": [
-        asg(
-            "research-a100",
-            desired=3,
-            instances=["i-0a1100000000001", "i-0a1100000000002", "i-0a1100000000003"],
-            max_size=16,
+        described(
+            asg(
+                "research-a100",
+                desired=3,
+                instances=["i-0a1100000000001", "i-0a1100000000002", "i-0a1100000000003"],
+                max_size=16,
+            ),
+            "us-west-2a",
+            "subnet-0a2a000000000001",
         ),
-        asg("research-v100", desired=0, instances=[], max_size=8),
+        described(
+            asg("research-v100", desired=0, instances=[], max_size=8), "us-west-2a", "subnet-0a2a000000000001"
+        ),
     ]
 }
 state = {
@@ -125,6 +151,11 @@ objects = {
                 "labels": {"kubernetes.io/metadata.name": "research", "team": "ml"},
             },
         },
+        # `kubectl get podgroups,provisioningrequests,podtemplates -A -o json`: a gang's PodGroup, and
+        # a capacity check Kueue made for a 3 x 8-GPU job (no free room for it: Provisioned=False).
+        pod_group("llm-pretrain", 4),
+        pod_template("llm-eval-main"),
+        provisioning_request("llm-eval", [("llm-eval-main", 3)], class_name=CHECK),
     ],
 }
 for name, doc in [

@@ -60,6 +60,10 @@ class NodeGroupConfig(_Model):
     region: str | None = None
     headroom_nodes: NonNegativeInt = 0
     idle_seconds: NonNegativeInt | None = None  # overrides policy.idle_seconds for this group
+    # Capacity reservations (On-Demand Capacity Reservations or Capacity Blocks for ML, "cr-...")
+    # the group launches into, as its launch template targets them; the group's own
+    # CapacityReservationSpecification target ids are read from the ASG and need no entry here.
+    capacity_reservation_ids: tuple[Annotated[str, Field(pattern=r"^cr-[0-9a-f]{8,17}$")], ...] = ()
 
     _validate_allocatable = field_validator("allocatable")(_validate_quantities)
 
@@ -88,6 +92,19 @@ class NodeGroupConfig(_Model):
     @property
     def domain_taints(self) -> tuple[Taint, ...]:
         return tuple(t.to_domain() for t in self.taints)
+
+
+class AttritionConfig(_Model):
+    """Consolidation by attrition (shared.planner.attrition): when a group has more free GPUs than
+    new pods need, its nodes cheapest to empty get the scaler's taint so new pods land elsewhere and
+    they empty as their jobs finish; idle scale-down then takes them. Never evicts anything."""
+
+    enabled: bool = True
+    # PreferNoSchedule: the scheduler still uses a marked node when no other fits, so no pod ever
+    # waits for a lift; measured in the simulator against NoSchedule (README, "Simulator").
+    effect: Literal["PreferNoSchedule", "NoSchedule"] = "PreferNoSchedule"
+    # Free GPUs per group kept on unmarked nodes for new pods (None: one node's GPUs).
+    spare_gpus: NonNegativeInt | None = None
 
 
 class PolicyConfig(_Model):
@@ -128,9 +145,18 @@ class PolicyConfig(_Model):
     # After terminating nodes of a group, wait this long before cordoning more of it, so the
     # scale-in limit is a rate and a repeated run right after an applied plan changes nothing.
     scale_down_delay_after_delete_seconds: NonNegativeInt = 30
+    # Capacity of a Provisioned ProvisioningRequest is held from scale-down and from other pods
+    # until its pods arrive or this long after Provisioned (cluster-autoscaler's 10 minutes);
+    # then the request gets BookingExpired.
+    provisioning_booking_seconds: NonNegativeInt = 600
+    # No scale-up into a Capacity Block within this long of its end, and its nodes are cordoned
+    # from then on: EC2 starts terminating a block's instances 30 minutes before its end, and
+    # Karpenter drains 10 minutes before that (40 minutes, its capacity-block design).
+    reservation_end_margin_seconds: NonNegativeInt = 2400
     backoff_initial_seconds: PositiveInt = 300
     backoff_max_seconds: PositiveInt = 1800
     backoff_reset_seconds: PositiveInt = 3 * 3600
+    attrition: AttritionConfig = Field(default_factory=AttritionConfig)
 
     @model_validator(mode="after")
     def _backoff_order(self) -> PolicyConfig:

@@ -77,6 +77,9 @@ METRIC_UNHELPED_PODS = "UnhelpedPods"
 # Fits the planner counted that the scheduler refuted (a gap in the scheduler model; see
 # shared/planner/ground_truth.py). Non-zero is worth a look, never a cost per run.
 METRIC_MODEL_ERRORS = "ModelErrors"
+# Writes that failed on one object (AccessDenied on one ASG, a 403 eviction, a throttled write): each is
+# isolated, the run goes on; an alarm fires on any (cdk/constructs/observability.py).
+METRIC_ACTION_FAILURES = "ActionFailures"
 
 # DynamoDB state table (single-table design; see shared/adapters/aws/state_store.py).
 TABLE_PARTITION_KEY = "pk"
@@ -101,6 +104,7 @@ CLUSTER_METRICS = (
     METRIC_UNHELPED_PODS,
     METRIC_MODEL_ERRORS,
     METRIC_RECONCILE_DURATION,
+    METRIC_ACTION_FAILURES,
 )
 GROUP_METRICS = (
     METRIC_DESIRED,

@@ -1,7 +1,9 @@
 """Ports: the small interfaces the controller uses to reach the world. Adapters implement them.
 
 Every method states its error contract. Errors are the project's own (shared.domain.errors); an
-adapter never lets a boto3 or kubernetes exception escape.
+adapter never lets a boto3 or kubernetes exception escape. What a caller does with a write's error is
+decided in one place, the applier (shared.controller.applier): a lost lease ends the run, a failure on
+one object (incl. AuthError: a 403 on one ASG or pod) is isolated to it.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from shared.domain.model import AsgState, DaemonSet, InstanceType, Node, Pod, PodMemory, ScalerState
+from shared.domain.model import AsgState, DaemonSet, InstanceType, Node, Pod, PodMemory, ScalerState, Taint
 from shared.domain.operations import ClusterEvent, DrainIntent, Lease, ScalingFailure
+from shared.domain.provisioning import ConditionUpdate, PodGroup, PodTemplate, ProvisioningRequest
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 
 
@@ -72,10 +75,29 @@ class Cluster(Protocol):
         """
         ...
 
+    def taint_node(self, name: str, taint: Taint, *, resource_version: str | None = None) -> None:
+        """Add `taint` to spec.taints (replacing a taint of the same key and effect), as `kubectl taint`
+        does: read the node, patch the whole list with that read's resourceVersion as precondition,
+        so a concurrent edit of the node conflicts instead of being overwritten. Present: no write.
+
+        With `resource_version`, only if the node is unchanged since the caller's read.
+        Raises ConflictError (409), NotFoundError, ClusterActionError, AuthError.
+        """
+        ...
+
+    def untaint_node(self, name: str, key: str, *, resource_version: str | None = None) -> None:
+        """Remove every taint with `key` (`kubectl taint nodes NAME KEY-`), read and patched as
+        `taint_node` does. Absent: no write.
+
+        Raises ConflictError (409), NotFoundError, ClusterActionError, AuthError.
+        """
+        ...
+
     def evict(self, namespace: str, name: str) -> None:
         """Evict through the Eviction API (PodDisruptionBudgets apply). A missing pod is success.
 
-        Raises EvictionBlockedError (429, retry later), ClusterActionError, AuthError.
+        Raises EvictionBlockedError (429, retry later), ClusterActionError, AuthError (401/403, incl.
+        a 403 NamespaceTerminating: the pod's namespace is being deleted).
         """
         ...
 
@@ -95,6 +117,33 @@ class Cluster(Protocol):
 
     def record_events(self, events: Sequence[ClusterEvent]) -> int:
         """Create Kubernetes Events; best effort. Returns how many were written; never raises."""
+        ...
+
+    def list_provisioning_requests(self) -> tuple[ProvisioningRequest, ...]:
+        """All autoscaling.x-k8s.io/v1 ProvisioningRequests; () when the API is not served (no CRD).
+
+        Raises ClusterReadError, AuthError.
+        """
+        ...
+
+    def list_pod_templates(self) -> tuple[PodTemplate, ...]:
+        """All PodTemplates of all namespaces. Raises ClusterReadError, AuthError."""
+        ...
+
+    def list_pod_groups(self) -> tuple[PodGroup, ...]:
+        """All coscheduling and Volcano PodGroups; an API that is not served adds none.
+
+        Raises ClusterReadError, AuthError.
+        """
+        ...
+
+    def set_provisioning_request_conditions(self, update: ConditionUpdate) -> None:
+        """Write `status.conditions` of one ProvisioningRequest (status subresource, merge patch),
+        only if it is still the object of `update.uid`.
+
+        Raises NotFoundError (deleted), ConflictError (re-created under the same name),
+        ClusterActionError, AuthError.
+        """
         ...
 
 
@@ -150,6 +199,15 @@ class StateStore(Protocol):
         """
         ...
 
+    def renew_lease(self, lease: Lease, now: datetime, ttl_seconds: int) -> Lease:
+        """Extend a lease that is still ours: its owner and fencing token unchanged in the store.
+
+        The fence: a run confirms its lease this way before each destructive batch. Returns the
+        lease with its new expiry (same fencing token). Raises LeaseHeldError (another run took it
+        since), ReadError (store unavailable).
+        """
+        ...
+
     def release_lease(self, lease: Lease) -> None:
         """Give the lease back if still ours; never raises."""
         ...
@@ -194,16 +252,24 @@ class StateStore(Protocol):
         """
         ...
 
-    def put_drain_intent(self, intent: DrainIntent) -> None:
-        """Store (or replace) the forced scale-down of a group. Raises ActionError."""
+    def put_drain_intent(self, lease: Lease, intent: DrainIntent) -> DrainIntent:
+        """Store the forced scale-down of a group, under the lease and only over the version read.
+
+        `intent.revision` is the stored revision it replaces (0: none may be stored), so a
+        read-modify-write never loses another writer's update. Returns the intent as stored (its
+        new revision). Raises LeaseHeldError (lease lost), ConflictError (the stored intent is not
+        the one read), ActionError (incl. throttling, an item over DynamoDB's 400 KB).
+        """
         ...
 
     def drain_intents(self) -> tuple[DrainIntent, ...]:
         """Stored drain intents. Raises ReadError."""
         ...
 
-    def delete_drain_intent(self, group: str) -> None:
-        """Forget the drain intent of a group (done or expired). Raises ActionError."""
+    def delete_drain_intent(self, lease: Lease, intent: DrainIntent) -> None:
+        """Forget a drain intent (done or expired) if it is still the revision read; a missing one is
+        success. Raises LeaseHeldError, ConflictError (it changed since read), ActionError.
+        """
         ...
 
 

@@ -26,6 +26,9 @@ class ActionKind(StrEnum):
     DELETE_POD = "delete-pod"
     BACKOFF = "backoff"
     DRAIN = "drain"  # a drain intent was stored, finished or given up
+    ANSWER_REQUEST = "answer-provisioning-request"  # a ProvisioningRequest's conditions were written
+    MARK = "mark"  # the attrition taint put on a node (consolidation by attrition)
+    UNMARK = "unmark"  # the attrition taint lifted
 
 
 class ActionStatus(StrEnum):

@@ -24,6 +24,10 @@ DESCRIBE_ACTIONS = (
     # Re-reads an instance whose termination was refused (already leaving?) and maps spot warnings.
     "autoscaling:DescribeAutoScalingInstances",
     "ec2:DescribeInstanceTypes",
+    # Zones of a group that lists none (its VPCZoneIdentifier subnets) and the free instances of the
+    # capacity reservations groups launch into.
+    "ec2:DescribeSubnets",
+    "ec2:DescribeCapacityReservations",
 )
 # What a function in a VPC needs to attach its network interfaces (AWSLambdaVPCAccessExecutionRole).
 VPC_ACTIONS = (
@@ -66,7 +70,19 @@ class FleetAccess(Construct):
                 # into the config but not tagged for this cluster stays untouched.
                 conditions={"StringEquals": {f"autoscaling:ResourceTag/{TAG_CLUSTER}": config.cluster_name}},
             ),
-            iam.PolicyStatement(sid="ReadFleet", actions=list(DESCRIBE_ACTIONS), resources=["*"]),
+            # Read only where the groups are: the one narrowing these actions support.
+            iam.PolicyStatement(
+                sid="ReadFleet",
+                actions=list(DESCRIBE_ACTIONS),
+                resources=["*"],
+                conditions={
+                    "StringEquals": {
+                        "aws:RequestedRegion": sorted(
+                            {config.region, *(config.region_of(g) for g in config.node_groups)}
+                        )
+                    }
+                },
+            ),
         ]
         if not (config.kubernetes.endpoint and config.kubernetes.certificate_authority):
             # Endpoint and CA come from eks:DescribeCluster when the config does not give them. The
@@ -90,8 +106,9 @@ class FleetAccess(Construct):
             self.policy,
             "AwsSolutions-IAM5[Resource::*]",
             "Describe calls of Auto Scaling and EC2 (DescribeAutoScalingGroups, DescribeScalingActivities, "
-            "DescribeAutoScalingInstances, DescribeInstanceTypes) support no "
-            "resource-level permissions; AWS requires Resource '*'. They are read-only.",
+            "DescribeAutoScalingInstances, DescribeInstanceTypes, DescribeSubnets, "
+            "DescribeCapacityReservations) support no resource-level permissions; AWS requires Resource '*'. "
+            "They are read-only and limited to the groups' regions.",
         )
         for group in config.node_groups:
             pattern = asg_arn(

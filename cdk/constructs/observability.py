@@ -14,6 +14,7 @@ from constructs import Construct
 
 from shared.constants import (
     FUNCTION_RECONCILE,
+    METRIC_ACTION_FAILURES,
     METRIC_CAPACITY_FAILURES,
     METRIC_DESIRED,
     METRIC_DIMENSION_CLUSTER,
@@ -126,6 +127,21 @@ class Observability(Construct):
             evaluation_periods=1,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
+        # One write that failed on one object (AccessDenied on an ASG without the cluster tag, a 403 or
+        # NamespaceTerminating eviction, a throttled write) is isolated and the run goes on, so the
+        # function succeeds: this alarm is what tells the operator (the notification says which).
+        alarm(
+            "ActionFailures",
+            alarm_description=(
+                f"backlog-scaler {cluster_name}: a write failed on an object (ASG, node or pod) and was "
+                "skipped; the run's notification and logs name it"
+            ),
+            metric=self.cluster_metric(METRIC_ACTION_FAILURES, "Sum", FIVE_MINUTES),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
         for group in group_names:
             alarm(
                 f"CapacityFailures-{group}",
@@ -154,6 +170,7 @@ class Observability(Construct):
                     self.cluster_metric(METRIC_PENDING_PODS, "Maximum", ONE_MINUTE, "pending"),
                     self.cluster_metric(METRIC_UNHELPED_PODS, "Maximum", ONE_MINUTE, "no group can help"),
                     self.cluster_metric(METRIC_MODEL_ERRORS, "Sum", ONE_MINUTE, "fits the scheduler refuted"),
+                    self.cluster_metric(METRIC_ACTION_FAILURES, "Sum", ONE_MINUTE, "writes that failed"),
                 ],
                 width=width,
             ),

@@ -31,8 +31,8 @@ from pydantic import (
     ValidationError,
 )
 
+from shared.controller.validation import describe_validation_error, preview
 from shared.domain.errors import InputError
-from shared.drain import describe_validation_error, preview
 
 LAUNCH_UNSUCCESSFUL = "EC2 Instance Launch Unsuccessful"
 SPOT_INTERRUPTION = "EC2 Spot Instance Interruption Warning"

@@ -5,11 +5,11 @@
 
 Payload: `group` and exactly one of `target` (node count) or `nodes` (node names); optional `dry_run`,
 `grace_seconds` (default 300), `force` (delete pods PDBs still protect once the grace is over),
-`requested_by`; strict JSON types, bounded sizes, no unknown fields (shared.drain.ForceScaleDownRequest).
-The response is the report (`"ok": true`, chosen/refused nodes, actions, what is still
-draining). Mistakes and operational refusals are answered, not raised, so the operator reads them in
-out.json: `{"ok": false, "error": "...", "field": "target", "fields": [...], "retryable": false}`.
-Only bugs raise (a FunctionError with a stack trace in the logs).
+`requested_by`; strict JSON types, bounded sizes, no unknown fields (shared.controller.force_scale_down).
+The response is the report (`"ok": true`, chosen/refused nodes, actions, what is still draining; a
+write that failed on one node or pod is in `failed`, with `"ok": false`). Mistakes and operational
+refusals are answered, not raised, so the operator reads them in out.json: `{"ok": false, "error":
+"...", "field": "target", "fields": [...], "retryable": false}`. Only bugs raise (a FunctionError).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
 from functions.common.wiring import Dependencies, controller_from_environment
+from shared.controller import InvalidRequestError
 from shared.domain.errors import LeaseHeldError, ReadError, ScalerError, ThrottledError
-from shared.drain import InvalidRequestError
 
 if TYPE_CHECKING:  # typing only: the module costs import time at every cold start
     from aws_lambda_powertools.utilities.typing import LambdaContext

@@ -1,9 +1,10 @@
 """The three request bodies (pydantic models), their relevance and the AdmissionReview answer.
 
-- `/admission`: an AdmissionReview (admission.k8s.io/v1). Relevant when it is the CREATE of a Pod
-  (not a dry run) whose containers or init containers request or limit a resource with "gpu" in its
-  name (nvidia.com/gpu, amd.com/gpu, ...). The envelope is validated strictly (we must echo its uid);
-  the pod inside it leniently: a pod we cannot read is admitted and simply not relevant.
+- `/admission`: an AdmissionReview (admission.k8s.io/v1). Relevant when it is the CREATE (not a
+  dry run) of a Pod whose containers or init containers request or limit a resource with "gpu" in
+  its name (nvidia.com/gpu, amd.com/gpu, ...), or of an autoscaling.x-k8s.io ProvisioningRequest.
+  The envelope is validated strictly (we must echo its uid); the object inside it leniently: a pod
+  we cannot read is admitted and simply not relevant.
 - `/events`: Kubernetes core/v1 Events from an event forwarder: one Event, `{"events": [...]}` or an
   EventList. Relevant when one of them says the scheduler could not place a pod (FailedScheduling)
   or the cluster-autoscaler would not help it (NotTriggerScaleUp).
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from functions.webhook.errors import BadRequestError, PayloadTooLargeError
 from shared.config import format_validation_error
+from shared.domain.provisioning import PROVISIONING_API_GROUP
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 RELEVANT_EVENT_REASONS = frozenset({"FailedScheduling", "NotTriggerScaleUp"})
@@ -195,11 +197,23 @@ def _requests_gpu(container: Container) -> bool:
     return any("gpu" in name.lower() for name in names)
 
 
+def _is_provisioning_request(kind: GroupVersionKind | None) -> bool:
+    return kind is not None and (kind.group, kind.kind) == (PROVISIONING_API_GROUP, "ProvisioningRequest")
+
+
 def admission_reason(review: AdmissionReview) -> str | None:
-    """Why this review should trigger a reconcile (None: not a GPU pod being created)."""
+    """Why this review should trigger a reconcile (None: neither a GPU pod nor a ProvisioningRequest
+    being created)."""
     request = review.request
+    if request.operation != "CREATE" or request.dry_run or request.object is None:
+        return None
+    if _is_provisioning_request(request.kind):
+        # Kueue asks for capacity before it creates pods: the answer is due as fast as for a pod.
+        meta = _metadata(request.object)
+        namespace = request.namespace or meta.namespace or "default"
+        return f"ProvisioningRequest created: {namespace}/{request.name or meta.name or '?'}"
     is_pod = request.kind is None or (request.kind.kind == "Pod" and request.kind.group == "")
-    if not is_pod or request.operation != "CREATE" or request.dry_run or request.object is None:
+    if not is_pod:
         return None
     try:
         pod = Pod.model_validate(request.object)
@@ -212,6 +226,13 @@ def admission_reason(review: AdmissionReview) -> str | None:
     namespace = request.namespace or meta.namespace or "default"
     name = request.name or meta.name or f"{meta.generate_name or ''}*"
     return f"GPU pod created: {namespace}/{name}"
+
+
+def _metadata(obj: dict[str, Any]) -> ObjectMeta:
+    try:
+        return ObjectMeta.model_validate(obj.get("metadata") or {})
+    except ValidationError:
+        return ObjectMeta()
 
 
 def admission_response(uid: str) -> dict[str, Any]:

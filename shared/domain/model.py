@@ -11,11 +11,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from shared.domain.constraints import NO_CONSTRAINTS, PodConstraints
 from shared.domain.labels import Requirement
 from shared.domain.resources import EMPTY, Resources
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
+
+if TYPE_CHECKING:  # shared.domain.provisioning imports Pod from here
+    from shared.domain.provisioning import PodGroup, PodTemplate, ProvisioningRequest
 
 __all__ = ["Requirement"]  # re-exported: node affinity is part of a pod's scheduling
 
@@ -193,9 +197,19 @@ class Node:
         )
 
 
-LIVE_LIFECYCLE_STATES = frozenset(
-    {"Pending", "Pending:Wait", "Pending:Proceed", "InService", "Warmed:Pending", "Warmed:Running"}
-)
+# Instance lifecycle states (Auto Scaling user guide, "Amazon EC2 Auto Scaling instance lifecycle").
+# Coming and running instances count toward desired capacity; Standby, leaving and warm-pool
+# instances do not (a warm-pool instance joins the group only when a scale-out takes it, and then
+# it is Pending again), so they are neither capacity on its way nor free room.
+COMING_LIFECYCLE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed"})
+LIVE_LIFECYCLE_STATES = COMING_LIFECYCLE_STATES | {"InService"}
+STANDBY_LIFECYCLE_STATES = frozenset({"EnteringStandby", "Standby"})
+WARMED_LIFECYCLE_PREFIX = "Warmed:"
+
+# Auto Scaling process names (SuspendProcesses): Launch suspended, the group adds no instance;
+# Terminate suspended, it removes none.
+PROCESS_LAUNCH = "Launch"
+PROCESS_TERMINATE = "Terminate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,11 +219,64 @@ class AsgInstance:
     health_status: str = "Healthy"
     availability_zone: str = ""
     instance_type: str = ""
+    weighted_capacity: int | None = None  # units it counts for in a weighted group (None: unweighted)
 
     @property
     def is_live(self) -> bool:
-        """Running or on its way up (not terminating, detaching or in standby)."""
+        """Running or on its way up (not terminating, detaching, in standby or in a warm pool)."""
         return self.lifecycle_state in LIVE_LIFECYCLE_STATES
+
+    @property
+    def is_coming(self) -> bool:
+        """Launched and not in service yet (a launch lifecycle hook may hold it in Pending:Wait)."""
+        return self.lifecycle_state in COMING_LIFECYCLE_STATES
+
+    @property
+    def is_standby(self) -> bool:
+        return self.lifecycle_state in STANDBY_LIFECYCLE_STATES
+
+    @property
+    def is_warmed(self) -> bool:
+        return self.lifecycle_state.startswith(WARMED_LIFECYCLE_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityUnits:
+    """How a group whose desired capacity is not one per instance counts (MixedInstancesPolicy
+    WeightedCapacity, or DesiredCapacityType vcpu / memory-mib): the group's sizes as AWS reports
+    them, in units, and the units one node of the group's template stands for.
+
+    A group launches until the units of its InService and Pending instances reach the desired
+    capacity, so it may overshoot by less than one instance's weight (Auto Scaling user guide,
+    "Configure instance weighting").
+    """
+
+    desired: int
+    min_size: int
+    max_size: int
+    per_node: int  # units of one template node: the weight of the group's smallest type (0: unknown)
+    capacity_type: str = "units"  # DesiredCapacityType: units | vcpu | memory-mib
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityReservation:
+    """One EC2 capacity reservation (DescribeCapacityReservations): an On-Demand Capacity
+    Reservation, or a Capacity Block for ML (ReservationType capacity-block)."""
+
+    reservation_id: str
+    instance_type: str
+    availability_zone: str
+    total: int
+    available: int
+    state: str  # active | scheduled | expired | ...
+    reservation_type: str = "default"  # default | capacity-block
+    start: datetime | None = None
+    end: datetime | None = None  # None: EndDateType unlimited
+    match_criteria: str = "open"  # open | targeted
+
+    @property
+    def is_capacity_block(self) -> bool:
+        return self.reservation_type == "capacity-block"
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,10 +294,80 @@ class AsgState:
     # MixedInstancesPolicy.InstancesDistribution: with no on-demand base and 0 % above it, every
     # instance the group launches is Spot (None: no mixed-instances policy, all on-demand).
     spot_only: bool | None = None
+    # What AWS launches: the MixedInstancesPolicy overrides' instance types (empty: the launch
+    # template's single type, which DescribeAutoScalingGroups does not show), their weights, and
+    # the group's sizes in units when it counts capacity in units (None: one unit per instance;
+    # then min_size, max_size and desired above are the raw values).
+    instance_types: tuple[str, ...] = ()
+    type_weights: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    units: CapacityUnits | None = None
+    suspended_processes: frozenset[str] = frozenset()
+    subnet_ids: tuple[str, ...] = ()  # VPCZoneIdentifier
+    warm_pool_size: int | None = None  # instances in the warm pool (None: no warm pool configured)
+    # CapacityReservationSpecification of the group (preference "" when the group sets none).
+    reservation_preference: str = ""
+    reservation_ids: tuple[str, ...] = ()
+    # Filled by the fleet adapter: shapes of the group's instance types and the reservations the
+    # group launches into, with their free instances.
+    type_shapes: Mapping[str, InstanceType] = field(default_factory=lambda: MappingProxyType({}))
+    reservations: tuple[CapacityReservation, ...] = ()
 
     @property
     def live_instances(self) -> tuple[AsgInstance, ...]:
         return tuple(i for i in self.instances if i.is_live)
+
+    @property
+    def launch_suspended(self) -> bool:
+        return PROCESS_LAUNCH in self.suspended_processes
+
+    @property
+    def terminate_suspended(self) -> bool:
+        return PROCESS_TERMINATE in self.suspended_processes
+
+    def instance_units(self, instance: AsgInstance) -> int:
+        """Units one instance counts for (1 in a group without weights)."""
+        if self.units is None:
+            return 1
+        if instance.weighted_capacity is not None:
+            return instance.weighted_capacity
+        return self.type_weights.get(instance.instance_type) or self.units.per_node or 1
+
+    def units_for(self, nodes: int) -> int:
+        """The desired capacity, in the group's own units, that makes the group `nodes` nodes.
+
+        The one home of the nodes -> units rule (the fleet adapter calls it when it sets desired):
+        the units of the live instances, plus one template node's units per node beyond them;
+        below the live count, the units of the heaviest instances kept. Clamped to [min, max].
+        """
+        if self.units is None:
+            return nodes
+        live = sorted((self.instance_units(i) for i in self.live_instances), reverse=True)
+        if nodes >= len(live):
+            units = sum(live) + (nodes - len(live)) * max(self.units.per_node, 1)
+        else:
+            units = sum(live[:nodes])
+        return max(self.units.min_size, min(units, self.units.max_size))
+
+
+def nodes_for_units(units: int, live_units: list[int], per_node: int, *, round_up: bool = True) -> int:
+    """How many nodes a group of weighted instances has at `units` of capacity (units -> nodes).
+
+    The live instances are kept heaviest first while they are needed; units beyond them are new
+    template nodes of `per_node` units each: rounded up for desired and min (AWS launches until the
+    units are reached), down for max (a plan never asks for more units than the maximum).
+    """
+    total = sum(live_units)
+    if units >= total:
+        extra = units - total
+        step = max(per_node, 1)
+        return len(live_units) + (-(-extra // step) if round_up else extra // step)
+    kept = count = 0
+    for weight in sorted(live_units, reverse=True):
+        if kept >= units:
+            break
+        kept += weight
+        count += 1
+    return count
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,3 +449,6 @@ class Snapshot:
     pvs: tuple[PersistentVolume, ...] = ()
     storage_classes: tuple[StorageClass, ...] = ()
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # name -> labels
+    pod_groups: tuple[PodGroup, ...] = ()  # coscheduling and Volcano PodGroups (gang sizes)
+    provisioning_requests: tuple[ProvisioningRequest, ...] = ()
+    pod_templates: tuple[PodTemplate, ...] = ()  # those the provisioning requests reference

@@ -62,6 +62,7 @@ class DrainIntent:
     grace_seconds: int = 300  # evictions go through PDBs until this much time has passed
     force: bool = False  # after the grace, delete pods even when PDBs block
     requested_by: str = ""
+    revision: int = 0  # the stored version this was read at (0: not stored); writes are conditional on it
 
     def __post_init__(self) -> None:
         # The stored item must fit DynamoDB's 400 KB: a bigger intent is a bug upstream, not data.

@@ -8,6 +8,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from shared.domain.model import PodMemory
+from shared.domain.provisioning import ConditionUpdate, RequestAnswer
 
 
 class Outcome(StrEnum):
@@ -61,6 +62,21 @@ class NodeAction:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeMark:
+    """Put on (or lift) the scaler's attrition taint `key:effect` (empty value) on `node`.
+
+    A mark steers new pods away so the node empties as its jobs finish (shared.planner.attrition);
+    it never evicts anything.
+    """
+
+    node: str
+    group: str
+    reason: str
+    key: str
+    effect: str  # PreferNoSchedule or NoSchedule
+
+
+@dataclass(frozen=True, slots=True)
 class Termination:
     node: str | None
     instance_id: str
@@ -100,6 +116,10 @@ class Plan:
     instances_first_seen: Mapping[str, datetime] = field(default_factory=dict)  # unregistered instances
     pod_memory: Mapping[str, PodMemory] = field(default_factory=dict)  # new memory per pending pod
     model_errors: tuple[ModelError, ...] = ()
+    provisioning_requests: tuple[RequestAnswer, ...] = ()  # one answer per ProvisioningRequest, by name
+    provisioning_updates: tuple[ConditionUpdate, ...] = ()  # status writes: only what changes
+    mark: tuple[NodeMark, ...] = ()  # attrition taints to put on, by node
+    unmark: tuple[NodeMark, ...] = ()  # attrition taints to lift, by node
 
     def group(self, name: str) -> GroupDecision:
         """The decision for one group by name."""
@@ -110,4 +130,11 @@ class Plan:
 
     @property
     def has_changes(self) -> bool:
-        return bool(self.cordon or self.uncordon or self.terminate or any(g.changed for g in self.groups))
+        return bool(
+            self.cordon
+            or self.uncordon
+            or self.terminate
+            or self.mark
+            or self.unmark
+            or any(g.changed for g in self.groups)
+        )

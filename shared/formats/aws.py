@@ -1,17 +1,30 @@
-"""AWS CLI / API JSON (`aws autoscaling describe-auto-scaling-groups`) to domain objects."""
+"""AWS CLI / API JSON to domain objects: `aws autoscaling describe-auto-scaling-groups`,
+`aws ec2 describe-subnets`, `aws ec2 describe-capacity-reservations` (boto3 gives the same shapes,
+with datetimes where the CLI prints ISO 8601 strings)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from shared.domain.errors import InputError
-from shared.domain.model import AsgInstance, AsgState
+from shared.domain.model import AsgInstance, AsgState, CapacityReservation, CapacityUnits, nodes_for_units
+
+# DesiredCapacityType values that count each instance by its size, not by one (attribute-based
+# instance type selection); "units" counts WeightedCapacity (1 per instance without weights).
+SIZE_CAPACITY_TYPES = frozenset({"vcpu", "memory-mib"})
 
 
 def asg_from_json(obj: Mapping[str, Any], region: str = "") -> AsgState:
-    """One AutoScalingGroup element of DescribeAutoScalingGroups."""
-    return AsgState(
+    """One AutoScalingGroup element of DescribeAutoScalingGroups; sizes in nodes (see `with_units`)."""
+    policy = obj.get("MixedInstancesPolicy")
+    overrides = _overrides(policy)
+    reservation = obj.get("CapacityReservationSpecification") or {}
+    target = reservation.get("CapacityReservationTarget") or {}
+    warm_pool = obj.get("WarmPoolConfiguration")
+    asg = AsgState(
         name=str(obj["AutoScalingGroupName"]),
         min_size=int(obj["MinSize"]),
         max_size=int(obj["MaxSize"]),
@@ -23,14 +36,81 @@ def asg_from_json(obj: Mapping[str, Any], region: str = "") -> AsgState:
                 health_status=str(i.get("HealthStatus") or "Healthy"),
                 availability_zone=str(i.get("AvailabilityZone") or ""),
                 instance_type=str(i.get("InstanceType") or ""),
+                weighted_capacity=_int_or_none(i.get("WeightedCapacity")),
             )
             for i in obj.get("Instances") or ()
         ),
         tags={str(t["Key"]): str(t.get("Value") or "") for t in obj.get("Tags") or ()},
         region=region or _region_from_arn(obj.get("AutoScalingGroupARN")),
-        spot_only=_spot_only(obj.get("MixedInstancesPolicy")),
+        spot_only=_spot_only(policy),
         availability_zones=tuple(sorted({str(zone) for zone in obj.get("AvailabilityZones") or ()})),
+        instance_types=tuple(dict.fromkeys(name for name, _ in overrides)),
+        type_weights={name: weight for name, weight in overrides if weight is not None},
+        suspended_processes=frozenset(
+            str(p["ProcessName"]) for p in obj.get("SuspendedProcesses") or () if p.get("ProcessName")
+        ),
+        subnet_ids=tuple(s.strip() for s in str(obj.get("VPCZoneIdentifier") or "").split(",") if s.strip()),
+        warm_pool_size=int(obj.get("WarmPoolSize") or 0) if isinstance(warm_pool, Mapping) else None,
+        reservation_preference=str(reservation.get("CapacityReservationPreference") or ""),
+        reservation_ids=tuple(str(r) for r in target.get("CapacityReservationIds") or ()),
     )
+    capacity_type = str(obj.get("DesiredCapacityType") or "units")
+    if asg.type_weights or capacity_type in SIZE_CAPACITY_TYPES:
+        return with_units(asg, _per_node(asg, capacity_type), capacity_type)
+    return asg
+
+
+def with_units(asg: AsgState, per_node: int, capacity_type: str = "") -> AsgState:
+    """The group with its sizes in nodes, from its sizes in units and the units of one template node.
+
+    The units -> nodes direction of the weighted-capacity rule (`AsgState.units_for` is the other):
+    called by the parser, and by the fleet adapter once instance type data tells how many vCPUs or
+    MiB one node of a vcpu / memory-mib group counts for.
+    """
+    raw = asg.units or CapacityUnits(asg.desired, asg.min_size, asg.max_size, per_node)
+    units = CapacityUnits(
+        raw.desired, raw.min_size, raw.max_size, per_node, capacity_type or raw.capacity_type
+    )
+    sized = replace(asg, units=units)
+    live = [sized.instance_units(i) for i in sized.live_instances]
+    desired = nodes_for_units(units.desired, live, per_node)
+    return replace(
+        sized,
+        desired=desired,
+        min_size=min(nodes_for_units(units.min_size, live, per_node), desired),
+        # Never below what the group has or is launching: AWS may overshoot the maximum by less
+        # than one instance's weight.
+        max_size=max(nodes_for_units(units.max_size, live, per_node, round_up=False), desired, len(live)),
+    )
+
+
+def _overrides(policy: object) -> list[tuple[str, int | None]]:
+    """(instance type, WeightedCapacity) of each MixedInstancesPolicy override naming a type."""
+    if not isinstance(policy, Mapping):
+        return []
+    template = policy.get("LaunchTemplate") or {}
+    return [
+        (str(o["InstanceType"]), _int_or_none(o.get("WeightedCapacity")))
+        for o in template.get("Overrides") or ()
+        if o.get("InstanceType")
+    ]
+
+
+def _per_node(asg: AsgState, capacity_type: str) -> int:
+    """Units of one template node: the smallest weight of the group's types, the template being its
+    smallest shape. vcpu / memory-mib groups: what their smallest live instance counts for, else 0
+    (unknown until instance type data tells; the fleet adapter fills it in)."""
+    if capacity_type not in SIZE_CAPACITY_TYPES:
+        weights = [asg.type_weights.get(t, 1) for t in asg.instance_types] or [1]
+        return min(weights)
+    seen = [i.weighted_capacity for i in asg.live_instances if i.weighted_capacity]
+    return min(seen) if seen else 0
+
+
+def _int_or_none(value: object) -> int | None:
+    if value is None or value == "":
+        return None
+    return int(str(value))
 
 
 def _spot_only(policy: object) -> bool | None:
@@ -66,3 +146,52 @@ def asgs_from_describe(document: object, source: str = "asgs") -> dict[str, AsgS
             )
         out[asg.name] = asg
     return out
+
+
+def subnet_zones(document: Mapping[str, Any]) -> dict[str, str]:
+    """Zone of each subnet in a DescribeSubnets output (`aws ec2 describe-subnets`)."""
+    return {str(s["SubnetId"]): str(s["AvailabilityZone"]) for s in document.get("Subnets") or ()}
+
+
+def capacity_reservation_from_json(obj: Mapping[str, Any]) -> CapacityReservation:
+    """One CapacityReservations element of DescribeCapacityReservations."""
+    return CapacityReservation(
+        reservation_id=str(obj["CapacityReservationId"]),
+        instance_type=str(obj.get("InstanceType") or ""),
+        availability_zone=str(obj.get("AvailabilityZone") or ""),
+        total=int(obj.get("TotalInstanceCount") or 0),
+        available=int(obj.get("AvailableInstanceCount") or 0),
+        state=str(obj.get("State") or ""),
+        reservation_type=str(obj.get("ReservationType") or "default"),
+        start=_time(obj.get("StartDate")),
+        end=_time(obj.get("EndDate")) if obj.get("EndDateType") != "unlimited" else None,
+        match_criteria=str(obj.get("InstanceMatchCriteria") or "open"),
+    )
+
+
+def capacity_reservations_from_describe(
+    document: object, source: str = "reservations"
+) -> dict[str, CapacityReservation]:
+    """DescribeCapacityReservations output to reservations by id; InputError naming the source."""
+    if not isinstance(document, Mapping) or not isinstance(document.get("CapacityReservations"), list):
+        raise InputError(
+            f"{source}: expected the output of describe-capacity-reservations (CapacityReservations)"
+        )
+    out: dict[str, CapacityReservation] = {}
+    for index, item in enumerate(document["CapacityReservations"]):
+        try:
+            reservation = capacity_reservation_from_json(item)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InputError(
+                f"{source}: CapacityReservations[{index}]: malformed reservation: {exc}"
+            ) from exc
+        out[reservation.reservation_id] = reservation
+    return out
+
+
+def _time(value: object) -> datetime | None:
+    """A boto3 datetime or the CLI's ISO 8601 string, as an aware UTC datetime."""
+    if value is None or value == "":
+        return None
+    when = value if isinstance(value, datetime) else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)

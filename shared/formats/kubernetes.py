@@ -32,6 +32,17 @@ from shared.domain.model import (
     TaintEffect,
     Toleration,
 )
+from shared.domain.provisioning import (
+    COSCHEDULING_API_GROUP,
+    PROVISIONING_API_VERSION,
+    VOLCANO_API_GROUP,
+    Condition,
+    PodGroup,
+    PodGroupKind,
+    PodSet,
+    PodTemplate,
+    ProvisioningRequest,
+)
 from shared.domain.resources import Resources
 from shared.domain.volumes import NodeSelectorTerms, PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.formats.quantity import quantity
@@ -665,6 +676,97 @@ def namespace_from_json(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, str]]
     return name, labels
 
 
+_POD_GROUP_KINDS = {
+    COSCHEDULING_API_GROUP: PodGroupKind.COSCHEDULING,
+    VOLCANO_API_GROUP: PodGroupKind.VOLCANO,
+}
+
+
+def pod_group_from_json(obj: Mapping[str, Any]) -> PodGroup:
+    """A coscheduling (scheduling.x-k8s.io) or Volcano (scheduling.volcano.sh) PodGroup."""
+    meta = obj["metadata"]
+    api_group = str(obj.get("apiVersion") or "").partition("/")[0]
+    kind = _POD_GROUP_KINDS.get(api_group)
+    if kind is None:
+        raise ValueError(f"PodGroup of an unknown API group {api_group!r}")
+    min_member = _int((obj.get("spec") or {}).get("minMember") or 0, "spec.minMember")
+    if min_member < 0:
+        raise ValueError("spec.minMember must not be negative")
+    return PodGroup(meta.get("namespace") or "default", str(meta["name"]), kind, min_member)
+
+
+def pod_template_from_json(obj: Mapping[str, Any]) -> PodTemplate:
+    """A core/v1 PodTemplate: its template as the pending pod each consumer would be."""
+    meta = obj["metadata"]
+    namespace = meta.get("namespace") or "default"
+    name = str(meta["name"])
+    template = obj.get("template") or {}
+    template_meta = template.get("metadata") or {}
+    pod = pod_from_json(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": template_meta.get("labels") or {},
+                "annotations": template_meta.get("annotations") or {},
+            },
+            "spec": template.get("spec") or {},
+            "status": {"phase": "Pending"},
+        }
+    )
+    return PodTemplate(namespace, name, pod)
+
+
+def condition_from_json(raw: Mapping[str, Any]) -> Condition:
+    """One metav1.Condition."""
+    return Condition(
+        type=str(raw["type"]),
+        status=str(raw.get("status") or "Unknown"),
+        reason=str(raw.get("reason") or ""),
+        message=str(raw.get("message") or ""),
+        observed_generation=_int(raw.get("observedGeneration") or 0, "observedGeneration"),
+        last_transition_time=parse_time(raw.get("lastTransitionTime")),
+    )
+
+
+def condition_to_json(condition: Condition) -> dict[str, Any]:
+    """A metav1.Condition as the API server stores it (lastTransitionTime in RFC 3339, seconds)."""
+    at = condition.last_transition_time
+    return {
+        "type": condition.type,
+        "status": condition.status,
+        "reason": condition.reason,
+        "message": condition.message,
+        "observedGeneration": condition.observed_generation,
+        "lastTransitionTime": at.strftime("%Y-%m-%dT%H:%M:%SZ") if at else None,
+    }
+
+
+def provisioning_request_from_json(obj: Mapping[str, Any]) -> ProvisioningRequest:
+    """An autoscaling.x-k8s.io ProvisioningRequest (v1; v1beta1 has the same shape)."""
+    meta = obj["metadata"]
+    spec = obj.get("spec") or {}
+    pod_sets = tuple(
+        PodSet(str(item["podTemplateRef"]["name"]), _int(item.get("count") or 0, "spec.podSets[].count"))
+        for item in spec.get("podSets") or ()
+    )
+    if any(p.count < 0 for p in pod_sets):
+        raise ValueError("spec.podSets[].count must not be negative")
+    parameters = spec.get("parameters") or {}
+    return ProvisioningRequest(
+        namespace=meta.get("namespace") or "default",
+        name=str(meta["name"]),
+        class_name=str(spec.get("provisioningClassName") or ""),
+        pod_sets=pod_sets,
+        uid=str(meta.get("uid") or ""),
+        generation=_int(meta.get("generation") or 0, "metadata.generation"),
+        created_at=parse_time(meta.get("creationTimestamp")),
+        parameters={str(k): str(v) for k, v in parameters.items()},
+        conditions=tuple(condition_from_json(c) for c in (obj.get("status") or {}).get("conditions") or ()),
+        version=str(obj.get("apiVersion") or "").rpartition("/")[2] or PROVISIONING_API_VERSION,
+    )
+
+
 _PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
     "Pod": pod_from_json,
     "Node": node_from_json,
@@ -673,6 +775,9 @@ _PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
     "PersistentVolume": pv_from_json,
     "StorageClass": storage_class_from_json,
     "Namespace": namespace_from_json,
+    "PodGroup": pod_group_from_json,
+    "PodTemplate": pod_template_from_json,
+    "ProvisioningRequest": provisioning_request_from_json,
 }
 
 
@@ -687,6 +792,9 @@ class KubeObjects:
     pvs: tuple[PersistentVolume, ...] = ()
     storage_classes: tuple[StorageClass, ...] = ()
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    pod_groups: tuple[PodGroup, ...] = ()
+    pod_templates: tuple[PodTemplate, ...] = ()
+    provisioning_requests: tuple[ProvisioningRequest, ...] = ()
     skipped: tuple[str, ...] = ()  # the kind of each object skipped (one entry per object)
     kinds: frozenset[str] = frozenset()  # kinds present, incl. that of an empty <Kind>List
 
@@ -750,6 +858,9 @@ def objects_from_documents(documents: Iterable[tuple[object, str]]) -> KubeObjec
         pvs=tuple(found["PersistentVolume"]),
         storage_classes=tuple(found["StorageClass"]),
         namespaces=dict(found["Namespace"]),
+        pod_groups=tuple(found["PodGroup"]),
+        pod_templates=tuple(found["PodTemplate"]),
+        provisioning_requests=tuple(found["ProvisioningRequest"]),
         skipped=tuple(skipped),
         kinds=frozenset(kinds),
     )

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from shared.domain.plan import Outcome, Plan
+from shared.domain.plan import NodeMark, Outcome, Plan
 from shared.planner.explain import GroupSummary, PodExplanation
 
 
@@ -51,6 +51,29 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
             {"pod": e.pod, "node": e.node, "since": e.since.isoformat(), "scheduler_message": e.message}
             for e in plan.model_errors
         ],
+        "mark": [_mark_json(m) for m in plan.mark],
+        "unmark": [_mark_json(m) for m in plan.unmark],
+        "provisioning_requests": [
+            {
+                "name": a.request,
+                "class": a.class_name,
+                "outcome": str(a.outcome),
+                "group": a.group,
+                "nodes": a.nodes,
+                "reason": a.reason,
+            }
+            for a in plan.provisioning_requests
+        ],
+    }
+
+
+def _mark_json(mark: NodeMark) -> dict[str, Any]:
+    """An attrition mark (or its lift): the node, its group, the taint and why."""
+    return {
+        "node": mark.node,
+        "group": mark.group,
+        "taint": {"key": mark.key, "effect": str(mark.effect)},
+        "reason": mark.reason,
     }
 
 
@@ -79,9 +102,20 @@ def _group_facts(summary: GroupSummary) -> str:
     parts.append(f"max size {summary.max_size}")
     if summary.backoff_until is not None:
         parts.append(f"backoff until {summary.backoff_until.isoformat()}")
+    if summary.zones:
+        parts.append(f"zones {', '.join(summary.zones)}")
     if summary.unavailable:
         parts.append(f"unavailable: {summary.unavailable}")
     return ", ".join(parts)
+
+
+def _zones_line(summaries: Sequence[GroupSummary]) -> str | None:
+    """Where each group launches: only a single-zone group takes zone-bound pods."""
+    if not any(s.zones for s in summaries):
+        return None
+    return "Zones (zone-bound pods go only to single-zone groups): " + "; ".join(
+        f"{s.name} {', '.join(s.zones) or 'unknown'}" for s in summaries
+    )
 
 
 def _order_line(summaries: Sequence[GroupSummary]) -> str:
@@ -129,12 +163,20 @@ def plan_to_table(
         rows.append([g.name, g.asg_name, change, str(g.min_size), str(g.max_size), *facts, g.reason])
     lines += _table(rows)
     if summaries:
-        lines.append(_order_line([summaries[g.name] for g in plan.groups if g.name in summaries]))
+        ordered_summaries = [summaries[g.name] for g in plan.groups if g.name in summaries]
+        lines.append(_order_line(ordered_summaries))
+        zones = _zones_line(ordered_summaries)
+        if zones:
+            lines.append(zones)
     actions = [["ACTION", "NODE", "INSTANCE", "GROUP", "REASON"]]
     for a in plan.uncordon:
         actions.append(["uncordon", a.node, "-", a.group, a.reason])
     for a in plan.cordon:
         actions.append(["cordon", a.node, "-", a.group, a.reason])
+    for m in plan.unmark:
+        actions.append(["unmark", m.node, "-", m.group, m.reason])
+    for m in plan.mark:
+        actions.append([f"mark {m.effect}", m.node, "-", m.group, m.reason])
     for t in plan.terminate:
         verb = "terminate" if t.decrement else "replace"
         actions.append([verb, t.node or "-", t.instance_id, t.group, t.reason])
@@ -158,6 +200,22 @@ def plan_to_table(
         rest = ordered[len(shown) :]
         folded = sum(len(p) for _, p in rest)
         lines.append(f"... and {len(rest)} more reasons ({folded} pods; use --all or --format json)")
+    if plan.provisioning_requests:
+        lines.append("")
+        lines.append(f"PROVISIONING REQUESTS ({len(plan.provisioning_requests)})")
+        rows = [["NAME", "CLASS", "OUTCOME", "GROUP", "NODES", "REASON"]]
+        for answer in plan.provisioning_requests:
+            rows.append(
+                [
+                    answer.request,
+                    answer.class_name,
+                    str(answer.outcome),
+                    answer.group or "-",
+                    str(answer.nodes),
+                    answer.reason,
+                ]
+            )
+        lines += _table(rows)
     if plan.model_errors:
         lines.append("")
         lines.append("MODEL ERRORS (fits the scheduler did not use: no longer counted)")

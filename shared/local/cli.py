@@ -97,6 +97,11 @@ def _snapshot_inputs(args: argparse.Namespace) -> dict[str, Any]:
         "pvs": _unique([v for o in extra for v in o.pvs], lambda v: v.name),
         "storage_classes": _unique([c for o in extra for c in o.storage_classes], lambda c: c.name),
         "namespaces": namespaces,
+        "pod_groups": _unique([g for o in extra for g in o.pod_groups], lambda g: f"{g.kind}:{g.key}"),
+        "provisioning_requests": _unique(
+            [r for o in extra for r in o.provisioning_requests], lambda r: r.key
+        ),
+        "pod_templates": _unique([t for o in extra for t in o.pod_templates], lambda t: t.key),
     }
 
 
@@ -150,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--objects",
         action="append",
         metavar="FILE",
-        help="more objects, repeatable: kubectl get daemonsets,pvc,pv,storageclasses,namespaces -A -o json "
+        help="more objects, repeatable: kubectl get daemonsets,pvc,pv,storageclasses,namespaces -A -o json, "
+        "kubectl get provisioningrequests,podtemplates,podgroups -A -o json "
         "(any kubectl JSON: a List of mixed kinds or one object; pods and nodes may come from here too)",
     )
     p.add_argument("--asgs", required=True, help="aws autoscaling describe-auto-scaling-groups")

@@ -9,7 +9,10 @@ connections) per method and path.
 Resources: core/v1 ``pods`` (with the ``eviction`` and ``status`` subresources), ``nodes`` (with
 ``status``), ``events``, ``persistentvolumeclaims``, ``persistentvolumes`` and ``namespaces``;
 ``events.k8s.io/v1`` ``events`` (same store as core events); ``policy/v1`` ``poddisruptionbudgets``;
-``apps/v1`` ``daemonsets``; ``storage.k8s.io/v1`` ``storageclasses``. Verbs: list (all namespaces and
+``apps/v1`` ``daemonsets``; ``storage.k8s.io/v1`` ``storageclasses``; core/v1 ``podtemplates``; and the
+custom resources ``autoscaling.x-k8s.io/v1`` ``provisioningrequests``, ``scheduling.x-k8s.io/v1alpha1`` and
+``scheduling.volcano.sh/v1beta1`` ``podgroups`` (with ``status``; ``metadata.generation`` counts spec
+changes; strategic merge patch is a 415, as for any custom resource). Verbs: list (all namespaces and
 per namespace), get, create (POST), replace (PUT), patch, delete and watch.
 
 The real ``kubectl`` works against it too: discovery (``/api``, ``/api/v1``, ``/apis``,
@@ -178,6 +181,7 @@ class _Resource:
     fields: dict[str, tuple[str, ...]]  # supported field selectors -> path in the object
     subresources: frozenset[str] = frozenset()
     has_status: bool = False  # main-resource writes keep the stored status
+    custom: bool = False  # a CustomResourceDefinition's: metadata.generation, no strategic merge patch
 
     @property
     def api_version(self) -> str:
@@ -322,7 +326,67 @@ _NAMESPACES = _Resource(
     subresources=frozenset({"status"}),
     has_status=True,
 )
+# The CRDs of gang schedulers and of cluster-autoscaler's ProvisioningRequest API, with the status
+# subresource their CRDs declare (kubebuilder:subresource:status).
+_PROVISIONING_REQUESTS = _Resource(
+    plural="provisioningrequests",
+    group="autoscaling.x-k8s.io",
+    version="v1",
+    kind="ProvisioningRequest",
+    namespaced=True,
+    store="provisioningrequests",
+    fields=_META_FIELDS,
+    subresources=frozenset({"status"}),
+    has_status=True,
+    custom=True,
+)
+_PROVISIONING_REQUESTS_V1BETA1 = _Resource(  # the same objects at the older version, as a CRD serves both
+    plural="provisioningrequests",
+    group="autoscaling.x-k8s.io",
+    version="v1beta1",
+    kind="ProvisioningRequest",
+    namespaced=True,
+    store="provisioningrequests",
+    fields=_META_FIELDS,
+    subresources=frozenset({"status"}),
+    has_status=True,
+    custom=True,
+)
+_POD_TEMPLATES = _Resource(
+    plural="podtemplates",
+    group="",
+    version="v1",
+    kind="PodTemplate",
+    namespaced=True,
+    store="podtemplates",
+    fields=_META_FIELDS,
+)
+_COSCHEDULING_POD_GROUPS = _Resource(
+    plural="podgroups",
+    group="scheduling.x-k8s.io",
+    version="v1alpha1",
+    kind="PodGroup",
+    namespaced=True,
+    store="podgroups.scheduling.x-k8s.io",
+    fields=_META_FIELDS,
+    subresources=frozenset({"status"}),
+    has_status=True,
+    custom=True,
+)
+_VOLCANO_POD_GROUPS = _Resource(
+    plural="podgroups",
+    group="scheduling.volcano.sh",
+    version="v1beta1",
+    kind="PodGroup",
+    namespaced=True,
+    store="podgroups.scheduling.volcano.sh",
+    fields=_META_FIELDS,
+    subresources=frozenset({"status"}),
+    has_status=True,
+    custom=True,
+)
 _SHORT_NAMES = {
+    "provisioningrequests": ["provreq", "provreqs"],
     "pods": ["po"],
     "nodes": ["no"],
     "events": ["ev"],
@@ -346,6 +410,11 @@ _RESOURCES = {
         _PVS,
         _STORAGE_CLASSES,
         _NAMESPACES,
+        _PROVISIONING_REQUESTS,
+        _PROVISIONING_REQUESTS_V1BETA1,
+        _POD_TEMPLATES,
+        _COSCHEDULING_POD_GROUPS,
+        _VOLCANO_POD_GROUPS,
     )
 }
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
@@ -1264,6 +1333,28 @@ class FakeKubeApiServer:
         """Store a new Namespace (labelled kubernetes.io/metadata.name, phase Active); returns a copy."""
         return self._seed(_NAMESPACES, obj)
 
+    def add_provisioning_request(self, obj: JsonObj) -> JsonObj:
+        return self._seed(_PROVISIONING_REQUESTS, obj)
+
+    def add_pod_template(self, obj: JsonObj) -> JsonObj:
+        return self._seed(_POD_TEMPLATES, obj)
+
+    def add_pod_group(self, obj: JsonObj) -> JsonObj:
+        """A coscheduling or Volcano PodGroup, by the group of its apiVersion."""
+        volcano = str(obj.get("apiVersion") or "").startswith("scheduling.volcano.sh/")
+        return self._seed(_VOLCANO_POD_GROUPS if volcano else _COSCHEDULING_POD_GROUPS, obj)
+
+    def get_provisioning_request(self, namespace: str, name: str) -> JsonObj | None:
+        return self._get_copy(_PROVISIONING_REQUESTS, (namespace, name))
+
+    def provisioning_requests(self) -> list[JsonObj]:
+        return self._all_copies(_PROVISIONING_REQUESTS)
+
+    def update_provisioning_request(
+        self, namespace: str, name: str, fn: Callable[[JsonObj], None]
+    ) -> JsonObj:
+        return self._update(_PROVISIONING_REQUESTS, (namespace, name), fn)
+
     def get_pod(self, namespace: str, name: str) -> JsonObj | None:
         """A copy of the pod, or None."""
         return self._get_copy(_PODS, (namespace, name))
@@ -1435,6 +1526,8 @@ class FakeKubeApiServer:
             meta["uid"] = str(uuid.uuid4())
         if not keep_meta or not meta.get("creationTimestamp"):
             meta["creationTimestamp"] = _now()
+        if res.custom and (not keep_meta or not meta.get("generation")):
+            meta["generation"] = 1  # custom resources count spec changes from 1
         if res is _PODS:
             if not keep_meta or not isinstance(obj.get("status"), dict):
                 obj["status"] = {}  # the real server ignores the status of a pod being created
@@ -1500,7 +1593,10 @@ class FakeKubeApiServer:
             return _clone(obj)
 
     def _present(self, res: _Resource, obj: JsonObj) -> JsonObj:
-        """The object as the API shows it (PDBs get a computed status)."""
+        """The object as the API shows it (PDBs get a computed status; a custom resource is shown at
+        the version asked for: the schemas of the versions served here are the same)."""
+        if res.custom and obj.get("apiVersion") != res.api_version:
+            return {**obj, "apiVersion": res.api_version}
         if res is not _PDBS:
             return obj
         shown = dict(obj)
@@ -1858,12 +1954,17 @@ class FakeKubeApiServer:
     def _encoded_item(self, res: _Resource, key: _Key, obj: JsonObj) -> bytes:
         """One list item as JSON, reusing the encoding while its resourceVersion is unchanged."""
         rv = str(obj.get("metadata", {}).get("resourceVersion", ""))
-        cached = self._encoded.get((res.store, key))
+        store = f"{res.store}@{res.version}" if res.custom else res.store  # one encoding per version
+        cached = self._encoded.get((store, key))
         if cached is not None and cached[0] == rv and res.kind != "PodDisruptionBudget":
             return cached[1]
         shown = self._present(res, obj)  # PDB status is computed on every read: never cached
-        encoded = _dumps({k: v for k, v in shown.items() if k not in ("kind", "apiVersion")})
-        self._encoded[(res.store, key)] = (rv, encoded)
+        # Typed lists leave out each item's kind and apiVersion; lists of custom resources (served
+        # as unstructured objects) keep them.
+        encoded = _dumps(
+            shown if res.custom else {k: v for k, v in shown.items() if k not in ("kind", "apiVersion")}
+        )
+        self._encoded[(store, key)] = (rv, encoded)
         return encoded
 
     @staticmethod
@@ -1980,6 +2081,14 @@ class FakeKubeApiServer:
                 f"the body of the request was in an unknown format - accepted media types include: "
                 f"{', '.join(sorted(_PATCH_TYPES))} (server-side apply is not supported by the fake)",
             )
+        if res.custom and media_type == "application/strategic-merge-patch+json":
+            # Custom resources have no Go struct to read patch strategies from.
+            raise _ApiError(
+                415,
+                "the body of the request was in an unknown format - accepted media types "
+                "include: application/json-patch+json, application/merge-patch+json, "
+                "application/apply-patch+yaml",
+            )
         patch = self._parse_body(text)
         if media_type != "application/json-patch+json":
             if not isinstance(patch, dict):
@@ -2044,6 +2153,11 @@ class FakeKubeApiServer:
                 else:
                     updated.pop("status", None)
         meta = dict(updated.get("metadata") or {})
+        if res.custom:
+            # The API server owns metadata.generation: +1 when the spec changes, never on status writes.
+            generation = int(cur_meta.get("generation") or 1)
+            changed = sub != "status" and updated.get("spec") != current.get("spec")
+            meta["generation"] = generation + 1 if changed else generation
         for immutable in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp"):
             if immutable in cur_meta:
                 meta[immutable] = cur_meta[immutable]

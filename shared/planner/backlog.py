@@ -9,7 +9,9 @@ from shared.domain.model import Pod, Scheduling
 from shared.domain.plan import Outcome, PodOutcome, ReasonCode
 from shared.domain.resources import CPU, MEMORY
 from shared.planner.context import Context
+from shared.planner.gangs import GangIndex, bound_members, full_gang
 from shared.planner.packing import Request
+from shared.planner.provisioning import prepare_requests
 
 
 @dataclass
@@ -23,6 +25,9 @@ class Unit:
     gpus: int = 0
     millicores: int = 0
     plain: bool = True  # every member takes the class-based fast path
+    label: str = ""  # how reasons name the unit ("gang ns/name" when empty)
+    booked: bool = False  # a Provisioned request's pods: placed first, so their room stays held
+    existing_only: bool = False  # a check-capacity request: free room of registered nodes only
 
     def __post_init__(self) -> None:
         self.gpus = sum(p.requests.gpus for p in self.pods)
@@ -66,8 +71,31 @@ def _size_key(unit: Unit) -> tuple[int, ...]:
     return (-r.gpus, -r.get(CPU), -r.get(MEMORY), -len(unit.pods))
 
 
+def _phase(unit: Unit) -> int:
+    if unit.booked:
+        return 0
+    return 2 if unit.label else 1
+
+
 def _skip(pod: Pod, reason: str, code: ReasonCode, outcome: Outcome = Outcome.UNHELPED) -> PodOutcome:
     return PodOutcome(pod.key, outcome, None, reason, code, pod.requests.gpus)
+
+
+def _gang_units(
+    ctx: Context, index: GangIndex, gangs: dict[str, list[Pod]], sizes: dict[str, int | None]
+) -> list[Unit]:
+    """One unit per gang: the whole gang (stand-ins for members not created yet), largest member
+    first as First Fit Decreasing places single pods, so a replan after the plan was applied packs
+    it the same way."""
+    bound = bound_members(ctx, index) if gangs else {}
+    units = []
+    for gang_key, members in gangs.items():
+        whole = full_gang(members, sizes[gang_key], bound.get(gang_key, 0))
+        if len(whole) == 1 and not bound.get(gang_key):
+            units.append(Unit(whole, [ctx.request(whole[0].requests)]))  # a gang of one is a pod
+            continue
+        units.append(Unit(whole, [ctx.request(p.requests) for p in whole], gang=gang_key))
+    return units
 
 
 def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list[Pod]]:
@@ -80,9 +108,12 @@ def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list
     policy = ctx.config.policy
     skipped: dict[str, PodOutcome] = {}
     gangs: dict[str, list[Pod]] = {}
+    sizes: dict[str, int | None] = {}
+    index = GangIndex(policy, ctx.snapshot.pod_groups)
+    requests = prepare_requests(ctx)
     singles: list[Pod] = []
     for pod in ctx.snapshot.pods:
-        if not pod.is_pending_unschedulable:
+        if not pod.is_pending_unschedulable or pod.key in requests.consumers:
             continue
         if policy.pod_priority_cutoff is not None and pod.priority < policy.pod_priority_cutoff:
             reason = f"priority {pod.priority} is below the cutoff {policy.pod_priority_cutoff}"
@@ -105,18 +136,28 @@ def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list
             reason = f"younger than {policy.new_pod_delay_seconds}s: left to the scheduler first"
             skipped[pod.key] = _skip(pod, reason, ReasonCode.TOO_YOUNG)
             continue
-        gang = pod.labels.get(policy.gang_label) if policy.gang_label else None
-        if gang:
-            gangs.setdefault(f"{pod.namespace}/{gang}", []).append(pod)
+        mark = index.mark(pod)
+        if mark:
+            gangs.setdefault(mark.key, []).append(pod)
+            sizes[mark.key] = mark.size
         else:
             singles.append(pod)
     units = [Unit([p], [ctx.request(p.requests)]) for p in singles]
-    for gang_key, members in gangs.items():
-        # Largest member first, as First Fit Decreasing places single pods: a replan after the
-        # plan was applied must pack the gang the same way.
-        members.sort(key=lambda p: (-p.requests.gpus, -p.requests.get(CPU), -p.requests.get(MEMORY), p.key))
-        units.append(Unit(members, [ctx.request(p.requests) for p in members], gang=gang_key))
-    units.sort(key=lambda u: (*_size_key(u), u.key))
+    units += _gang_units(ctx, index, gangs, sizes)
+    units += [
+        Unit(
+            batch.pods,
+            [ctx.request(p.requests) for p in batch.pods],
+            gang=batch.request.key,
+            label=batch.label,
+            booked=batch.booked,
+            existing_only=batch.existing_only,
+        )
+        for batch in requests.batches
+    ]
+    # Booked requests first (the room they hold is theirs before any pod is placed), requests not
+    # answered yet last (capacity is found or bought for them beyond what the backlog needs).
+    units.sort(key=lambda u: (_phase(u), *_size_key(u), u.key))
     for order, unit in enumerate(units):
         unit.order = order
     return units, skipped, [p for u in units for p in u.pods]

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from shared.config import NodeGroupConfig, ScalerConfig
 from shared.domain.model import AsgInstance, AsgState, GroupState, Node, Pod, Snapshot, Taint
 from shared.domain.resources import PODS, Resources
+from shared.planner.capacity import GroupCapacity, group_capacity
 from shared.planner.template import Template, build_template
 
 
@@ -25,6 +26,7 @@ class GroupView:
     in_backoff: bool
     nodes: list[Node] = field(default_factory=list)  # registered nodes of the group's instances
     unregistered: list[AsgInstance] = field(default_factory=list)  # live instances with no node yet
+    capacity: GroupCapacity = field(default_factory=GroupCapacity)  # suspended, reserved, zones
 
     @property
     def name(self) -> str:
@@ -135,6 +137,7 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
                 registered.append(node)
         registered.sort(key=lambda n: n.name)
         unregistered.sort(key=lambda i: i.instance_id)
+        capacity = group_capacity(asg, snapshot.state.instances_first_seen, config.policy, now)
         view = GroupView(
             config=group_config,
             asg=asg,
@@ -142,9 +145,12 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
                 config, group_config.name, asg, registered, snapshot.instance_types, snapshot.daemonsets
             ),
             state=state,
-            in_backoff=state.backoff_until is not None and state.backoff_until > now,
+            # Launches that never came are a capacity failure, as a failed scaling activity is.
+            in_backoff=(state.backoff_until is not None and state.backoff_until > now)
+            or capacity.launches_overdue is not None,
             nodes=registered,
             unregistered=unregistered,
+            capacity=capacity,
         )
         groups.append(view)
         for node in registered:

@@ -7,8 +7,10 @@ from shared.domain.resources import CPU, Resources, format_amount
 from shared.planner.backlog import Unit
 from shared.planner.context import Context, GroupView
 from shared.planner.filters.volume_binding import volume_binding
+from shared.planner.gangs import gang_shortfall
 from shared.planner.placement import template_node
 from shared.planner.simulation import Simulation, static_reason
+from shared.planner.zones import ZONE_KEYS, guarantees_zone, unguaranteed_reason, zone_binding
 
 
 def _describe_size(resources: Resources) -> str:
@@ -51,6 +53,10 @@ def _diagnose_group(
     labels = template.node_labels(0)
     state = sim.state(pod)
     blocked = static_reason(pod.scheduling, labels, template.taints, False)
+    zone_reason = _zone_not_guaranteed(view, unit, sim, labels, blocked)
+    if zone_reason:
+        said = _scheduler_words(ctx, sim, view, unit, labels, blocked)
+        return ReasonCode.FILTERED, f"{zone_reason} ({said})" if said else zone_reason
     if blocked:
         return ReasonCode.NO_MATCHING_GROUP, blocked
     if view.unavailable_reason:
@@ -87,15 +93,56 @@ def _diagnose_group(
             reason = sim.dynamic(member, sim.state(member), probe, member_request, ctx.dims)
             if reason and not reason.startswith(("Insufficient", "Too many")):
                 return ReasonCode.FILTERED, reason
+    if view.capacity.growth_blocked:
+        return ReasonCode.GROUP_UNAVAILABLE, view.capacity.growth_blocked
     if view.in_backoff:
         until = view.state.backoff_until
+        if view.capacity.launches_overdue and (until is None or until <= ctx.now):
+            return ReasonCode.BACKOFF, f"capacity failure: {view.capacity.launches_overdue}"
         return ReasonCode.BACKOFF, f"in capacity backoff until {until.isoformat() if until else '?'}"
     if unit.gang:
-        return (
-            ReasonCode.GANG_DOES_NOT_FIT,
-            f"gang of {len(unit.pods)} pods does not fit within max size {view.max_size}",
-        )
+        return ReasonCode.GANG_DOES_NOT_FIT, gang_shortfall(ctx, view, unit.requests)
     return ReasonCode.AT_MAX, f"at max size {view.max_size}"
+
+
+def _scheduler_words(
+    ctx: Context, sim: Simulation, view: GroupView, unit: Unit, labels: dict[str, str], blocked: str | None
+) -> str | None:
+    """What the scheduler's filters say of the pod on a new node of the group, if anything."""
+    if blocked:
+        return blocked
+    pod = unit.pods[0]
+    state = sim.state(pod)
+    if state.volumes is not None and (volume := volume_binding(state.volumes, labels)):
+        return volume
+    if view.template.free is None:
+        return None
+    probe = template_node(view, 0, list(ctx.vector(view.template.free)))
+    return sim.dynamic(pod, state, probe, unit.requests[0], ctx.dims)
+
+
+def _zone_not_guaranteed(
+    view: GroupView, unit: Unit, sim: Simulation, labels: dict[str, str], blocked: str | None
+) -> str | None:
+    """The reason a group that may launch in several zones gives a zone-bound pod it would
+    otherwise take in one of them (shared.planner.zones), None when the zone is not the problem."""
+    if guarantees_zone(view.capacity.zones, view.labels):
+        return None
+    for pod in unit.pods:
+        state = sim.state(pod)
+        binding = zone_binding(pod, state.volumes)
+        if binding is None:
+            continue
+        zones = view.capacity.zones
+        if not zones:
+            return unguaranteed_reason(zones, binding) if blocked is None else None
+        for zone in zones:
+            placed = {**labels, **dict.fromkeys(ZONE_KEYS - {"topology.k8s.aws/zone-id"}, zone)}
+            if static_reason(pod.scheduling, placed, view.template.taints, False) is None and (
+                state.volumes is None or volume_binding(state.volumes, placed) is None
+            ):
+                return unguaranteed_reason(zones, binding)
+    return None
 
 
 def diagnose(
@@ -110,9 +157,13 @@ def diagnose(
     for view in ctx.groups:
         code, reason = _diagnose_group(ctx, sim, view, unit, request, view.name in refused)
         by_group[view.name] = code
-        reasons.append(f"{view.name}: {reason}")
+        # A gang's shortfall names its group ("needs 4 a100 nodes, group can add 3 (max 16)").
+        reasons.append(reason if code is ReasonCode.GANG_DOES_NOT_FIT else f"{view.name}: {reason}")
     if not reasons:
         return ReasonCode.NO_MATCHING_GROUP, "no node groups configured", by_group
     codes = set(by_group.values())
     code = next(c for c in _CODE_ORDER if c in codes)
+    if unit.gang:
+        subject = unit.label or f"gang {unit.gang}"
+        return code, f"{subject}: " + "; ".join(reasons), by_group
     return code, f"{_describe_size(request)}: " + "; ".join(reasons), by_group

@@ -27,6 +27,7 @@ from shared.planner.filters.volume_binding import Volumes, volume_binding
 from shared.planner.placement import template_node
 from shared.planner.plan import plan
 from shared.planner.simulation import PodState, Simulation
+from shared.planner.zones import guarantees_zone, unguaranteed_reason, zone_binding
 
 # In kube-scheduler's order (pkg/scheduler/framework/plugins/), with the names of our modules.
 FILTERS = (
@@ -53,6 +54,7 @@ class GroupSummary:
     max_size: int
     backoff_until: datetime | None  # set only while the group is in capacity backoff
     unavailable: str | None  # why the group cannot grow at all this run
+    zones: tuple[str, ...] = ()  # where it launches (one: it can take zone-bound pods)
 
     @property
     def price_per_gpu(self) -> float | None:
@@ -98,7 +100,8 @@ def _summary(view: GroupView) -> GroupSummary:
         gpus=shape.gpus if shape is not None else 0,
         max_size=view.max_size,
         backoff_until=view.state.backoff_until if view.in_backoff else None,
-        unavailable=view.unavailable_reason,
+        unavailable=view.unavailable_reason or view.capacity.growth_blocked,
+        zones=view.capacity.zones,
     )
 
 
@@ -147,6 +150,15 @@ def _verdicts(ctx: Context, pod: Pod, state: PodState, node: SimNode) -> tuple[V
     return tuple(Verdict(name, reasons[name]) for name in FILTERS)
 
 
+def _zone_verdict(view: GroupView, pod: Pod, state: PodState) -> tuple[Verdict, ...]:
+    """A zone-bound pod on a group that may launch in another zone (shared.planner.zones): not a
+    scheduler filter, so shown only when it is what keeps the group from taking the pod."""
+    binding = zone_binding(pod, state.volumes)
+    if binding is None or guarantees_zone(view.capacity.zones, view.labels):
+        return ()
+    return (Verdict("zone_guarantee", unguaranteed_reason(view.capacity.zones, binding)),)
+
+
 def explain_pod(snapshot: Snapshot, config: ScalerConfig, now: datetime, pod_key: str) -> PodExplanation:
     """Each filter's verdict for the pod `namespace/name` on every group's template node, and its
     outcome in `plan()`. Pure; InputError when the snapshot has no such pod."""
@@ -173,6 +185,8 @@ def explain_pod(snapshot: Snapshot, config: ScalerConfig, now: datetime, pod_key
     for view in ctx.groups:
         template = templates.get(view.name)
         verdicts = _verdicts(ctx, pod, state, template) if template is not None else ()
+        if template is not None:
+            verdicts += _zone_verdict(view, pod, state)
         name = template.name if template is not None else None
         groups.append(GroupVerdicts(_summary(view), name, verdicts))
     outcome = next((p for p in plan(snapshot, config, now).pods if p.pod == pod_key), None)

@@ -7,15 +7,20 @@ from datetime import datetime
 from shared.config import ScalerConfig
 from shared.domain.model import Snapshot
 from shared.domain.plan import GroupDecision, NodeAction, Outcome, Plan, PodOutcome
+from shared.domain.provisioning import RequestAnswer, RequestOutcome
+from shared.planner.attrition import marked_nodes, plan_attrition, without_marks
+from shared.planner.capacity import launch_clock_key, next_launch_clock
 from shared.planner.context import Context, GroupView, build_context
-from shared.planner.scale_down import ScaleDownResult, plan_scale_down
+from shared.planner.gangs import STAND_IN_SEPARATOR, is_stand_in
+from shared.planner.provisioning import answer_requests, prepare_requests
+from shared.planner.scale_down import ScaleDownResult, plan_scale_down, with_kept
 from shared.planner.scale_up import ScaleUpResult, plan_scale_up
 
 
 def _headroom(ctx: Context, view: GroupView, up: ScaleUpResult, new_nodes: int, limit: int) -> int:
     """Extra nodes so the group has `headroom_nodes` spare (idle or booting) nodes."""
     want = view.config.headroom_nodes
-    if not want or view.in_backoff or view.unavailable_reason:
+    if not want or view.in_backoff or view.unavailable_reason or view.capacity.growth_blocked:
         return 0
     idle_registered = sum(
         1
@@ -30,7 +35,13 @@ def _headroom(ctx: Context, view: GroupView, up: ScaleUpResult, new_nodes: int, 
 
 
 def _group_reason(
-    view: GroupView, pods: list[PodOutcome], new_nodes: int, extra: int, decrements: int, desired: int
+    view: GroupView,
+    pods: list[PodOutcome],
+    new_nodes: int,
+    extra: int,
+    decrements: int,
+    desired: int,
+    requests: tuple[str, ...] = (),
 ) -> str:
     parts: list[str] = []
     if view.unavailable_reason:
@@ -39,24 +50,45 @@ def _group_reason(
     in_flight = [p for p in pods if p.outcome is Outcome.IN_FLIGHT]
     if new_nodes:
         gpus = sum(p.gpus for p in scale_up)
-        parts.append(f"+{new_nodes} node(s) for {len(scale_up)} pending pod(s) ({gpus} GPUs)")
+        wanted = [f"{len(scale_up)} pending pod(s) ({gpus} GPUs)"] if scale_up or not requests else []
+        wanted += [f"provisioning request {name}" for name in requests]
+        parts.append(f"+{new_nodes} node(s) for " + " and ".join(wanted))
     if extra:
         parts.append(f"+{extra} headroom node(s)")
     if in_flight:
         parts.append(f"{len(in_flight)} pod(s) wait for booting nodes")
     if decrements:
         parts.append(f"-{decrements} idle node(s) terminated")
-    if view.in_backoff and view.state.backoff_until:
+    if view.capacity.launches_overdue:
+        parts.append(f"capacity failure: {view.capacity.launches_overdue}")
+    elif view.in_backoff and view.state.backoff_until:
         parts.append(f"capacity backoff until {view.state.backoff_until.isoformat()}")
-        if view.asg and desired < view.current_desired:
-            parts.append(f"desired set back to the {len(view.asg.live_instances)} instance(s) that run")
+    if view.in_backoff and view.asg and desired < view.current_desired:
+        parts.append(f"desired set back to the {len(view.asg.live_instances)} instance(s) that run")
+    parts.extend(_aws_notes(view))
     if desired >= view.max_size and scale_up:
         parts.append(f"at max size {view.max_size}")
     return "; ".join(parts) or "no change"
 
 
+def _aws_notes(view: GroupView) -> list[str]:
+    """What AWS-side facts limit the group, for its reason (suspended processes, reservations)."""
+    capacity = view.capacity
+    notes = [n for n in (capacity.growth_blocked, capacity.terminate_blocked) if n]
+    if capacity.reservations_note:
+        notes.append(capacity.reservations_note)
+    if view.asg is not None and view.asg.warm_pool_size:
+        notes.append(f"{view.asg.warm_pool_size} instance(s) in its warm pool")
+    return notes
+
+
 def _decide_group(
-    ctx: Context, view: GroupView, up: ScaleUpResult, down: ScaleDownResult, pods: list[PodOutcome]
+    ctx: Context,
+    view: GroupView,
+    up: ScaleUpResult,
+    down: ScaleDownResult,
+    pods: list[PodOutcome],
+    requests: tuple[str, ...] = (),
 ) -> GroupDecision:
     current = view.current_desired
     if view.asg is None:
@@ -78,21 +110,39 @@ def _decide_group(
         desired=desired,
         min_size=view.min_size,
         max_size=view.max_size,
-        reason=_group_reason(view, pods, new_nodes, extra, decrements, desired),
+        reason=with_kept(
+            _group_reason(view, pods, new_nodes, extra, decrements, desired, requests),
+            down.reasons.get(view.name, ()),
+        ),
         new_nodes=new_nodes + extra,
-        enter_backoff=view.name in down.backoff_groups,
+        enter_backoff=view.name in down.backoff_groups or view.capacity.launches_overdue is not None,
     )
 
 
+def _launch_clocks(ctx: Context, groups: tuple[GroupDecision, ...]) -> dict[str, datetime]:
+    """Since when each group has awaited launches (stored with the instances' first sightings)."""
+    clocks: dict[str, datetime] = {}
+    for view, decision in zip(ctx.groups, groups, strict=True):
+        if view.asg is not None:
+            clock = next_launch_clock(view.asg, view.capacity, decision.desired, ctx.now)
+            if clock is not None:
+                clocks[launch_clock_key(view.asg.name)] = clock
+    return clocks
+
+
 def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
-    """Decide desired sizes, cordons, uncordons and terminations, with a reason for every pod.
+    """Decide desired sizes, cordons, uncordons, terminations and attrition marks; a reason for every pod.
 
     Pure: reads only its arguments (`now` is passed in), returns absolute decisions, and gives the
     same plan for the same inputs in any order. Groups appear in config order; actions and pods
     are sorted by name.
     """
-    ctx = build_context(snapshot, config, now)
+    marked = marked_nodes(snapshot)
+    ctx = build_context(without_marks(snapshot, marked), config, now)
     up = plan_scale_up(ctx)
+    answers, updates = answer_requests(ctx, prepare_requests(ctx), up.outcomes, up.counted_on)
+    _drop_stand_ins(up)
+    requests_by_group = _requests_by_group(answers)
     after_up = {
         view.name: view.current_desired + up.new_nodes.get(view.name, 0) if view.asg else 0
         for view in ctx.groups
@@ -104,12 +154,17 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         if outcome.group:
             pods_by_group.setdefault(outcome.group, []).append(outcome)
     groups = tuple(
-        _decide_group(ctx, view, up, down, pods_by_group.get(view.name, [])) for view in ctx.groups
+        _decide_group(
+            ctx, view, up, down, pods_by_group.get(view.name, []), requests_by_group.get(view.name, ())
+        )
+        for view in ctx.groups
     )
 
     uncordon = {a.node: a for a in down.uncordon}
     for node, group in up.uncordon.items():
         uncordon[node] = NodeAction(node, group, "pending pods fit on it")
+    leaving = frozenset(a.node for a in down.cordon) | frozenset(t.node for t in down.terminate if t.node)
+    attrition = plan_attrition(ctx, marked, up.counted_on, up.outcomes, leaving)
     return Plan(
         groups=groups,
         cordon=tuple(sorted(down.cordon, key=lambda a: a.node)),
@@ -117,7 +172,26 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         terminate=tuple(sorted(down.terminate, key=lambda t: (t.group, t.instance_id))),
         pods=tuple(sorted(up.outcomes.values(), key=lambda p: p.pod)),
         idle_since=dict(sorted(down.idle_since.items())),
-        instances_first_seen=dict(sorted(down.first_seen.items())),
+        instances_first_seen=dict(sorted({**down.first_seen, **_launch_clocks(ctx, groups)}.items())),
         pod_memory=up.pod_memory(now),
         model_errors=tuple(sorted(up.recalled.errors, key=lambda e: (e.pod, e.node))),
+        provisioning_requests=answers,
+        provisioning_updates=updates,
+        mark=attrition.mark,
+        unmark=attrition.unmark,
     )
+
+
+def _drop_stand_ins(up: ScaleUpResult) -> None:
+    """Stand-ins (gang members not created yet, requests' pods) were placed but are no pods to report."""
+    up.outcomes = {k: o for k, o in up.outcomes.items() if STAND_IN_SEPARATOR not in k.partition("/")[2]}
+    up.pending = [p for p in up.pending if not is_stand_in(p)]
+
+
+def _requests_by_group(answers: tuple[RequestAnswer, ...]) -> dict[str, tuple[str, ...]]:
+    """Requests placed in each group this run (what its new nodes are for, besides pods)."""
+    found: dict[str, list[str]] = {}
+    for answer in answers:
+        if answer.group and answer.outcome in (RequestOutcome.PROVISIONED, RequestOutcome.BOOKED):
+            found.setdefault(answer.group, []).append(answer.request)
+    return {group: tuple(names) for group, names in found.items()}

@@ -4,12 +4,14 @@ instances that never became usable. Batch-safe: a node running any non-DaemonSet
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from shared.domain.model import Node
 from shared.domain.plan import NodeAction, Termination
 from shared.planner.context import Context, GroupView
+from shared.planner.safety import protection
 
 
 @dataclass
@@ -20,7 +22,7 @@ class ScaleDownResult:
     idle_since: dict[str, datetime] = field(default_factory=dict)
     first_seen: dict[str, datetime] = field(default_factory=dict)
     backoff_groups: set[str] = field(default_factory=set)
-    notes: dict[str, list[str]] = field(default_factory=dict)  # group -> why nothing was removed
+    reasons: dict[str, list[str]] = field(default_factory=dict)  # group -> why idle nodes were kept
 
 
 def is_idle(ctx: Context, node: Node) -> bool:
@@ -29,11 +31,7 @@ def is_idle(ctx: Context, node: Node) -> bool:
 
 
 def _protected(ctx: Context, node: Node) -> str | None:
-    if node.scale_down_disabled:
-        return "scale-down disabled by annotation"
-    if any(pod.do_not_disrupt for pod in ctx.pods_on_node.get(node.name, ())):
-        return "runs a pod annotated karpenter.sh/do-not-disrupt"
-    return None
+    return protection(node, ctx.pods_on_node.get(node.name, ()))
 
 
 def _recent(ctx: Context, when: datetime | None, seconds: int) -> bool:
@@ -75,6 +73,128 @@ def _replacements(ctx: Context, view: GroupView, out: ScaleDownResult) -> None:
             out.backoff_groups.add(view.name)
 
 
+def _keep(out: ScaleDownResult, view: GroupView, count: int, why: str) -> None:
+    """Say why `count` idle nodes of a group stay (it reaches the group's reason in the plan)."""
+    if count > 0:
+        out.reasons.setdefault(view.name, []).append(f"{count} idle node(s) kept: {why}")
+
+
+def with_kept(reason: str, kept: Sequence[str]) -> str:
+    """A group's reason with why its idle nodes were kept ("no change" gives way to them)."""
+    if not kept:
+        return reason
+    return "; ".join(kept) if reason == "no change" else "; ".join((reason, *kept))
+
+
+def _idle_nodes(
+    ctx: Context, view: GroupView, busy_nodes: set[str], uncordoning: set[str], out: ScaleDownResult
+) -> tuple[list[tuple[datetime, Node]], list[tuple[datetime, Node]]]:
+    """The group's idle schedulable nodes (by idle-since) and the idle nodes it cordoned (by cordon
+    time); busy nodes the scaler cordoned are uncordoned, and protected ones too."""
+    stored_idle = ctx.snapshot.state.nodes
+    idle_nodes: list[tuple[datetime, Node]] = []
+    cordoned_idle: list[tuple[datetime, Node]] = []
+    for node in view.nodes:
+        if node.name in busy_nodes or not is_idle(ctx, node):
+            if node.cordoned_by_scaler and node.name not in uncordoning:
+                out.uncordon.append(NodeAction(node.name, view.name, "a pod started on it after the cordon"))
+            continue
+        previous = stored_idle.get(node.name)
+        since = previous.idle_since if previous and previous.idle_since else ctx.now
+        out.idle_since[node.name] = since
+        if node.name in uncordoning or not node.ready:
+            continue
+        protected = _protected(ctx, node)
+        if protected:
+            if node.cordoned_by_scaler:
+                out.uncordon.append(NodeAction(node.name, view.name, protected))
+            continue
+        if node.cordoned_by_scaler:
+            cordoned_idle.append((node.cordoned_at or ctx.now, node))
+        elif not node.unschedulable:
+            idle_nodes.append((since, node))
+    idle_nodes.sort(key=lambda item: (item[0], item[1].name))
+    cordoned_idle.sort(key=lambda item: (item[0], item[1].name))
+    return idle_nodes, cordoned_idle
+
+
+def _shrink(
+    ctx: Context,
+    view: GroupView,
+    idle_nodes: list[tuple[datetime, Node]],
+    cordoned_idle: list[tuple[datetime, Node]],
+    desired: int,
+    out: ScaleDownResult,
+) -> None:
+    """Terminate settled cordoned nodes, then cordon nodes idle long enough, within the limits."""
+    policy = ctx.config.policy
+    removable = max(0, desired - view.min_size)
+    budget = max(1, math.floor(policy.max_scale_in_fraction * max(len(view.nodes), desired)))
+    # One batch (the scale-in budget) of terminations per scale_down_delay_after_delete_seconds.
+    if _recent(ctx, view.state.last_scale_down, policy.scale_down_delay_after_delete_seconds):
+        wait = policy.scale_down_delay_after_delete_seconds
+        _keep(out, view, len(idle_nodes) + len(cordoned_idle), f"terminated nodes less than {wait}s ago")
+        return
+    terminated = _terminate_settled(ctx, view, cordoned_idle, budget, removable, out)
+    if _recent(ctx, view.state.last_scale_up, policy.scale_down_delay_after_add_seconds):
+        _keep(out, view, len(idle_nodes), f"grew less than {policy.scale_down_delay_after_add_seconds}s ago")
+        return
+    _cordon_idle(ctx, view, idle_nodes, len(cordoned_idle), terminated, budget, removable, out)
+
+
+def _terminate_settled(
+    ctx: Context,
+    view: GroupView,
+    cordoned_idle: list[tuple[datetime, Node]],
+    budget: int,
+    removable: int,
+    out: ScaleDownResult,
+) -> int:
+    """Terminate scaler-cordoned nodes that stayed idle through the settle time, within the limits."""
+    settle = ctx.config.policy.cordon_settle_seconds
+    limit = min(budget, removable)
+    settled = [(at, node) for at, node in cordoned_idle if ctx.older_than(at, settle)]
+    for cordoned_at, node in settled[:limit]:
+        assert node.instance_id is not None
+        reason = f"idle and cordoned since {cordoned_at.isoformat()}"
+        out.terminate.append(Termination(node.name, node.instance_id, view.name, reason))
+    if len(settled) > limit:
+        why = f"at min size {view.min_size}" if removable < budget else "scale-in limit reached"
+        _keep(out, view, len(settled) - limit, why)
+    return min(len(settled), limit)
+
+
+def _cordon_idle(
+    ctx: Context,
+    view: GroupView,
+    idle_nodes: list[tuple[datetime, Node]],
+    cordoned: int,
+    terminated: int,
+    budget: int,
+    removable: int,
+    out: ScaleDownResult,
+) -> None:
+    """Cordon nodes idle long enough, longest idle first, keeping headroom and min size."""
+    idle_seconds = view.config.idle_seconds
+    if idle_seconds is None:
+        idle_seconds = ctx.config.policy.idle_seconds
+    candidates = idle_nodes[: max(0, len(idle_nodes) - view.config.headroom_nodes)]
+    _keep(out, view, len(idle_nodes) - len(candidates), "headroom")
+    ready = [(since, node) for since, node in candidates if ctx.older_than(since, idle_seconds)]
+    # Nodes already cordoned and waiting count against the budget: it limits scale-in in
+    # progress, so planning again right after applying a plan asks for nothing more.
+    by_budget = budget - (cordoned - terminated)  # cordoned, still to be terminated
+    by_min_size = removable - cordoned
+    room = max(0, min(by_budget, by_min_size))
+    for since, node in ready[:room]:
+        out.cordon.append(
+            NodeAction(node.name, view.name, f"idle since {since.isoformat()} (>= {idle_seconds}s)")
+        )
+    if len(ready) > room:
+        why = f"at min size {view.min_size}" if by_min_size <= by_budget else "cordon budget used"
+        _keep(out, view, len(ready) - room, why)
+
+
 def plan_scale_down(
     ctx: Context,
     busy_nodes: set[str],
@@ -90,96 +210,38 @@ def plan_scale_down(
     Limits: the group's min size (against the desired after scale-up), `max_scale_in_fraction` of
     the group per run (at least one node), the delay after the group last grew, headroom nodes.
     """
-    policy = ctx.config.policy
     out = ScaleDownResult()
-    stored_idle = ctx.snapshot.state.nodes
     for view in ctx.groups:
         _replacements(ctx, view, out)
-        idle_seconds = (
-            view.config.idle_seconds if view.config.idle_seconds is not None else policy.idle_seconds
-        )
-        idle_nodes: list[tuple[datetime, Node]] = []
-        cordoned_idle: list[tuple[datetime, Node]] = []
-        for node in view.nodes:
-            busy = node.name in busy_nodes or not is_idle(ctx, node)
-            if busy:
-                if node.cordoned_by_scaler and node.name not in uncordoning:
-                    out.uncordon.append(
-                        NodeAction(node.name, view.name, "a pod started on it after the cordon")
-                    )
-                continue
-            previous = stored_idle.get(node.name)
-            since = previous.idle_since if previous and previous.idle_since else ctx.now
-            out.idle_since[node.name] = since
-            if node.name in uncordoning or not node.ready:
-                continue
-            protection = _protected(ctx, node)
-            if protection:
-                if node.cordoned_by_scaler:
-                    out.uncordon.append(NodeAction(node.name, view.name, protection))
-                continue
-            if node.cordoned_by_scaler:
-                cordoned_idle.append((node.cordoned_at or ctx.now, node))
-            elif not node.unschedulable:
-                idle_nodes.append((since, node))
-
-        desired = desired_after_scale_up[view.name]
+        idle_nodes, cordoned_idle = _idle_nodes(ctx, view, busy_nodes, uncordoning, out)
         if view.name in saturated:
             if idle_nodes or cordoned_idle:
-                out.notes.setdefault(view.name, []).append("at max size with pods waiting for it")
+                kept = len(idle_nodes) + len(cordoned_idle)
+                _keep(out, view, kept, "at max size with pods waiting for it")
             continue
-        removable = max(0, desired - view.min_size)
-        budget = max(1, math.floor(policy.max_scale_in_fraction * max(len(view.nodes), desired)))
-        notes = out.notes.setdefault(view.name, [])
+        _shrink(ctx, view, idle_nodes, cordoned_idle, desired_after_scale_up[view.name], out)
+    return _aws_limits(ctx, out)
 
-        # Terminate scaler-cordoned nodes that stayed idle through the settle time; one batch
-        # (the scale-in budget) per scale_down_delay_after_delete_seconds.
-        cordoned_idle.sort(key=lambda item: (item[0], item[1].name))
-        terminated = 0
-        if _recent(ctx, view.state.last_scale_down, policy.scale_down_delay_after_delete_seconds):
-            notes.append(f"terminated nodes less than {policy.scale_down_delay_after_delete_seconds}s ago")
-            continue
-        for cordoned_at, node in cordoned_idle:
-            if not ctx.older_than(cordoned_at, policy.cordon_settle_seconds):
-                continue
-            if terminated >= min(budget, removable):
-                notes.append(
-                    "scale-in limit reached" if terminated >= budget else f"at min size {view.min_size}"
-                )
-                break
-            assert node.instance_id is not None
-            out.terminate.append(
-                Termination(
-                    node.name,
-                    node.instance_id,
-                    view.name,
-                    f"idle and cordoned since {cordoned_at.isoformat()}",
-                )
-            )
-            terminated += 1
 
-        # Cordon nodes idle long enough, longest idle first, keeping headroom and min size.
-        if _recent(ctx, view.state.last_scale_up, policy.scale_down_delay_after_add_seconds):
-            if idle_nodes:
-                notes.append(f"grew less than {policy.scale_down_delay_after_add_seconds}s ago")
-            continue
-        idle_nodes.sort(key=lambda item: (item[0], item[1].name))
-        keep = view.config.headroom_nodes
-        candidates = idle_nodes[: max(0, len(idle_nodes) - keep)]
-        # Nodes already cordoned and waiting count against the budget: it limits scale-in in
-        # progress, so planning again right after applying a plan asks for nothing more.
-        waiting = len(cordoned_idle) - terminated  # cordoned, still to be terminated
-        room = min(budget - waiting, removable - len(cordoned_idle))
-        for since, node in candidates:
-            if not ctx.older_than(since, idle_seconds):
-                continue
-            if room <= 0:
-                notes.append(
-                    f"at min size {view.min_size}" if removable <= terminated else "scale-in limit reached"
-                )
-                break
-            out.cordon.append(
-                NodeAction(node.name, view.name, f"idle since {since.isoformat()} (>= {idle_seconds}s)")
-            )
-            room -= 1
+def _aws_limits(ctx: Context, out: ScaleDownResult) -> ScaleDownResult:
+    """What AWS allows on top of the batch-safe rules (shared.planner.capacity): nothing is
+    terminated in a group whose Terminate process is suspended (cordons stay, so no new pod lands
+    on a node the scaler would remove); every node of a group whose Capacity Block ends within
+    the margin is cordoned and none is uncordoned (EC2 terminates them at the block's end; running
+    pods are never evicted)."""
+    blocked = {v.name: v.capacity.terminate_blocked for v in ctx.groups if v.capacity.terminate_blocked}
+    for name, reason in blocked.items():
+        if any(t.group == name for t in out.terminate):
+            out.reasons.setdefault(name, []).append(reason or "")
+    out.terminate = [t for t in out.terminate if t.group not in blocked]
+    ending = {v.name: v for v in ctx.groups if v.capacity.block_cordon}
+    if not ending:
+        return out
+    out.uncordon = [a for a in out.uncordon if a.group not in ending]
+    cordoning = {a.node for a in out.cordon}
+    for name, view in ending.items():
+        reason = f"{view.capacity.block_cordon}: cordoned before EC2 reclaims its instances"
+        for node in view.nodes:
+            if not node.unschedulable and node.name not in cordoning:
+                out.cordon.append(NodeAction(node.name, name, reason))
     return out

@@ -22,6 +22,7 @@ from shared.planner.packing import Bins, Journal, Request
 from shared.planner.placement import Placer, template_node
 from shared.planner.simulation import Simulation, static_reason
 from shared.planner.template import is_startup_taint
+from shared.planner.zones import guarantees_zone, zone_binding
 
 
 @dataclass
@@ -95,6 +96,8 @@ class GroupBins:
     target_id: int  # admission cache key of the group
     nodes: list[SimNode] = field(default_factory=list)  # one per bin, same order
     _probe: SimNode | None = None
+    reserved_left: int = 0  # new nodes that launch into free reserved capacity (marginal price 0)
+    beyond_reserved: int = 0  # more new nodes at the group's price once the reservation is used
     places: dict[bool, Callable[[Pod, Request, Journal | None], tuple[Bins, int] | None]] = field(
         default_factory=dict
     )  # placement functions, single pods and gangs (built once per run)
@@ -251,8 +254,10 @@ def _group_bins(
         gb.nodes.append(sim_node)
         sim.add_node(sim_node)
     live = len(view.asg.live_instances) if view.asg else 0
-    # Desired above the instance count is capacity on its way, unless launches are failing.
-    pending_slots = 0 if view.in_backoff else max(0, view.current_desired - live)
+    # Desired above the instance count is capacity on its way, unless launches are failing or
+    # the group's Launch process is suspended.
+    launching = not view.in_backoff and not (view.asg is not None and view.asg.launch_suspended)
+    pending_slots = max(0, view.current_desired - live) if launching else 0
     for _ in range(len(view.unregistered) + pending_slots):
         room = list(new_free)
         gb.bins.free.append(room)
@@ -262,9 +267,27 @@ def _group_bins(
         sim.add_node(sim_node)
     gb.bins.placed = [0] * len(gb.bins.free)
     gb.inflight = len(gb.bins.free)
-    can_grow = not view.in_backoff and view.unavailable_reason is None
+    can_grow = (
+        not view.in_backoff and view.unavailable_reason is None and view.capacity.growth_blocked is None
+    )
     gb.bins.max_new = max(0, view.max_size - view.current_desired) if can_grow else 0
+    _reserve(gb, pending_slots)
     return gb
+
+
+def _reserve(gb: GroupBins, pending_slots: int) -> None:
+    """Split a reservation group's new nodes: first those free reserved capacity takes (launches
+    already asked for take theirs first), then, unless it launches only into its reservations,
+    the rest at its price (filled only after cheaper groups had their turn)."""
+    capacity = gb.view.capacity
+    if capacity.reserved_free is None:
+        return
+    free = max(0, capacity.reserved_free - pending_slots)
+    gb.reserved_left = min(gb.bins.max_new, free)
+    if not gb.reserved_left and not capacity.reserved_only:
+        return  # nothing reserved is left: an On-Demand group at its price
+    gb.beyond_reserved = 0 if capacity.reserved_only else gb.bins.max_new - gb.reserved_left
+    gb.bins.max_new = gb.reserved_left
 
 
 class _Run:
@@ -425,12 +448,13 @@ def _estimate(ctx: Context, gb: GroupBins, buckets: list[Bucket]) -> _Estimate:
     new_nodes = max(0, nodes - gb.inflight)
     demand = gpus if gpus else millicores / 1000
     price = view.config.price_per_hour
-    if new_nodes == 0:
+    paid = new_nodes - min(new_nodes, gb.reserved_left)  # reserved capacity is already paid for
+    if paid == 0:
         cost_per_unit = 0.0
     elif price is None:
         cost_per_unit = math.inf  # unpriced groups come after priced ones in the same tier
     else:
-        cost_per_unit = price * new_nodes / demand if demand else 0.0
+        cost_per_unit = price * paid / demand if demand else 0.0
     dominant = ctx.dim_index[GPU] if gpus and GPU in ctx.dim_index else ctx.dim_index.get(CPU, 0)
     capacity = max(shape[dominant], 0) * max(nodes, 1)
     waste = 1 - min(totals[dominant], capacity) / capacity if capacity else 1.0
@@ -448,6 +472,7 @@ def _fill_group(
     are not placed here.
     """
     refused = run.recalled.refused
+    zone_free = not guarantees_zone(gb.view.capacity.zones, gb.view.labels)
     if not gb.places:
         gb.places[False] = run.group(gb, room, gang=False)
         gb.places[True] = run.group(gb, room, gang=True)
@@ -457,6 +482,8 @@ def _fill_group(
     for unit in units:
         if refused and any(gb.view.name in refused.get(p.key, ()) for p in unit.pods):
             continue
+        if zone_free and not unit.plain and _zone_bound(run, unit):
+            continue  # its nodes may launch in another zone (shared.planner.zones)
         if unit.plain and not unit.gang:
             # The fast path, inline: most of the backlog is plain single pods.
             opened = bins.opened
@@ -548,7 +575,8 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
 
     booting = _booting_nodes(ctx)
     booting_names = {node.name for nodes in booting.values() for node in nodes}
-    classes = _existing_classes(ctx, booting_names, _referenced_label_keys(units), sim) if units else []
+    excluded = booting_names | _parked_nodes(ctx)
+    classes = _existing_classes(ctx, excluded, _referenced_label_keys(units), sim) if units else []
     group_bins: dict[str, GroupBins] = {}
     for position, view in enumerate(ctx.groups):
         if view.shape is not None and view.asg is not None:
@@ -559,6 +587,7 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
     room = _ExistingRoom(ctx, classes, sim)
 
     remaining = _place_on_registered(run, units, room, result)
+    remaining = [u for u in remaining if not u.existing_only]  # check-capacity requests never buy nodes
     buckets = _buckets(ctx, remaining)
     admission = _Admission()
     for tier in sorted({v.config.priority for v in ctx.groups}, reverse=True):
@@ -572,6 +601,17 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
         result.spare_bins[gb.view.name] = sum(1 for count in gb.bins.placed if count == 0)
     _report_unplaced(ctx, sim, buckets, recalled, result)
     return result
+
+
+def _parked_nodes(ctx: Context) -> set[str]:
+    """Registered nodes that are never free room, however idle they look: those whose instance is
+    in Standby or leaving its group (Terminating, Terminating:Wait under a lifecycle hook,
+    Detaching), and those of a group whose Capacity Block is about to end (they are being cordoned)."""
+    ending = {n.name for v in ctx.groups if v.capacity.block_cordon for n in v.nodes}
+    parked = {i.instance_id for asg in ctx.snapshot.asgs.values() for i in asg.instances if not i.is_live}
+    if parked:
+        ending.update(n.name for n in ctx.snapshot.nodes if n.instance_id in parked)
+    return ending
 
 
 def _booting_nodes(ctx: Context) -> dict[str, list[Node]]:
@@ -648,13 +688,33 @@ def _fill_by_cost(
             break
         best = min(estimates, key=lambda e: e.rank)
         candidates.remove(best.group_bins)
-        chosen.append(best.group_bins)
+        if all(c is not best.group_bins for c in chosen):  # a reservation group may come back at its price
+            chosen.append(best.group_bins)
         ordered = sorted(
             (u for b in best.buckets for u in b.units.values() if u.plain), key=lambda u: u.order
         )
         for unit in _fill_group(run, best.group_bins, ordered, result, room):
             buckets[unit.signature].add(unit, -1)
+        if _past_reservation(best.group_bins):
+            candidates.append(best.group_bins)
     return chosen
+
+
+def _zone_bound(run: _Run, unit: Unit) -> bool:
+    """A member must run in particular zones (plain pods never are: their selector is checked
+    against the template's labels, which carry no zone for a multi-zone group)."""
+    return any(zone_binding(p, run.sim.state(p).volumes) is not None for p in unit.pods)
+
+
+def _past_reservation(gb: GroupBins) -> bool:
+    """Once its free reserved capacity is used, a group that falls back to On-Demand competes
+    again at its price: returns True when it was opened up for that."""
+    if not gb.beyond_reserved or gb.bins.opened < gb.bins.max_new:
+        return False
+    gb.bins.max_new += gb.beyond_reserved
+    gb.beyond_reserved = 0
+    gb.reserved_left = 0
+    return True
 
 
 def _place_constrained(

@@ -50,8 +50,11 @@ _TRANSIENT_TAINTS = frozenset(
         "karpenter.sh/disrupted",
     }
 )
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 # Per-node or per-zone labels a registered node carries that a new node need not share.
 _PER_NODE_LABELS = frozenset({HOSTNAME, "alpha.eksctl.io/instance-id", "node.kubernetes.io/instance-id"})
+# Labels that name the instance type: not shared by the nodes of a group launching several types.
+_TYPE_LABELS = frozenset({INSTANCE_TYPE, "beta.kubernetes.io/instance-type"})
 _ZONE_LABELS = frozenset(
     {
         ZONE,
@@ -196,6 +199,47 @@ def _allocatable(
     return allocatable, f"{name} minus {how}"
 
 
+def _type_allocatable(
+    config: ScalerConfig,
+    name: str,
+    usable: list[Node],
+    known: Mapping[str, InstanceType],
+    tags: Mapping[str, int],
+) -> tuple[Resources | None, str]:
+    """What a new node of one instance type advertises: its registered nodes' smallest, else the type."""
+    observed = _smallest(n for n in usable if n.labels.get(INSTANCE_TYPE) == name)
+    if observed is not None:
+        return observed, f"the smallest registered {name} node"
+    return _allocatable(config, None, [], known.get(name), tags)
+
+
+def _mixed_allocatable(
+    config: ScalerConfig,
+    types: tuple[str, ...],
+    usable: list[Node],
+    known: Mapping[str, InstanceType],
+    tags: Mapping[str, int],
+) -> tuple[Resources | None, str]:
+    """A group that launches several types: the element-wise smallest of their shapes, the only
+    node any launch is guaranteed to give. Types with no data at all are left out and named."""
+    shapes: list[Resources] = []
+    unknown: list[str] = []
+    for name in types:
+        allocatable, _ = _type_allocatable(config, name, usable, known, tags)
+        if allocatable is None:
+            unknown.append(name)
+        else:
+            shapes.append(allocatable)
+    if not shapes:
+        return None, f"no registered node and no instance type data for any of {', '.join(types)}"
+    names = {name for shape in shapes for name, _ in shape.items}
+    smallest = Resources.of({name: min(shape.get(name) for shape in shapes) for name in sorted(names)})
+    source = f"the smallest of {', '.join(types)}"
+    if unknown:
+        source += f" ({', '.join(unknown)}: no data, not counted)"
+    return smallest, source
+
+
 def build_template(
     config: ScalerConfig,
     group_name: str,
@@ -210,13 +254,18 @@ def build_template(
     single_zone = asg is not None and len(asg.availability_zones) == 1
     usable = [n for n in registered if n.ready and not any(is_startup_taint(t, policy) for t in n.taints)]
     tag_labels, tag_taints, tag_resources = _tag_labels_taints_resources(asg.tags if asg else {})
-    instance_type = instance_types.get(group.instance_type) if group.instance_type else None
+    # What the group launches: the ASG's mixed-instances overrides, else the configured type.
+    known = {**instance_types, **(asg.type_shapes if asg else {})}
+    types = asg.instance_types if asg is not None and asg.instance_types else (group.instance_type,)
+    types = tuple(t for t in types if t)
+    instance_type = known.get(types[0]) if len(types) == 1 else None
+    architectures = {known[t].architecture for t in types if t in known}
 
     labels: dict[str, str] = {"kubernetes.io/os": "linux", REGION: config.region_of(group)}
-    if instance_type is not None:
-        labels["kubernetes.io/arch"] = instance_type.architecture
-    if group.instance_type:
-        labels["node.kubernetes.io/instance-type"] = group.instance_type
+    if len(architectures) == 1 and len(architectures) == len(types):
+        labels["kubernetes.io/arch"] = architectures.pop()
+    if len(types) == 1:
+        labels[INSTANCE_TYPE] = types[0]
     if asg is not None and single_zone:
         zone = asg.availability_zones[0]
         labels[ZONE] = zone
@@ -225,8 +274,14 @@ def build_template(
         # An EKS managed node group labels its nodes with its name and capacity type; a Spot
         # group is one whose mixed-instances policy launches nothing on demand.
         labels["eks.amazonaws.com/nodegroup"] = asg.tags["eks:nodegroup-name"]
-        labels["eks.amazonaws.com/capacityType"] = "SPOT" if asg.spot_only else "ON_DEMAND"
-    labels.update(_shared_labels(usable or registered, single_zone))
+        capacity_type = "SPOT" if asg.spot_only else "ON_DEMAND"
+        if any(r.is_capacity_block for r in asg.reservations):
+            capacity_type = "CAPACITY_BLOCK"  # a managed node group of capacity type CAPACITY_BLOCK
+        labels["eks.amazonaws.com/capacityType"] = capacity_type
+    shared = _shared_labels(usable or registered, single_zone)
+    if len(types) > 1:  # what its registered nodes share by type, the next launch may not
+        shared = {k: v for k, v in shared.items() if k not in _TYPE_LABELS}
+    labels.update(shared)
     labels.setdefault("kubernetes.io/arch", "amd64")
     labels.update(tag_labels)
     labels.update(group.labels)
@@ -238,7 +293,10 @@ def build_template(
         taints[(taint.key, taint.effect)] = taint
     template_taints = tuple(sorted(taints.values(), key=lambda t: (t.key, t.effect)))
 
-    allocatable, source = _allocatable(config, group.shape, usable, instance_type, tag_resources)
+    if len(types) > 1 and group.shape is None:
+        allocatable, source = _mixed_allocatable(config, types, usable, known, tag_resources)
+    else:
+        allocatable, source = _allocatable(config, group.shape, usable, instance_type, tag_resources)
     if allocatable is not None and not allocatable.get(PODS):
         allocatable = allocatable + Resources.of({PODS: KUBELET_DEFAULT_MAX_PODS})
     template = Template(group.name, allocatable, labels, template_taints, source)

@@ -16,12 +16,14 @@ PVCs, PVs and StorageClasses may be given as JSON (parsed the same way) or as do
 from __future__ import annotations
 
 import copy
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from shared.adapters.kubernetes.cluster import taints_with, taints_without
 from shared.config import PolicyConfig
 from shared.domain.errors import (
     ConflictError,
@@ -41,23 +43,41 @@ from shared.domain.model import (
     NodeState,
     Pod,
     PodMemory,
+    Taint,
 )
 from shared.domain.model import ScalerState as ScalerStateModel
 from shared.domain.operations import ClusterEvent, DrainIntent, Lease, ScalingFailure
+from shared.domain.provisioning import (
+    COSCHEDULING_API_GROUP,
+    PROVISIONING_API_GROUP,
+    VOLCANO_API_GROUP,
+    ConditionUpdate,
+    PodGroup,
+    PodTemplate,
+    ProvisioningRequest,
+)
 from shared.domain.resources import Resources
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.formats.aws import asg_from_json
 from shared.formats.kubernetes import (
+    condition_to_json,
     daemonset_from_json,
     node_from_json,
     pod_from_json,
+    pod_group_from_json,
+    pod_template_from_json,
+    provisioning_request_from_json,
     pv_from_json,
     pvc_from_json,
     storage_class_from_json,
 )
+from shared.planner.safety import Backoff, is_counted, next_backoff
 from shared.reporting import ActionRecord, LogLevel, MetricUnit
 
 Json = dict[str, Any]
+
+
+_sequence = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -65,6 +85,7 @@ class Call:
     method: str
     args: tuple[Any, ...]
     kwargs: Mapping[str, Any]
+    sequence: int = field(default_factory=lambda: next(_sequence))  # order across every fake
 
 
 @dataclass
@@ -173,6 +194,9 @@ class FakeCluster(Faults):
         self.deleted_pods: list[str] = []
         self._blocked: dict[str, int | None] = {}  # pod key -> evictions still refused (None: always)
         self._version = 0
+        # Custom resources and PodTemplates as JSON, by (API group, namespace/name).
+        self.custom: dict[tuple[str, str], Json] = {}
+        self.pod_templates: dict[str, Json] = {}
         for obj in pods:
             self.add_pod(obj)
         for obj in nodes:
@@ -214,6 +238,21 @@ class FakeCluster(Faults):
         """A namespace, labelled kubernetes.io/metadata.name as the API server does."""
         with self._lock:
             self.namespaces[name] = {**(labels or {}), "kubernetes.io/metadata.name": name}
+
+    def add_custom(self, obj: Json) -> None:
+        """A ProvisioningRequest or PodGroup (JSON, by its apiVersion's group)."""
+        with self._lock:
+            group = str(obj["apiVersion"]).partition("/")[0]
+            stored = copy.deepcopy(obj)
+            stored["metadata"].setdefault("generation", 1)
+            self.custom[(group, _json_key(obj, namespaced=True))] = stored
+
+    def add_pod_template(self, obj: Json) -> None:
+        with self._lock:
+            self.pod_templates[_json_key(obj, namespaced=True)] = copy.deepcopy(obj)
+
+    def provisioning_request(self, key: str) -> Json:
+        return self.custom[(PROVISIONING_API_GROUP, key)]
 
     def remove_pod(self, key: str) -> None:
         with self._lock:
@@ -282,6 +321,25 @@ class FakeCluster(Faults):
             return {name: dict(labels) for name, labels in self.namespaces.items()}
 
     @_recorded
+    def list_provisioning_requests(self) -> tuple[ProvisioningRequest, ...]:
+        return self._custom_objects((PROVISIONING_API_GROUP,), provisioning_request_from_json)
+
+    @_recorded
+    def list_pod_templates(self) -> tuple[PodTemplate, ...]:
+        with self._lock:
+            items = [copy.deepcopy(t) for t in self.pod_templates.values()]
+        return tuple(pod_template_from_json(t) for t in items)
+
+    @_recorded
+    def list_pod_groups(self) -> tuple[PodGroup, ...]:
+        return self._custom_objects((COSCHEDULING_API_GROUP, VOLCANO_API_GROUP), pod_group_from_json)
+
+    def _custom_objects(self, groups: tuple[str, ...], parse: Callable[[Json], Any]) -> tuple[Any, ...]:
+        with self._lock:
+            items = [copy.deepcopy(o) for (group, _), o in sorted(self.custom.items()) if group in groups]
+        return tuple(parse(o) for o in items)
+
+    @_recorded
     def get_node(self, name: str) -> Node | None:
         with self._lock:
             obj = copy.deepcopy(self.nodes.get(name))
@@ -321,6 +379,32 @@ class FakeCluster(Faults):
             self._touch(obj)
 
     @_recorded
+    def taint_node(self, name: str, taint: Taint, *, resource_version: str | None = None) -> None:
+        self._edit_taints(f"taint node {name}", name, resource_version, lambda t: taints_with(t, taint))
+
+    @_recorded
+    def untaint_node(self, name: str, key: str, *, resource_version: str | None = None) -> None:
+        self._edit_taints(f"untaint node {name}", name, resource_version, lambda t: taints_without(t, key))
+
+    def _edit_taints(
+        self,
+        what: str,
+        name: str,
+        resource_version: str | None,
+        edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None],
+    ) -> None:
+        with self._lock:
+            obj = self.nodes.get(name)
+            if obj is None:
+                raise NotFoundError(f"{what}: HTTP 404")
+            if resource_version and obj["metadata"]["resourceVersion"] != resource_version:
+                raise ConflictError(f"{what}: HTTP 409")
+            taints = edit([dict(t) for t in obj["spec"].get("taints") or ()])
+            if taints is not None:
+                obj["spec"]["taints"] = taints
+                self._touch(obj)
+
+    @_recorded
     def evict(self, namespace: str, name: str) -> None:
         key = f"{namespace}/{name}"
         with self._lock:
@@ -350,6 +434,17 @@ class FakeCluster(Faults):
         with self._lock:
             self.events.extend(events)
         return len(events)
+
+    @_recorded
+    def set_provisioning_request_conditions(self, update: ConditionUpdate) -> None:
+        with self._lock:
+            obj = self.custom.get((PROVISIONING_API_GROUP, update.key))
+            if obj is None:
+                raise NotFoundError(f"set conditions of provisioning request {update.key}: HTTP 404")
+            if update.uid and obj["metadata"].get("uid") not in (None, update.uid):
+                raise ConflictError(f"set conditions of provisioning request {update.key}: HTTP 409")
+            obj.setdefault("status", {})["conditions"] = [condition_to_json(c) for c in update.conditions]
+            self._touch(obj)
 
 
 class FakeFleet(Faults):
@@ -467,6 +562,20 @@ class MemoryStateStore(Faults):
             return self.lease
 
     @_recorded
+    def renew_lease(self, lease: Lease, now: datetime, ttl_seconds: int) -> Lease:
+        with self._lock:
+            self._fenced(lease)
+            self.lease = replace(lease, expires_at=now + timedelta(seconds=ttl_seconds))
+            return self.lease
+
+    def take_over(self, owner: str = "thief") -> Lease:
+        """Another run takes the lease now (as after ours expired): the fencing token moves on."""
+        with self._lock:
+            self._fence += 1
+            self.lease = Lease(self.cluster, owner, datetime.max.replace(tzinfo=UTC), self._fence)
+            return self.lease
+
+    @_recorded
     def release_lease(self, lease: Lease) -> None:
         with self._lock:
             if self.lease is not None and self.lease.fencing_token == lease.fencing_token:
@@ -528,24 +637,30 @@ class MemoryStateStore(Faults):
         with self._lock:
             self._fenced(lease)
             record = self.groups.setdefault(group, _GroupRecord())
-            if record.last_failure is not None and at <= record.last_failure and record.backoff_until:
-                return record.backoff_until  # idempotent per failure time
-            quiet = record.last_failure is None or at - record.last_failure >= timedelta(
-                seconds=self.policy.backoff_reset_seconds
-            )
-            record.failures = 1 if quiet else record.failures + 1
-            seconds = min(
-                self.policy.backoff_initial_seconds * 2 ** (record.failures - 1),
-                self.policy.backoff_max_seconds,
-            )
-            record.last_failure = at
-            record.backoff_until = at + timedelta(seconds=seconds)
-            return record.backoff_until
+            previous = Backoff(record.failures, record.last_failure, record.backoff_until)
+            after = next_backoff(previous, at, self.policy)
+            assert after.until is not None
+            if not is_counted(previous, at):  # idempotent per failure time
+                record.failures, record.last_failure, record.backoff_until = (
+                    after.failures,
+                    after.last_failure,
+                    after.until,
+                )
+            return after.until
 
     @_recorded
-    def put_drain_intent(self, intent: DrainIntent) -> None:
+    def put_drain_intent(self, lease: Lease, intent: DrainIntent) -> DrainIntent:
         with self._lock:
-            self.intents[intent.group] = intent
+            self._fenced(lease)
+            self._check_revision(intent)
+            stored = replace(intent, revision=intent.revision + 1)
+            self.intents[intent.group] = stored
+            return stored
+
+    def _check_revision(self, intent: DrainIntent) -> None:
+        stored = self.intents.get(intent.group)
+        if (stored.revision if stored else 0) != intent.revision:
+            raise ConflictError(f"drain intent of {intent.group}: changed since revision {intent.revision}")
 
     @_recorded
     def drain_intents(self) -> tuple[DrainIntent, ...]:
@@ -553,9 +668,12 @@ class MemoryStateStore(Faults):
             return tuple(self.intents[g] for g in sorted(self.intents))
 
     @_recorded
-    def delete_drain_intent(self, group: str) -> None:
+    def delete_drain_intent(self, lease: Lease, intent: DrainIntent) -> None:
         with self._lock:
-            self.intents.pop(group, None)
+            self._fenced(lease)
+            if intent.group in self.intents:
+                self._check_revision(intent)
+            self.intents.pop(intent.group, None)
 
     def backoff_until(self, group: str) -> datetime | None:
         record = self.groups.get(group)
@@ -667,6 +785,11 @@ class FakeWorld:
             dry_run=dry_run,
         )
 
+    def calls_in_order(self) -> list[Call]:
+        """Every call to the cluster, the fleet and the state, in the order they were made."""
+        calls = [*self.cluster.calls, *self.fleet.calls, *self.state.calls]
+        return sorted(calls, key=lambda c: c.sequence)
+
     def write_calls(self) -> list[str]:
         """Every call that changes the cluster, the fleet or the state."""
         reads = {
@@ -677,6 +800,9 @@ class FakeWorld:
             "list_persistent_volumes",
             "list_storage_classes",
             "list_namespaces",
+            "list_pod_groups",
+            "list_provisioning_requests",
+            "list_pod_templates",
             "get_node",
             "list_pods_on_node",
             "describe_groups",

@@ -22,6 +22,8 @@ DESCRIBES = {
     "autoscaling:DescribeScalingActivities",
     "autoscaling:DescribeAutoScalingInstances",
     "ec2:DescribeInstanceTypes",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeCapacityReservations",
 }
 
 

@@ -77,9 +77,13 @@ def test_admission_webhook_never_blocks_pod_creation() -> None:
     assert hook["sideEffects"] == "None"
     assert hook["admissionReviewVersions"] == ["v1"]
     assert hook["clientConfig"] == {"url": "https://example.test/webhook"}
-    (rule,) = hook["rules"]
-    assert rule["operations"] == ["CREATE"]
-    assert rule["resources"] == ["pods"]
+    pods, requests = hook["rules"]
+    assert pods["operations"] == requests["operations"] == ["CREATE"]
+    assert pods["resources"] == ["pods"]
+    assert (requests["apiGroups"], requests["resources"]) == (
+        ["autoscaling.x-k8s.io"],
+        ["provisioningrequests"],
+    )
 
 
 def test_rbac_manifest_is_a_stack_output_and_a_file(synthesized: Synthesized) -> None:

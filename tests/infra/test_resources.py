@@ -13,6 +13,7 @@ from shared.constants import (
     FUNCTION_FORCE_SCALE_DOWN,
     FUNCTION_RECONCILE,
     FUNCTION_WEBHOOK,
+    METRIC_ACTION_FAILURES,
     METRIC_CAPACITY_FAILURES,
     METRIC_DESIRED,
     METRIC_IN_SERVICE,
@@ -346,6 +347,17 @@ def test_oldest_pending_pod_alarm(synthesized: Synthesized) -> None:
     assert alarm["Namespace"] == METRICS_NAMESPACE
     assert alarm["Dimensions"] == [{"Name": "Cluster", "Value": synthesized.config.cluster_name}]
     assert alarm["Threshold"] == synthesized.config.deployment.alarm_oldest_pending_seconds
+
+
+def test_a_write_that_failed_on_one_object_raises_an_alarm(synthesized: Synthesized) -> None:
+    # Isolated failures (AccessDenied on one ASG, a 403 eviction) do not fail the function: this
+    # alarm is what fires on the first one
+    (alarm,) = _alarm_on(synthesized, METRIC_ACTION_FAILURES)
+    assert alarm["Namespace"] == METRICS_NAMESPACE
+    assert alarm["Dimensions"] == [{"Name": "Cluster", "Value": synthesized.config.cluster_name}]
+    assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Sum", 300, 1)
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["TreatMissingData"] == "notBreaching"
 
 
 def test_capacity_failure_alarm_per_group_over_30_minutes(synthesized: Synthesized) -> None:

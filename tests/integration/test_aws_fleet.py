@@ -20,9 +20,12 @@ from shared.adapters.aws import clients
 from shared.adapters.aws.fleet import AsgFleet
 from shared.config import ScalerConfig
 from shared.domain.errors import AuthError, FleetActionError, FleetReadError, ThrottledError
-from shared.domain.model import AsgState
+from shared.domain.model import AsgState, Snapshot
 from shared.domain.operations import FailureKind
 from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
+from shared.formats.kubernetes import nodes_from_list, pods_from_list
+from shared.planner import plan
+from tests.builders import NOW, node, pod
 
 REGION = "us-east-1"
 OTHER_REGION = "us-west-2"
@@ -533,3 +536,287 @@ def test_instance_type_errors_are_read_errors() -> None:
     # When / Then it is a FleetReadError
     with stub, pytest.raises(FleetReadError):
         fleet_with(only(client)).instance_types(["g5.xlarge"])
+
+
+# AWS capacity as it really behaves: weights, suspended processes, zones from subnets, reservations
+
+
+def create_mixed_group(name: str, *, desired: int) -> None:
+    """A MixedInstancesPolicy group: g5.48xlarge (8 GPUs, weight 8) first, g5.12xlarge (4 GPUs, weight 4).
+
+    moto 5.2.5 launches the first override's weight but lists its instances with the launch template's
+    type and no WeightedCapacity (AWS lists both): the template names g5.48xlarge so the weight is found
+    by type, the fallback the adapter uses for instances without a WeightedCapacity.
+    """
+    SESSION.client("ec2", region_name=REGION).create_launch_template(
+        LaunchTemplateName=f"lt-{name}",
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "g5.48xlarge"},
+    )
+    SESSION.client("autoscaling", region_name=REGION).create_auto_scaling_group(
+        AutoScalingGroupName=name,
+        MinSize=0,
+        MaxSize=64,
+        DesiredCapacity=desired,
+        AvailabilityZones=[f"{REGION}a"],
+        MixedInstancesPolicy={
+            "LaunchTemplate": {
+                "LaunchTemplateSpecification": {"LaunchTemplateName": f"lt-{name}", "Version": "$Latest"},
+                "Overrides": [
+                    {"InstanceType": "g5.48xlarge", "WeightedCapacity": "8"},
+                    {"InstanceType": "g5.12xlarge", "WeightedCapacity": "4"},
+                ],
+            }
+        },
+    )
+
+
+def test_weighted_group_is_read_in_nodes_and_desired_is_set_in_units(factory: RecordingFactory) -> None:
+    # Given a weighted group at 16 units: moto launched two g5.48xlarge (8 units each)
+    create_mixed_group("gpu-mixed", desired=16)
+    fleet = fleet_with(factory, **{"gpu-mixed": REGION})
+    asg = fleet.describe_groups(["gpu-mixed"])["gpu-mixed"]
+    # Then the group is two nodes with nothing launching, and a template node is 4 units
+    assert (asg.desired, len(asg.live_instances), asg.max_size) == (2, 2, 14)
+    assert asg.units is not None and (asg.units.desired, asg.units.per_node) == (16, 4)
+    assert asg.instance_types == ("g5.48xlarge", "g5.12xlarge")
+    # And the shapes of both types are known (the template is the smaller one)
+    assert asg.type_shapes["g5.12xlarge"].capacity.get(GPU) == 4
+    assert asg.type_shapes["g5.48xlarge"].capacity.get(GPU) == 8
+    # When one more node is asked for
+    fleet.set_desired_capacity(asg, 3)
+    # Then AWS is asked for 4 units more
+    assert factory.operations("SetDesiredCapacity")[-1]["DesiredCapacity"] == 20
+    assert read_group("gpu-mixed")["DesiredCapacity"] == 20
+
+
+def test_suspended_processes_are_read(factory: RecordingFactory) -> None:
+    # Given a group whose Launch process is suspended
+    create_group("gpu-a", desired=0)
+    SESSION.client("autoscaling", region_name=REGION).suspend_processes(
+        AutoScalingGroupName="gpu-a", ScalingProcesses=["Launch"]
+    )
+    asg = fleet_with(factory, **{"gpu-a": REGION}).describe_groups(["gpu-a"])["gpu-a"]
+    # Then the group knows it cannot launch, and can still terminate
+    assert asg.launch_suspended and not asg.terminate_suspended
+
+
+def _stubbed_pair() -> tuple[Any, Stubber, Any, Stubber]:
+    autoscaling, as_stub = stubbed("autoscaling")
+    ec2, ec2_stub = stubbed("ec2")
+    return autoscaling, as_stub, ec2, ec2_stub
+
+
+def _group_output(**fields: Any) -> dict[str, Any]:
+    """One group as `aws autoscaling describe-auto-scaling-groups` prints it."""
+    return {
+        "AutoScalingGroupName": "gpu-a",
+        "AutoScalingGroupARN": (
+            f"arn:aws:autoscaling:{REGION}:123456789012:autoScalingGroup:0f1e:autoScalingGroupName/gpu-a"
+        ),
+        "LaunchTemplate": {"LaunchTemplateId": "lt-0abc", "LaunchTemplateName": "gpu", "Version": "$Latest"},
+        "MinSize": 0,
+        "MaxSize": 8,
+        "DesiredCapacity": 0,
+        "DefaultCooldown": 300,
+        "AvailabilityZones": [],
+        "HealthCheckType": "EC2",
+        "HealthCheckGracePeriod": 300,
+        "Instances": [],
+        "CreatedTime": datetime(2026, 11, 1, tzinfo=UTC),
+        "SuspendedProcesses": [],
+        "VPCZoneIdentifier": "subnet-0aaa1111,subnet-0bbb2222",
+        "Tags": [],
+        "TerminationPolicies": ["Default"],
+        "NewInstancesProtectedFromScaleIn": False,
+        **fields,
+    }
+
+
+def _subnet(subnet_id: str, zone: str) -> dict[str, Any]:
+    return {
+        "AvailabilityZone": zone,
+        "AvailabilityZoneId": "use1-az1",
+        "AvailableIpAddressCount": 4000,
+        "CidrBlock": "10.0.0.0/20",
+        "DefaultForAz": False,
+        "MapPublicIpOnLaunch": False,
+        "State": "available",
+        "SubnetId": subnet_id,
+        "VpcId": "vpc-0abc",
+        "OwnerId": "123456789012",
+    }
+
+
+def _by_service(autoscaling: Any, ec2: Any) -> Callable[[str, str], Any]:
+    return lambda service, region: autoscaling if service == "autoscaling" else ec2
+
+
+def test_zones_come_from_the_subnets_when_the_group_lists_none_and_are_cached() -> None:
+    # Given a group output without AvailabilityZones, in two subnets of us-east-1b
+    autoscaling, as_stub, ec2, ec2_stub = _stubbed_pair()
+    for _ in range(2):
+        as_stub.add_response("describe_auto_scaling_groups", {"AutoScalingGroups": [_group_output()]})
+    ec2_stub.add_response(
+        "describe_subnets",
+        {"Subnets": [_subnet("subnet-0aaa1111", "us-east-1b"), _subnet("subnet-0bbb2222", "us-east-1b")]},
+        {"SubnetIds": ["subnet-0aaa1111", "subnet-0bbb2222"]},
+    )
+    fleet = AsgFleet({"gpu-a": REGION}, default_region=REGION, client_factory=_by_service(autoscaling, ec2))
+    with as_stub, ec2_stub:
+        first = fleet.describe_groups(["gpu-a"])["gpu-a"]
+        second = fleet.describe_groups(["gpu-a"])["gpu-a"]
+        # Then both reads know the one zone, and the subnets were described once
+        ec2_stub.assert_no_pending_responses()
+    assert first.availability_zones == second.availability_zones == ("us-east-1b",)
+
+
+BLOCK = {
+    "CapacityReservationId": "cr-0123456789abcdef0",
+    "OwnerId": "123456789012",
+    "CapacityReservationArn": f"arn:aws:ec2:{REGION}:123456789012:capacity-reservation/cr-0123456789abcdef0",
+    "AvailabilityZoneId": "use1-az1",
+    "InstanceType": "p5.48xlarge",
+    "InstancePlatform": "Linux/UNIX",
+    "AvailabilityZone": "us-east-1a",
+    "Tenancy": "default",
+    "TotalInstanceCount": 4,
+    "AvailableInstanceCount": 3,
+    "EbsOptimized": True,
+    "EphemeralStorage": False,
+    "State": "active",
+    "StartDate": datetime(2026, 12, 1, 11, 30, tzinfo=UTC),
+    "EndDate": datetime(2026, 12, 8, 11, 30, tzinfo=UTC),
+    "EndDateType": "limited",
+    "InstanceMatchCriteria": "targeted",
+    "CreateDate": datetime(2026, 11, 20, 8, 0, tzinfo=UTC),
+    "ReservationType": "capacity-block",
+}
+
+
+def test_reservations_of_the_group_and_of_the_config_are_read_with_their_free_instances() -> None:
+    # Given a group targeting one reservation itself, and a config naming a second (its launch template's),
+    # which no longer exists
+    spec = {
+        "CapacityReservationPreference": "capacity-reservations-only",
+        "CapacityReservationTarget": {"CapacityReservationIds": ["cr-0123456789abcdef0"]},
+    }
+    autoscaling, as_stub, ec2, ec2_stub = _stubbed_pair()
+    as_stub.add_response(
+        "describe_auto_scaling_groups",
+        {
+            "AutoScalingGroups": [
+                _group_output(AvailabilityZones=["us-east-1a"], CapacityReservationSpecification=spec)
+            ]
+        },
+    )
+    gone = "cr-0fedcba9876543210"
+    both = {"CapacityReservationIds": ["cr-0123456789abcdef0", gone]}
+    ec2_stub.add_client_error(
+        "describe_capacity_reservations", "InvalidCapacityReservationId.NotFound", expected_params=both
+    )
+    ec2_stub.add_response(
+        "describe_capacity_reservations",
+        {"CapacityReservations": [BLOCK]},
+        {"CapacityReservationIds": ["cr-0123456789abcdef0"]},
+    )
+    ec2_stub.add_client_error(
+        "describe_capacity_reservations",
+        "InvalidCapacityReservationId.NotFound",
+        expected_params={"CapacityReservationIds": [gone]},
+    )
+    fleet = AsgFleet(
+        {"gpu-a": REGION},
+        default_region=REGION,
+        client_factory=_by_service(autoscaling, ec2),
+        reservation_ids={"gpu-a": [gone]},
+    )
+    with as_stub, ec2_stub:
+        asg = fleet.describe_groups(["gpu-a"])["gpu-a"]
+    # Then the existing block is attached with its free count, the missing one is left out
+    (block,) = asg.reservations
+    assert (block.reservation_id, block.available, block.is_capacity_block) == (
+        "cr-0123456789abcdef0",
+        3,
+        True,
+    )
+    assert block.end == datetime(2026, 12, 8, 11, 30, tzinfo=UTC)
+    assert asg.reservation_preference == "capacity-reservations-only"
+
+
+def test_reservation_read_errors_are_fleet_read_errors() -> None:
+    autoscaling, as_stub, ec2, ec2_stub = _stubbed_pair()
+    as_stub.add_response(
+        "describe_auto_scaling_groups",
+        {"AutoScalingGroups": [_group_output(AvailabilityZones=["us-east-1a"])]},
+    )
+    ec2_stub.add_client_error("describe_capacity_reservations", "UnauthorizedOperation", http_status_code=403)
+    fleet = AsgFleet(
+        {"gpu-a": REGION},
+        default_region=REGION,
+        client_factory=_by_service(autoscaling, ec2),
+        reservation_ids={"gpu-a": ["cr-0123456789abcdef0"]},
+    )
+    with as_stub, ec2_stub, pytest.raises(AuthError):
+        fleet.describe_groups(["gpu-a"])
+
+
+def test_vcpu_counted_group_learns_its_node_size_from_instance_type_data(factory: RecordingFactory) -> None:
+    # Given a vcpu-counted group (attribute-based selection) described with one g5.12xlarge override
+    autoscaling, as_stub = stubbed("autoscaling")
+    policy = {
+        "LaunchTemplate": {
+            "LaunchTemplateSpecification": {"LaunchTemplateId": "lt-0abc", "Version": "$Latest"},
+            "Overrides": [{"InstanceType": "g5.12xlarge"}],
+        }
+    }
+    group = _group_output(
+        AvailabilityZones=["us-east-1a"],
+        DesiredCapacityType="vcpu",
+        MixedInstancesPolicy=policy,
+        DesiredCapacity=96,
+    )
+    as_stub.add_response("describe_auto_scaling_groups", {"AutoScalingGroups": [group]})
+    ec2 = factory("ec2", REGION)  # moto knows g5.12xlarge: 48 vCPUs
+    fleet = AsgFleet({"gpu-a": REGION}, default_region=REGION, client_factory=_by_service(autoscaling, ec2))
+    with as_stub:
+        asg = fleet.describe_groups(["gpu-a"])["gpu-a"]
+    # Then 96 vCPUs are two nodes
+    assert asg.units is not None and (asg.units.capacity_type, asg.units.per_node) == ("vcpu", 48)
+    assert asg.desired == 2
+
+
+def test_a_plan_for_a_weighted_group_sets_the_units_its_new_nodes_need(factory: RecordingFactory) -> None:
+    # Given the weighted group at 16 units (two g5.48xlarge, registered and busy), three pending 4-GPU pods
+    create_mixed_group("gpu-mixed", desired=16)
+    fleet = fleet_with(factory, **{"gpu-mixed": REGION})
+    asg = fleet.describe_groups(["gpu-mixed"])["gpu-mixed"]
+    config = ScalerConfig.model_validate(
+        {
+            "cluster_name": CLUSTER,
+            "region": REGION,
+            "node_groups": [
+                {
+                    "name": "mixed",
+                    "asg_name": "gpu-mixed",
+                    "instance_type": "g5.48xlarge",
+                    "price_per_hour": 16.3,
+                }
+            ],
+        }
+    )
+    ids = sorted(i.instance_id for i in asg.instances)
+    labels = {"node.kubernetes.io/instance-type": "g5.48xlarge"}
+    nodes = [node(f"n{n}", iid, labels=labels) for n, iid in enumerate(ids)]
+    busy = [pod(f"busy{n}", gpus=8, node=f"n{n}") for n in range(len(ids))]
+    pending = [pod(f"p{i}", gpus=4, cpu="8", memory="64Gi") for i in range(3)]
+    snap = Snapshot(
+        pods=pods_from_list({"kind": "PodList", "items": [*busy, *pending]}),
+        nodes=nodes_from_list({"kind": "NodeList", "items": nodes}),
+        asgs={"gpu-mixed": asg},
+    )
+    # When the plan is made and applied through the fleet
+    decision = plan(snap, config, NOW).group("mixed")
+    fleet.set_desired_capacity(asg, decision.desired)
+    # Then three g5.12xlarge-sized nodes are asked for: 3 x 4 units on top of the 16
+    assert (decision.current_desired, decision.desired) == (2, 5)
+    assert read_group("gpu-mixed")["DesiredCapacity"] == 28

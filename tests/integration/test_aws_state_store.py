@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ from shared import constants
 from shared.adapters.aws import clients
 from shared.adapters.aws.state_store import MAX_STORED_DISTRUSTED, DynamoDbStateStore, create_table
 from shared.config import PolicyConfig
-from shared.domain.errors import ActionError, AuthError, LeaseHeldError, ReadError
+from shared.domain.errors import ActionError, AuthError, ConflictError, LeaseHeldError, ReadError
 from shared.domain.model import PodMemory
 from shared.domain.operations import DrainIntent, Lease
 
@@ -426,7 +427,8 @@ def test_concurrent_failure_records_both_count(store: DynamoDbStateStore, dynamo
 
 
 def test_drain_intents_round_trip_replace_and_delete(store: DynamoDbStateStore, dynamodb: Any) -> None:
-    # Given two drain intents stored
+    # Given two drain intents stored under the lease
+    lease = store.acquire_lease("run-a", T0, 60)
     intent = DrainIntent(
         group="gpu-a",
         nodes=("node-1", "node-2"),
@@ -436,15 +438,15 @@ def test_drain_intents_round_trip_replace_and_delete(store: DynamoDbStateStore, 
         force=True,
         requested_by="alice",
     )
-    store.put_drain_intent(intent)
-    store.put_drain_intent(DrainIntent("gpu-b", (), T0, T0 + timedelta(hours=2)))
+    stored = store.put_drain_intent(lease, intent)
+    other = store.put_drain_intent(lease, DrainIntent("gpu-b", (), T0, T0 + timedelta(hours=2)))
 
-    # When gpu-a's intent is replaced and gpu-b's deleted
-    replaced = DrainIntent("gpu-a", ("node-2",), T0, T0 + timedelta(hours=1))
-    store.put_drain_intent(replaced)
-    store.delete_drain_intent("gpu-b")
+    # When gpu-a's intent is replaced (over the revision read) and gpu-b's deleted
+    replaced = store.put_drain_intent(lease, replace(stored, nodes=("node-2",)))
+    store.delete_drain_intent(lease, other)
 
     # Then only the replacement is left, equal field by field, expiring a day after its deadline
+    assert stored.revision == 1 and replaced.revision == 2
     assert store.drain_intents() == (replaced,)
     assert int(raw_items(dynamodb)["DRAIN#gpu-a"]["ttl"]["N"]) == epoch(T0 + timedelta(hours=1, days=1))
 
@@ -453,9 +455,74 @@ def test_drain_intents_are_loaded_with_all_fields(store: DynamoDbStateStore) -> 
     # Given an intent with every field set
     intent = DrainIntent("gpu-a", ("node-1",), T0, T0 + timedelta(hours=1), 60, True, "alice")
 
-    # When stored and read back / Then it is equal
-    store.put_drain_intent(intent)
-    assert store.drain_intents() == (intent,)
+    # When stored and read back / Then it is equal (at its stored revision)
+    store.put_drain_intent(store.acquire_lease("run-a", T0, 60), intent)
+    assert store.drain_intents() == (replace(intent, revision=1),)
+
+
+def test_a_drain_intent_written_over_a_stale_read_is_a_conflict(store: DynamoDbStateStore) -> None:
+    # Given an intent read at revision 1, then changed by another write (revision 2)
+    lease = store.acquire_lease("run-a", T0, 60)
+    read = store.put_drain_intent(lease, DrainIntent("gpu-a", ("node-1",), T0, T0 + timedelta(hours=1)))
+    newer = store.put_drain_intent(lease, replace(read, nodes=("node-1", "node-2")))
+
+    # When the stale read is written back, or deleted, or a new intent stored over the existing one
+    # Then each is refused: no update is lost
+    with pytest.raises(ConflictError):
+        store.put_drain_intent(lease, replace(read, nodes=("node-1",)))
+    with pytest.raises(ConflictError):
+        store.delete_drain_intent(lease, read)
+    with pytest.raises(ConflictError):
+        store.put_drain_intent(lease, DrainIntent("gpu-a", ("node-3",), T0, T0 + timedelta(hours=1)))
+    assert store.drain_intents() == (newer,)
+
+
+def test_a_drain_intent_write_needs_the_lease(store: DynamoDbStateStore) -> None:
+    # Given a run whose lease another run took after it expired
+    old = store.acquire_lease("run-a", T0, 60)
+    store.acquire_lease("run-b", T0 + timedelta(seconds=61), 60)
+
+    # When the old run stores or deletes a drain intent / Then the fence refuses it
+    intent = DrainIntent("gpu-a", ("node-1",), T0, T0 + timedelta(hours=1))
+    with pytest.raises(LeaseHeldError):
+        store.put_drain_intent(old, intent)
+    with pytest.raises(LeaseHeldError):
+        store.delete_drain_intent(old, intent)
+    assert store.drain_intents() == ()
+
+
+def test_an_intent_stored_before_revisions_existed_is_replaced_once(
+    store: DynamoDbStateStore, dynamodb: Any
+) -> None:
+    # Given a drain item without a revision attribute (written by the previous release)
+    lease = store.acquire_lease("run-a", T0, 60)
+    store.put_drain_intent(lease, DrainIntent("gpu-a", ("node-1",), T0, T0 + timedelta(hours=1)))
+    dynamodb.update_item(
+        TableName=TABLE,
+        Key={"pk": {"S": f"CLUSTER#{CLUSTER}"}, "sk": {"S": "DRAIN#gpu-a"}},
+        UpdateExpression="REMOVE revision",
+    )
+    (legacy,) = store.drain_intents()
+
+    # When it is read (revision 0) and written back / Then the write goes through at revision 1
+    assert legacy.revision == 0
+    assert store.put_drain_intent(lease, replace(legacy, nodes=("node-2",))).revision == 1
+
+
+def test_renewing_a_lease_extends_it_and_fails_once_another_run_took_it(store: DynamoDbStateStore) -> None:
+    # Given a lease renewed before it ends
+    lease = store.acquire_lease("run-a", T0, 60)
+    renewed = store.renew_lease(lease, T0 + timedelta(seconds=50), 60)
+    assert renewed.expires_at == T0 + timedelta(seconds=110)
+    assert renewed.fencing_token == lease.fencing_token
+    # Then no other run can take it until the new expiry
+    with pytest.raises(LeaseHeldError):
+        store.acquire_lease("run-b", T0 + timedelta(seconds=100), 60)
+
+    # When another run takes it after it expired / Then the old holder can no longer renew it (the fence)
+    store.acquire_lease("run-b", T0 + timedelta(seconds=111), 60)
+    with pytest.raises(LeaseHeldError):
+        store.renew_lease(renewed, T0 + timedelta(seconds=112), 60)
 
 
 # load and errors
@@ -467,7 +534,7 @@ def test_load_reads_everything_and_every_item_has_a_ttl(store: DynamoDbStateStor
     store.save_node_idle_since(lease, {"node-1": T0}, T0)
     store.save_instances_first_seen(lease, {"i-1": T0})
     store.record_scale_up(lease, "gpu-a", T0)
-    store.put_drain_intent(DrainIntent("gpu-a", ("node-1",), T0, T0 + timedelta(hours=1)))
+    store.put_drain_intent(lease, DrainIntent("gpu-a", ("node-1",), T0, T0 + timedelta(hours=1)))
 
     # When loaded
     state = store.load()
@@ -525,8 +592,9 @@ def test_a_missing_table_is_a_read_error_on_load_and_an_action_error_on_write(dy
         broken.load()
     with pytest.raises(ReadError):
         broken.acquire_lease("run-a", T0, 60)
+    lease = Lease(CLUSTER, "run-a", T0 + timedelta(seconds=60), 1)
     with pytest.raises(ActionError):
-        broken.put_drain_intent(DrainIntent("gpu-a", (), T0, T0))
+        broken.put_drain_intent(lease, DrainIntent("gpu-a", (), T0, T0))
     with pytest.raises(ActionError):
         broken.record_capacity_failure(None, "gpu-a", T0)
 

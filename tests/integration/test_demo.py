@@ -60,7 +60,11 @@ def test_quick_demo_runs_every_job_scales_both_ways_and_spills_after_a_capacity_
     assert result.returncode == 0, f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}"
     report: dict[str, Any] = json.loads((tmp_path / "report.json").read_text())
     assert report["passed"] and report["failures"] == []
-    assert report["jobs"] == {"total": 6, "ran": 6, "lost": 0, "never_started": 0}
+    # (plus the Kueue-style job whose ProvisioningRequest was admitted: 2 pods once Provisioned)
+    requests = report["provisioning_requests"]
+    admitted = [name for name, answer in requests.items() if answer["state"] == "admitted"]
+    assert admitted == ["kueue-llm-2x8-prov"]
+    assert report["jobs"] == {"total": 7, "ran": 7, "lost": 0, "never_started": 0}
     assert report["safety"]["busy_terminations"] == []
     assert report["invocation_errors"] == []
     # scaled up, and gave every node back
@@ -75,13 +79,23 @@ def test_quick_demo_runs_every_job_scales_both_ways_and_spills_after_a_capacity_
     assert report["groups"]["a100"]["nodes_launched"] >= 1
     # every trigger path ran: webhook -> queue -> reconcile, the schedule, the AWS event
     invocations = report["invocations"]
-    assert invocations["webhook/admission"] == 7  # one per pod (the gang has two)
+    # one per pod (the gang has two), one per ProvisioningRequest, one per pod of the admitted one
+    assert invocations["webhook/admission"] == 7 + len(requests) + 2
     assert invocations["reconcile/sqs"] >= 1
     assert invocations["reconcile/schedule"] >= 1
     assert invocations["aws_events/launch-failed"] >= 1
     # and it left its traces
     timeline = (tmp_path / "timeline.txt").read_text()
     assert "backoff v100: InsufficientInstanceCapacity" in timeline
+    # the 2 x 8-GPU request was bought whole, then consumed; the one too big for a100 failed
+    assert requests["kueue-llm-2x8-prov"]["answer"].startswith("Provisioned=True (CapacityIsProvisioned)")
+    assert requests["kueue-too-big-prov"]["state"] == "rejected"
+    assert "needs 6 a100 nodes" in requests["kueue-too-big-prov"]["answer"]
+    assert "BookingExpired=True (CapacityIsConsumed)" in timeline
+    # consolidation by attrition marked an idle node (new pods steered elsewhere) through the real
+    # functions, and nothing was evicted for it
+    assert report["scale"]["marks"] >= 1
+    assert "reconcile/schedule       mark ip-" in timeline and "runs no job" in timeline
     assert "PASSED" in result.stdout
     assert (tmp_path / "plot.png").stat().st_size > 0
     assert '"message":"reconcile finished"' in (tmp_path / "functions.log").read_text()

@@ -901,7 +901,15 @@ def test_discovery_lists_the_groups_and_resources_served(server: FakeKubeApiServ
     )
     assert (names["pods/eviction"]["group"], names["pods/eviction"]["kind"]) == ("policy", "Eviction")
     assert names["nodes"]["namespaced"] is False and "watch" in names["pods"]["verbs"]
-    assert {g["name"] for g in groups["groups"]} == {"apps", "events.k8s.io", "policy", "storage.k8s.io"}
+    assert {g["name"] for g in groups["groups"]} == {
+        "apps",
+        "autoscaling.x-k8s.io",
+        "events.k8s.io",
+        "policy",
+        "scheduling.volcano.sh",
+        "scheduling.x-k8s.io",
+        "storage.k8s.io",
+    }
     assert [r["name"] for r in apps["resources"]] == ["daemonsets", "daemonsets/status"]
     assert (policy["kind"], policy["preferredVersion"]["groupVersion"]) == ("APIGroup", "policy/v1")
     assert http.request("GET", f"{server.url}/apis/nope/v1", headers=AUTH).status == 404
@@ -1006,3 +1014,107 @@ def test_tokenless_loopback_requests_pass_only_with_the_flag_and_skip_rbac(serve
     wrong = http.request("GET", f"{server.url}/api/v1/nodes", headers={"Authorization": "Bearer x"}).status
     # Then only the flag lets the tokenless one in; the token's identity stays RBAC-enforced
     assert (refused, anonymous, with_token, wrong) == (401, 200, 403, 401)
+
+
+# --------------------------------------------------------------------------- custom resources
+
+PROVREQ = ("autoscaling.x-k8s.io", "v1", "provisioningrequests")
+
+
+def make_provisioning_request(name: str, namespace: str = "research") -> dict[str, Any]:
+    return {
+        "apiVersion": "autoscaling.x-k8s.io/v1",
+        "kind": "ProvisioningRequest",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+            "podSets": [{"podTemplateRef": {"name": "ps"}, "count": 2}],
+        },
+    }
+
+
+def test_provisioning_requests_are_served_with_a_status_subresource(api: ApiClient) -> None:
+    # Given a ProvisioningRequest created through the custom objects API
+    custom = client.CustomObjectsApi(api)
+    created = custom.create_namespaced_custom_object(
+        *PROVREQ[:2], "research", PROVREQ[2], make_provisioning_request("r")
+    )
+    assert created["metadata"]["generation"] == 1
+    # When its status is merge-patched through the status subresource
+    condition = {
+        "type": "Provisioned",
+        "status": "True",
+        "reason": "CapacityIsFound",
+        "message": "",
+        "observedGeneration": 1,
+        "lastTransitionTime": "2026-12-02T12:00:00Z",
+    }
+    patched = custom.patch_namespaced_custom_object_status(
+        *PROVREQ[:2], "research", PROVREQ[2], "r", {"status": {"conditions": [condition]}}
+    )
+    # Then the status is stored, the generation does not move, and a list shows it
+    assert patched["status"]["conditions"] == [condition]
+    assert patched["metadata"]["generation"] == 1
+    listed = custom.list_cluster_custom_object(*PROVREQ)
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["r"]
+    assert listed["items"][0]["status"]["conditions"][0]["reason"] == "CapacityIsFound"
+
+
+def test_a_spec_change_bumps_the_generation_and_a_main_write_keeps_the_status(
+    server: FakeKubeApiServer, api: ApiClient
+) -> None:
+    # Given a request with a status
+    server.add_provisioning_request(
+        {**make_provisioning_request("r"), "status": {"conditions": [{"type": "Accepted", "status": "True"}]}}
+    )
+    custom = client.CustomObjectsApi(api)
+    # When its spec is patched through the main resource
+    patched = custom.patch_namespaced_custom_object(
+        *PROVREQ[:2],
+        "research",
+        PROVREQ[2],
+        "r",
+        {"spec": {"parameters": {"noRetry": "true"}}, "status": None},
+    )
+    # Then the generation grows and the status is kept
+    assert patched["metadata"]["generation"] == 2
+    assert patched["status"]["conditions"] == [{"type": "Accepted", "status": "True"}]
+
+
+def test_a_strategic_merge_patch_of_a_custom_resource_is_refused(server: FakeKubeApiServer) -> None:
+    server.add_provisioning_request(make_provisioning_request("r"))
+    http = urllib3.PoolManager()
+    response = http.request(
+        "PATCH",
+        f"{server.url}/apis/autoscaling.x-k8s.io/v1/namespaces/research/provisioningrequests/r/status",
+        body=b'{"status": {}}',
+        headers={**AUTH, "Content-Type": "application/strategic-merge-patch+json"},
+    )
+    assert response.status == 415
+
+
+def test_pod_templates_and_both_pod_group_kinds_are_listed(server: FakeKubeApiServer, api: ApiClient) -> None:
+    # Given a PodTemplate and a coscheduling and a Volcano PodGroup of the same name
+    server.add_pod_template(
+        {
+            "metadata": {"name": "ps", "namespace": "research"},
+            "template": {"spec": {"containers": [{"name": "main", "image": "trainer:1"}]}},
+        }
+    )
+    for api_version in ("scheduling.x-k8s.io/v1alpha1", "scheduling.volcano.sh/v1beta1"):
+        server.add_pod_group(
+            {
+                "apiVersion": api_version,
+                "metadata": {"name": "g", "namespace": "research"},
+                "spec": {"minMember": 4},
+            }
+        )
+    custom = client.CustomObjectsApi(api)
+    # When they are listed
+    templates = CoreV1Api(api).list_pod_template_for_all_namespaces()
+    cosched = custom.list_cluster_custom_object("scheduling.x-k8s.io", "v1alpha1", "podgroups")
+    volcano = custom.list_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "podgroups")
+    # Then each is served from its own API group
+    assert [t.metadata.name for t in templates.items] == ["ps"]
+    assert [(g["metadata"]["name"], g["spec"]["minMember"]) for g in cosched["items"]] == [("g", 4)]
+    assert [g["metadata"]["name"] for g in volcano["items"]] == ["g"]

@@ -43,8 +43,10 @@ from shared.domain.errors import (
 )
 from shared.domain.model import ANNOTATION_CORDONED_AT
 from shared.domain.operations import ClusterEvent, EventType, ObjectRef
+from shared.domain.provisioning import Condition, ConditionUpdate
 from shared.domain.resources import GPU
 from shared.local.kube_api_server import FakeKubeApiServer
+from tests.builders_provisioning import condition, pod_group, pod_template, provisioning_request
 
 TOKEN = "test-token"
 NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
@@ -1007,3 +1009,106 @@ def test_status_message_is_kept_in_errors(server: FakeKubeApiServer, cluster: Ku
     with pytest.raises(ConflictError, match="the object has been modified"):
         cluster.cordon("gpu-0", NOW)
     assert server.calls[-1].body["spec"]["unschedulable"] is True
+
+
+# --------------------------------------------------------------------------- gangs and capacity requests
+
+
+def _provisioning_request(name: str) -> dict[str, Any]:
+    return provisioning_request(name, [("ps", 2)], namespace="batch")
+
+
+def test_provisioning_requests_and_templates_page_and_parse(
+    server: FakeKubeApiServer, api: k8s.ApiClient, sleeps: Sleeps
+) -> None:
+    # Given three requests (one already answered) and their PodTemplate
+    server.add_pod_template(pod_template("ps", namespace="batch"))
+    for name in ("a", "b"):
+        server.add_provisioning_request(_provisioning_request(name))
+    answered = _provisioning_request("c")
+    answered["status"] = {"conditions": [condition("Provisioned", "True", "CapacityIsProvisioned")]}
+    server.add_provisioning_request(answered)
+    cluster = make_cluster(api, sleeps, page_size=2)
+    # When they are listed
+    requests = cluster.list_provisioning_requests()
+    templates = cluster.list_pod_templates()
+    # Then every page is read and parsed into domain objects
+    assert [r.key for r in requests] == ["batch/a", "batch/b", "batch/c"]
+    assert requests[0].class_name == "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    assert requests[0].generation == 1 and requests[0].uid
+    assert requests[2].is_true("Provisioned")
+    assert [(t.key, t.pod.requests.gpus) for t in templates] == [("batch/ps", 8)]
+    calls = list_calls(server, "/apis/autoscaling.x-k8s.io/v1/provisioningrequests")
+    assert len(calls) == 2
+
+
+def test_pod_groups_of_both_apis_are_listed(server: FakeKubeApiServer, cluster: KubernetesCluster) -> None:
+    server.add_pod_group(pod_group("llm", 4, namespace="batch"))
+    server.add_pod_group(pod_group("vc", 8, volcano=True, namespace="batch"))
+    groups = cluster.list_pod_groups()
+    assert sorted((g.key, str(g.kind), g.min_member) for g in groups) == [
+        ("batch/llm", "coscheduling", 4),
+        ("batch/vc", "volcano", 8),
+    ]
+
+
+def test_a_missing_crd_lists_nothing(server: FakeKubeApiServer, cluster: KubernetesCluster) -> None:
+    # Given an API server without the ProvisioningRequest and PodGroup CRDs (their paths answer 404)
+    server.inject("GET", r"^/apis/(autoscaling\.x-k8s\.io|scheduling\.)", status=404, times=-1)
+    # When listing, Then nothing is found and nothing raises
+    assert cluster.list_provisioning_requests() == ()
+    assert cluster.list_pod_groups() == ()
+
+
+def test_conditions_are_merge_patched_on_the_status_subresource(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given a request
+    created = server.add_provisioning_request(_provisioning_request("a"))
+    uid = created["metadata"]["uid"]
+    conditions = (
+        Condition("Accepted", "True", "Accepted", "accepted", 1, NOW),
+        Condition("Provisioned", "True", "CapacityIsProvisioned", "2 pod(s) on 2 new a100 node(s)", 1, NOW),
+    )
+    # When its conditions are set
+    cluster.set_provisioning_request_conditions(ConditionUpdate("batch", "a", uid, conditions, "x"))
+    # Then the status holds them in the API's format, through a merge patch of the status subresource
+    stored = server.get_provisioning_request("batch", "a")
+    assert stored is not None
+    assert [(c["type"], c["status"], c["observedGeneration"]) for c in stored["status"]["conditions"]] == [
+        ("Accepted", "True", 1),
+        ("Provisioned", "True", 1),
+    ]
+    assert stored["status"]["conditions"][1]["lastTransitionTime"] == "2026-12-02T12:00:00Z"
+    [patch] = [c for c in server.calls if c.method == "PATCH"]
+    assert patch.path.endswith("/provisioningrequests/a/status")
+    assert patch.headers["content-type"].startswith("application/merge-patch+json")
+
+
+def test_conditions_of_a_recreated_or_deleted_request_are_not_written(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    server.add_provisioning_request(_provisioning_request("a"))
+    condition = (Condition("Accepted", "True", "Accepted", "accepted", 1, NOW),)
+    # A uid read before the request was re-created is a conflict; a deleted one is not found
+    with pytest.raises(ConflictError):
+        cluster.set_provisioning_request_conditions(ConditionUpdate("batch", "a", "old-uid", condition, "x"))
+    with pytest.raises(NotFoundError):
+        cluster.set_provisioning_request_conditions(ConditionUpdate("batch", "gone", "", condition, "x"))
+
+
+def test_requests_of_an_older_crd_are_read_and_answered_at_v1beta1(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given a cluster whose ProvisioningRequest CRD serves only v1beta1 (cluster-autoscaler < 1.31)
+    server.inject("GET", r"^/apis/autoscaling\.x-k8s\.io/v1/", status=404, times=-1)
+    server.add_provisioning_request(_provisioning_request("a"))
+    # When the requests are listed and one is answered
+    [request] = cluster.list_provisioning_requests()
+    condition = (Condition("Accepted", "True", "Accepted", "accepted", 1, NOW),)
+    update = ConditionUpdate("batch", "a", request.uid, condition, "x", request.version)
+    cluster.set_provisioning_request_conditions(update)
+    # Then both go to v1beta1
+    assert request.version == "v1beta1"
+    [patch] = [c for c in server.calls if c.method == "PATCH"]
+    assert patch.path.startswith("/apis/autoscaling.x-k8s.io/v1beta1/")

@@ -23,14 +23,21 @@ from shared.adapters.kubernetes.auth import build_api_client
 from shared.adapters.kubernetes.cluster import ClusterOptions, KubernetesCluster
 from shared.adapters.kubernetes.rbac import PERMISSIONS, Permission, cluster_role
 from shared.domain.errors import AuthError
+from shared.domain.model import Taint, TaintEffect
 from shared.domain.operations import ClusterEvent, ObjectRef
+from shared.domain.provisioning import Condition, ConditionUpdate
 from shared.local.kube_api_server import FakeKubeApiServer
 from tests.builders import node, pod
+from tests.builders_provisioning import pod_template, provisioning_request
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 NODE, NAMESPACE, POD = "gpu-0", "research", "train-0"
 EVENT = ClusterEvent(ObjectRef("Node", NODE), "ScaleDown", "cordoned: idle")
+MARK = Taint("backlog-scaler/attrition", "", TaintEffect.PREFER_NO_SCHEDULE)
+ANSWER = ConditionUpdate(
+    NAMESPACE, "llm", "", (Condition("Accepted", "True", "Accepted", "accepted", 1, NOW),), "Accepted=True"
+)
 
 # One call of every public adapter method, by name (the names the table's `used_by` holds).
 CALLS: dict[str, Callable[[KubernetesCluster], object]] = {
@@ -45,10 +52,16 @@ CALLS: dict[str, Callable[[KubernetesCluster], object]] = {
     "get_node": lambda c: c.get_node(NODE),
     "cordon": lambda c: c.cordon(NODE, NOW),
     "uncordon": lambda c: c.uncordon(NODE),
+    "taint_node": lambda c: c.taint_node(NODE, MARK),
+    "untaint_node": lambda c: c.untaint_node(NODE, "nvidia.com/gpu"),  # the builder's node has it
     "evict": lambda c: c.evict(NAMESPACE, POD),
     "delete_pod": lambda c: c.delete_pod(NAMESPACE, POD, grace_seconds=0),
     "delete_node": lambda c: c.delete_node(NODE),
     "record_events": lambda c: c.record_events([EVENT]),
+    "list_provisioning_requests": lambda c: c.list_provisioning_requests(),
+    "list_pod_templates": lambda c: c.list_pod_templates(),
+    "list_pod_groups": lambda c: c.list_pod_groups(),
+    "set_provisioning_request_conditions": lambda c: c.set_provisioning_request_conditions(ANSWER),
 }
 
 
@@ -56,6 +69,8 @@ CALLS: dict[str, Callable[[KubernetesCluster], object]] = {
 def server(kube_api_server: FakeKubeApiServer) -> FakeKubeApiServer:
     kube_api_server.add_node(node(NODE, "i-0"))
     kube_api_server.add_pod(pod(POD, namespace=NAMESPACE, node=NODE))
+    kube_api_server.add_pod_template(pod_template("ps", namespace=NAMESPACE))
+    kube_api_server.add_provisioning_request(provisioning_request("llm", [("ps", 2)], namespace=NAMESPACE))
     return kube_api_server
 
 

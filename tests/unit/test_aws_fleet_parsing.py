@@ -1,13 +1,23 @@
-"""Pure parts of the AWS fleet adapter: failure classification and instance-type data."""
+"""Pure parts of the AWS fleet adapter: failure classification, instance-type data, and the groups,
+subnets and capacity reservations as `aws autoscaling` / `aws ec2` print them."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 import pytest
 
 from shared.adapters.aws.fleet import architecture, classify_failure, instance_type_from_json, max_pods
-from shared.domain.model import InstanceType
+from shared.domain.errors import InputError
+from shared.domain.model import CapacityReservation, CapacityUnits, InstanceType, nodes_for_units
 from shared.domain.operations import FailureKind
 from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
+from shared.formats.aws import (
+    asg_from_json,
+    capacity_reservation_from_json,
+    capacity_reservations_from_describe,
+    subnet_zones,
+)
 
 # Status messages as Auto Scaling writes them into failed activities.
 CAPACITY = (
@@ -165,3 +175,229 @@ def test_instance_type_without_processor_info_is_amd64() -> None:
     assert instance_type == InstanceType(
         "m5.large", Resources.of({CPU: 2000, MEMORY: 8 * 2**30, PODS: 110}), "amd64"
     )
+
+
+# DescribeAutoScalingGroups as the AWS CLI prints it: weights, processes, warm pool, reservations
+
+WEIGHTED_GROUP = {
+    "AutoScalingGroupName": "research-mixed",
+    "AutoScalingGroupARN": (
+        "arn:aws:autoscaling:us-west-2:123456789012:autoScalingGroup:0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
+        ":autoScalingGroupName/research-mixed"
+    ),
+    "MixedInstancesPolicy": {
+        "LaunchTemplate": {
+            "LaunchTemplateSpecification": {
+                "LaunchTemplateId": "lt-0abc123def4567890",
+                "LaunchTemplateName": "gpu-nodes",
+                "Version": "$Latest",
+            },
+            "Overrides": [
+                {"InstanceType": "p4d.24xlarge", "WeightedCapacity": "8"},
+                {"InstanceType": "g6.12xlarge", "WeightedCapacity": "4"},
+            ],
+        },
+        "InstancesDistribution": {
+            "OnDemandAllocationStrategy": "prioritized",
+            "OnDemandBaseCapacity": 0,
+            "OnDemandPercentageAboveBaseCapacity": 100,
+            "SpotAllocationStrategy": "price-capacity-optimized",
+        },
+    },
+    "MinSize": 0,
+    "MaxSize": 64,
+    "DesiredCapacity": 20,
+    "DefaultCooldown": 300,
+    "AvailabilityZones": ["us-west-2b"],
+    "LoadBalancerNames": [],
+    "TargetGroupARNs": [],
+    "HealthCheckType": "EC2",
+    "HealthCheckGracePeriod": 300,
+    "Instances": [
+        {
+            "InstanceId": "i-0a1b2c3d4e5f60001",
+            "InstanceType": "p4d.24xlarge",
+            "AvailabilityZone": "us-west-2b",
+            "LifecycleState": "InService",
+            "HealthStatus": "Healthy",
+            "LaunchTemplate": {"LaunchTemplateId": "lt-0abc123def4567890", "Version": "3"},
+            "ProtectedFromScaleIn": False,
+            "WeightedCapacity": "8",
+        },
+        {
+            "InstanceId": "i-0a1b2c3d4e5f60002",
+            "InstanceType": "g6.12xlarge",
+            "AvailabilityZone": "us-west-2b",
+            "LifecycleState": "Pending:Wait",
+            "HealthStatus": "Healthy",
+            "ProtectedFromScaleIn": False,
+            "WeightedCapacity": "4",
+        },
+        {
+            "InstanceId": "i-0a1b2c3d4e5f60003",
+            "InstanceType": "p4d.24xlarge",
+            "AvailabilityZone": "us-west-2b",
+            "LifecycleState": "Standby",
+            "HealthStatus": "Healthy",
+            "ProtectedFromScaleIn": False,
+            "WeightedCapacity": "8",
+        },
+    ],
+    "CreatedTime": "2026-11-01T10:00:00.000Z",
+    "SuspendedProcesses": [
+        {"ProcessName": "Terminate", "SuspensionReason": "User suspended at 2026-12-01T08:00:00Z"},
+        {"ProcessName": "AZRebalance", "SuspensionReason": "User suspended at 2026-12-01T08:00:00Z"},
+    ],
+    "VPCZoneIdentifier": "subnet-0aaa1111bbbb2222c",
+    "EnabledMetrics": [],
+    "Tags": [],
+    "TerminationPolicies": ["Default"],
+    "NewInstancesProtectedFromScaleIn": False,
+    "ServiceLinkedRoleARN": "arn:aws:iam::123456789012:role/aws-service-role/autoscaling.amazonaws.com/x",
+    "WarmPoolConfiguration": {
+        "MinSize": 1,
+        "PoolState": "Stopped",
+        "InstanceReusePolicy": {"ReuseOnScaleIn": False},
+    },
+    "WarmPoolSize": 2,
+    "CapacityRebalance": False,
+    "CapacityReservationSpecification": {
+        "CapacityReservationPreference": "capacity-reservations-first",
+        "CapacityReservationTarget": {"CapacityReservationIds": ["cr-0123456789abcdef0"]},
+    },
+}
+
+
+def test_weighted_group_sizes_are_read_in_nodes() -> None:
+    # Given desired 20 units: a p4d (8) in service, a g6 (4) held by a launch hook, a p4d in Standby
+    asg = asg_from_json(WEIGHTED_GROUP)
+    # Then the units are kept, one template node is the smallest weight, and 8 units are one more node to come
+    assert asg.units == CapacityUnits(desired=20, min_size=0, max_size=64, per_node=4)
+    assert [i.instance_id[-1] for i in asg.live_instances] == ["1", "2"]
+    assert (asg.desired, asg.min_size, asg.max_size) == (4, 0, 15)
+    assert asg.instance_types == ("p4d.24xlarge", "g6.12xlarge")
+
+
+def test_nodes_and_units_convert_both_ways() -> None:
+    # Given the weighted group (12 live units in two instances, 4 units per template node)
+    asg = asg_from_json(WEIGHTED_GROUP)
+    # Then every node count maps to units and back, clamped to the group's bounds in units
+    for nodes in range(2, asg.max_size + 1):
+        units = asg.units_for(nodes)
+        assert units == 12 + (nodes - 2) * 4
+        assert nodes_for_units(units, [8, 4], 4) == nodes
+    assert asg.units_for(100) == 64
+    assert asg.units_for(1) == 8  # below the live count: the heaviest instance kept
+
+
+def test_processes_warm_pool_subnets_and_reservation_target_are_read() -> None:
+    asg = asg_from_json(WEIGHTED_GROUP)
+    assert asg.suspended_processes == frozenset({"Terminate", "AZRebalance"})
+    assert asg.terminate_suspended and not asg.launch_suspended
+    assert asg.warm_pool_size == 2
+    assert asg.subnet_ids == ("subnet-0aaa1111bbbb2222c",)
+    assert asg.reservation_preference == "capacity-reservations-first"
+    assert asg.reservation_ids == ("cr-0123456789abcdef0",)
+    assert asg.region == "us-west-2"
+
+
+def test_group_without_weights_counts_one_unit_per_instance() -> None:
+    plain = {
+        k: v for k, v in WEIGHTED_GROUP.items() if k not in ("MixedInstancesPolicy", "WarmPoolConfiguration")
+    }
+    asg = asg_from_json(plain)
+    assert asg.units is None and asg.warm_pool_size is None
+    assert asg.desired == 20 and asg.units_for(7) == 7
+
+
+def test_vcpu_counted_group_without_size_data_has_an_unknown_node_size() -> None:
+    # Given DesiredCapacityType vcpu and no live instance telling how many vCPUs one counts for
+    group = {**WEIGHTED_GROUP, "DesiredCapacityType": "vcpu", "Instances": []}
+    group["MixedInstancesPolicy"] = {"LaunchTemplate": {"Overrides": [{"InstanceRequirements": {}}]}}
+    asg = asg_from_json(group)
+    # Then the units per node are unknown (the planner says the group cannot grow)
+    assert asg.units is not None and asg.units.per_node == 0
+
+
+def test_warm_pool_and_standby_instances_are_not_live() -> None:
+    states = [
+        "Warmed:Pending",
+        "Warmed:Running",
+        "Warmed:Stopped",
+        "Standby",
+        "EnteringStandby",
+        "Terminating:Wait",
+    ]
+    group = {
+        **WEIGHTED_GROUP,
+        "Instances": [
+            {"InstanceId": f"i-{n}", "LifecycleState": s, "HealthStatus": "Healthy"}
+            for n, s in enumerate(states)
+        ],
+    }
+    assert asg_from_json(group).live_instances == ()
+
+
+CLI_RESERVATION = {
+    "CapacityReservationId": "cr-0123456789abcdef0",
+    "OwnerId": "123456789012",
+    "CapacityReservationArn": "arn:aws:ec2:us-west-2:123456789012:capacity-reservation/cr-0123456789abcdef0",
+    "AvailabilityZoneId": "usw2-az2",
+    "InstanceType": "p5.48xlarge",
+    "InstancePlatform": "Linux/UNIX",
+    "AvailabilityZone": "us-west-2b",
+    "Tenancy": "default",
+    "TotalInstanceCount": 8,
+    "AvailableInstanceCount": 5,
+    "EbsOptimized": True,
+    "EphemeralStorage": False,
+    "State": "active",
+    "StartDate": "2026-12-01T11:30:00+00:00",
+    "EndDate": "2026-12-15T11:30:00+00:00",
+    "EndDateType": "limited",
+    "InstanceMatchCriteria": "targeted",
+    "CreateDate": "2026-11-20T08:00:00+00:00",
+    "Tags": [],
+    "ReservationType": "capacity-block",
+}
+
+
+def test_capacity_reservation_is_read_from_cli_output() -> None:
+    reservation = capacity_reservation_from_json(CLI_RESERVATION)
+    assert reservation == CapacityReservation(
+        reservation_id="cr-0123456789abcdef0",
+        instance_type="p5.48xlarge",
+        availability_zone="us-west-2b",
+        total=8,
+        available=5,
+        state="active",
+        reservation_type="capacity-block",
+        start=datetime(2026, 12, 1, 11, 30, tzinfo=UTC),
+        end=datetime(2026, 12, 15, 11, 30, tzinfo=UTC),
+        match_criteria="targeted",
+    )
+    assert reservation.is_capacity_block
+
+
+def test_unlimited_odcr_has_no_end() -> None:
+    odcr = {**CLI_RESERVATION, "ReservationType": "default", "EndDateType": "unlimited"}
+    del odcr["EndDate"]
+    assert capacity_reservation_from_json(odcr).end is None
+
+
+def test_reservations_document_errors_name_the_source() -> None:
+    with pytest.raises(InputError, match=r"reservations.json: CapacityReservations\[0\]"):
+        capacity_reservations_from_describe({"CapacityReservations": [{}]}, "reservations.json")
+    assert capacity_reservations_from_describe({"CapacityReservations": [CLI_RESERVATION]}).keys() == {
+        "cr-0123456789abcdef0"
+    }
+
+
+def test_subnet_zones_from_describe_subnets_output() -> None:
+    document = {
+        "Subnets": [
+            {"SubnetId": "subnet-0aaa", "AvailabilityZone": "us-west-2a", "AvailabilityZoneId": "usw2-az1"},
+            {"SubnetId": "subnet-0bbb", "AvailabilityZone": "us-west-2b", "AvailabilityZoneId": "usw2-az2"},
+        ]
+    }
+    assert subnet_zones(document) == {"subnet-0aaa": "us-west-2a", "subnet-0bbb": "us-west-2b"}

@@ -11,6 +11,7 @@ import pytest
 from shared.domain.model import Snapshot
 from shared.domain.plan import Plan
 from shared.local.cli import main
+from tests.builders_provisioning import pod_template, provisioning_request
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ARGS = [
@@ -361,3 +362,34 @@ def test_explain_lists_each_filter_verdict_per_group(
 def test_explain_an_unknown_pod_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*ARGS, "--explain", "research/nope"]) == 2
     assert "--explain: no pod 'research/nope'" in capsys.readouterr().err
+
+
+def test_provisioning_requests_are_always_in_the_json_and_answered_from_objects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given no ProvisioningRequest: the list is there, empty
+    assert main([*ARGS, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["provisioning_requests"] == []
+    # Given an --objects file with a Kueue-style 2 x 8-GPU request and its PodTemplate
+    objects = tmp_path / "queues.json"
+    items = [pod_template("llm-main"), provisioning_request("llm", [("llm-main", 2)])]
+    objects.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    # When planning in JSON and as a table
+    assert main([*ARGS, "--objects", str(objects), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert main([*ARGS, "--objects", str(objects)]) == 0
+    table = capsys.readouterr().out
+    # Then the request is answered (two new nodes of the cheaper group) and the table lists it
+    [answer] = out["provisioning_requests"]
+    assert answer == {
+        "name": "research/llm",
+        "class": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+        "outcome": "provisioned",
+        "group": "v100",
+        "nodes": 2,
+        "reason": "2 pod(s) on 2 new v100 node(s)",
+    }
+    assert {g["name"]: g["desired"] for g in out["groups"]}["v100"] == 6
+    assert "PROVISIONING REQUESTS (1)" in table
+    row = next(line for line in table.splitlines() if line.startswith("research/llm"))
+    assert "provisioned" in row and "v100" in row

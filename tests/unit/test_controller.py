@@ -9,16 +9,9 @@ from typing import Any
 
 import pytest
 
-from shared import controller as controller_module
-from shared.controller import (
-    Controller,
-    InterruptionKind,
-    ReconcileResult,
-    RunStatus,
-    cordon_blocker,
-    desired_to_set,
-    termination_blocker,
-)
+from shared.controller import Controller, InterruptionKind, ReconcileResult, RunStatus
+from shared.controller import orchestrator as orchestrator_module
+from shared.controller.force_scale_down import INTERRUPTION_REQUESTER
 from shared.domain.errors import (
     ActionError,
     AuthError,
@@ -32,8 +25,8 @@ from shared.domain.operations import DrainIntent, EventType, FailureKind, Scalin
 from shared.domain.plan import ModelError, Plan, Termination
 from shared.domain.resources import Resources
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
-from shared.drain import INTERRUPTION_REQUESTER
 from shared.formats.kubernetes import node_from_json, pod_from_json
+from shared.planner.safety import cordon_blocker, desired_to_set, termination_blocker
 from shared.reporting import ActionKind, ActionStatus
 from tests.builders import GPU_TAINT, NOW, asg, config, iso, node, pod
 from tests.fakes.memory import FakeCluster, FakeFleet, FakeWorld
@@ -222,13 +215,13 @@ def test_scheduler_inputs_are_read_once_each_and_reach_the_planner(monkeypatch: 
     w.cluster.add_storage_class(StorageClass("gp3", binding_mode="WaitForFirstConsumer"))
     w.cluster.add_namespace("research", {"team": "llm"})
     snapshots: list[Snapshot] = []
-    real_plan = controller_module.make_plan
+    real_plan = orchestrator_module.make_plan
 
     def planning(snapshot: Snapshot, cfg: Any, now: Any) -> Plan:
         snapshots.append(snapshot)
         return real_plan(snapshot, cfg, now)
 
-    monkeypatch.setattr(controller_module, "make_plan", planning)
+    monkeypatch.setattr(orchestrator_module, "make_plan", planning)
 
     # When the controller reconciles
     w.controller().reconcile("schedule")
@@ -252,9 +245,9 @@ def test_scheduler_inputs_are_read_once_each_and_reach_the_planner(monkeypatch: 
 
 def planned(monkeypatch: pytest.MonkeyPatch, **changes: Any) -> None:
     """Make the planner's plan carry `changes` (pod memory, model errors) on top of its own decisions."""
-    real_plan = controller_module.make_plan
+    real_plan = orchestrator_module.make_plan
     monkeypatch.setattr(
-        controller_module,
+        orchestrator_module,
         "make_plan",
         lambda snapshot, cfg, now: replace(real_plan(snapshot, cfg, now), **changes),
     )
@@ -430,11 +423,12 @@ def test_re_read_failure_before_a_termination_skips_it() -> None:
     assert w.fleet.terminated == []
 
 
-def test_cordon_conflict_is_skipped_and_retried_next_run() -> None:
+def test_cordon_conflict_is_reported_and_retried_next_run() -> None:
     w = idle_world()
     w.cluster.before("cordon", lambda name, at: w.cluster._touch(w.cluster.node_obj(name)))
     result = w.controller().reconcile("schedule")
-    assert statuses(result, ActionKind.CORDON) == [("n1", ActionStatus.SKIPPED)]
+    assert statuses(result, ActionKind.CORDON) == [("n1", ActionStatus.FAILED)]
+    assert "409" in result.failed[0].detail
     assert not w.cluster.is_cordoned("n1")
     w.cluster.clear_faults()
     w.clock.advance(60)
@@ -550,6 +544,50 @@ def test_termination_and_scale_up_in_one_run_set_desired_from_what_is_left() -> 
     assert describes == ["describe_groups", "terminate_instance", "describe_groups"]
     assert [c.args[1] for c in w.fleet.calls_of("set_desired_capacity")] == [1]
     assert {g.name: g.desired for g in result.groups} == {"a100": 0, "h100": 1}
+
+
+def test_access_denied_on_one_group_is_isolated_reported_and_notified() -> None:
+    # Given a pod pending for each group, and a100's SetDesiredCapacity denied (no cluster tag)
+    w = world(
+        [
+            pod("train-a", gpus=8, node_selector={"gpu": "a100"}),
+            pod("train-h", gpus=8, node_selector={"gpu": "h100"}),
+        ],
+        [],
+        [asg(A100, desired=0), asg(H100, desired=0)],
+        two_groups(),
+    )
+    w.fleet.before(
+        "set_desired_capacity",
+        lambda group, _desired: (
+            group.name == A100 and w.fleet.fail_next("set_desired_capacity", AuthError("denied"))
+        ),
+    )
+    result = w.controller().reconcile("schedule")
+    # Then h100 grows in the same run, and a100's failure is in the result, the metric and the message
+    assert w.fleet.desired(H100) == 1 and w.fleet.desired(A100) == 0
+    assert [(a.kind, a.target) for a in result.failed] == [(ActionKind.SET_DESIRED, A100)]
+    assert not result.ok and result.to_json()["failed"][0]["status"] == "failed"
+    assert sum(w.reporter.metric_values("ActionFailures")) == 1
+    (subject, lines) = w.notifier.messages[0]
+    assert "1 FAILED" in subject and any(A100 in line and "failed" in line for line in lines)
+    # And only the pod whose group grew hears it triggered a scale-up
+    assert [e.target.name for e in w.cluster.events if e.reason == "TriggeredScaleUp"] == ["train-h"]
+
+
+def test_why_a_group_did_not_shrink_reaches_its_reason() -> None:
+    # Given two idle a100 nodes at the group's min size
+    w = world(
+        [],
+        [node("n1", "i-1"), node("n2", "i-2")],
+        [asg(A100, desired=2, instances=["i-1", "i-2"], min_size=2)],
+    )
+    w.state.idle_since = {"n1": NOW - timedelta(hours=1), "n2": NOW - timedelta(hours=1)}
+    result = w.controller().reconcile("schedule")
+    # Then nothing is cordoned and the report says why
+    assert w.cluster.calls_of("cordon") == []
+    (group,) = result.groups
+    assert group.reason == "2 idle node(s) kept: at min size 2"
 
 
 # ------------------------------------------------------------------------------------------ capacity
@@ -844,8 +882,9 @@ def test_a_long_run_renews_its_lease_before_writing() -> None:
     w = idle_world(cordoned=True)
     w.cluster.before("get_node", lambda name: w.clock.advance(100))
     result = w.controller().reconcile("schedule")
-    # Then it renews the lease (same owner) and finishes the work
+    # Then it renews the lease (the same one: owner and fencing token) and finishes the work
     assert statuses(result, ActionKind.TERMINATE) == [("n1", ActionStatus.DONE)]
-    owners = {c.args[0] for c in w.state.calls_of("acquire_lease")}
-    assert len(w.state.calls_of("acquire_lease")) == 2 and len(owners) == 1
+    (acquired,) = w.state.calls_of("acquire_lease")
+    renewals = w.state.calls_of("renew_lease")
+    assert renewals and {c.args[0].owner for c in renewals} == {acquired.args[0]}
     assert result.ok

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 README = ROOT / "README.md"
@@ -52,15 +54,17 @@ def printed_keys(output: dict[str, Any]) -> set[str]:
     return keys
 
 
-def run_plan(pods: Path, state: Path) -> dict[str, Any]:
-    """The real command, as a process, on the example dumps (with the given pods and state)."""
+def run_plan(
+    pods: Path, state: Path, nodes: Path = EXAMPLES / "nodes.json", config: Path = EXAMPLES / "config.yaml"
+) -> dict[str, Any]:
+    """The real command, as a process, on the example dumps (with the given pods, state, nodes, config)."""
     argv = [
         sys.executable, "-m", "shared.local.cli", "plan",
         "--pods", str(pods),
-        "--nodes", str(EXAMPLES / "nodes.json"),
+        "--nodes", str(nodes),
         "--objects", str(EXAMPLES / "objects.json"),
         "--asgs", str(EXAMPLES / "asgs.json"),
-        "--config", str(EXAMPLES / "config.yaml"),
+        "--config", str(config),
         "--state", str(state),
         "--now", "2026-12-02T12:00:00Z",
         "--format", "json",
@@ -87,10 +91,32 @@ def example_outputs(tmp_path: Path) -> list[dict[str, Any]]:
     pods["items"] = [pod for pod in pods["items"] if pod["status"].get("phase") == "Running"]
     running_pods = tmp_path / "pods.json"
     running_pods.write_text(json.dumps(pods), encoding="utf-8")
+    # Attrition: with no spare GPUs kept and no node idle for long yet, the idle node is marked; with
+    # the nodes marked and attrition switched off, the marks are lifted.
+    fresh = json.loads((EXAMPLES / "state.json").read_text(encoding="utf-8"))
+    fresh["nodes"] = {}
+    fresh_state = tmp_path / "fresh-state.json"
+    fresh_state.write_text(json.dumps(fresh), encoding="utf-8")
+    settings = yaml.safe_load((EXAMPLES / "config.yaml").read_text(encoding="utf-8"))
+    settings.setdefault("policy", {})["attrition"] = {"spare_gpus": 0}
+    marking = tmp_path / "marking.yaml"
+    marking.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    settings["policy"]["attrition"] = {"enabled": False}
+    switched_off = tmp_path / "switched-off.yaml"
+    switched_off.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    nodes = json.loads((EXAMPLES / "nodes.json").read_text(encoding="utf-8"))
+    for item in nodes["items"]:
+        item["spec"].setdefault("taints", []).append(
+            {"key": "backlog-scaler/attrition", "effect": "PreferNoSchedule"}
+        )
+    marked_nodes = tmp_path / "nodes.json"
+    marked_nodes.write_text(json.dumps(nodes), encoding="utf-8")
     return [
         run_plan(EXAMPLES / "pods.json", EXAMPLES / "state.json"),
         run_plan(EXAMPLES / "pods.json", counted_state),
         run_plan(running_pods, EXAMPLES / "state.json"),
+        run_plan(running_pods, fresh_state, config=marking),
+        run_plan(running_pods, EXAMPLES / "state.json", nodes=marked_nodes, config=switched_off),
     ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -10,17 +11,7 @@ import pytest
 from moto import mock_aws
 
 from shared.config import PolicyConfig
-from shared.domain.errors import LeaseHeldError
-from shared.domain.model import AsgState
-from shared.domain.operations import (
-    MAX_DRAIN_NODES,
-    MAX_GROUP_NAME_LENGTH,
-    MAX_INTENT_NODES,
-    MAX_NODE_NAME_LENGTH,
-    MAX_REQUESTED_BY_LENGTH,
-    DrainIntent,
-)
-from shared.drain import (
+from shared.controller.force_scale_down import (
     INTERRUPTION_REQUESTER,
     MAX_GRACE_SECONDS,
     ForceScaleDownRequest,
@@ -30,6 +21,16 @@ from shared.drain import (
     merge_intents,
     parse_force_scale_down,
     rank,
+)
+from shared.domain.errors import ActionError, LeaseHeldError
+from shared.domain.model import AsgState
+from shared.domain.operations import (
+    MAX_DRAIN_NODES,
+    MAX_GROUP_NAME_LENGTH,
+    MAX_INTENT_NODES,
+    MAX_NODE_NAME_LENGTH,
+    MAX_REQUESTED_BY_LENGTH,
+    DrainIntent,
 )
 from shared.formats.aws import asg_from_json
 from shared.formats.kubernetes import node_from_json, pod_from_json
@@ -187,6 +188,57 @@ def test_target_cordons_terminates_idle_nodes_and_drains_busy_ones() -> None:
     assert body["ok"] and body["draining"] == ["busy-1"] and body["request"]["target"] == 1
     # And one notification tells the operators
     assert len(w.notifier.messages) == 1
+
+
+def test_the_drain_is_stored_before_its_first_cordon() -> None:
+    # Given a request to drain a busy node
+    w = fleet_world()
+    w.controller().force_scale_down({"group": "a100", "nodes": ["busy-1"]})
+    # Then the intent was written before the node was cordoned or its pod evicted
+    order = [c.method for c in w.calls_in_order() if c.method in ("put_drain_intent", "cordon", "evict")]
+    assert order[:3] == ["put_drain_intent", "cordon", "evict"]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ActionError("ProvisionedThroughputExceededException"), ActionError("Item size has exceeded 400 KB")],
+    ids=["throttled", "too-large"],
+)
+def test_a_drain_that_could_not_be_stored_does_not_start(error: ActionError) -> None:
+    # Given the store refuses the drain intent
+    w = fleet_world()
+    w.state.fail_next("put_drain_intent", error)
+    report = w.controller().force_scale_down({"group": "a100", "target": 1})
+    # Then nothing is cordoned, evicted or terminated, nothing is reported draining, and it says why
+    assert report.draining == () and report.terminated == () and report.intent_expires_at is None
+    assert w.cluster.calls_of("cordon") == [] and w.cluster.evicted == [] and w.fleet.terminated == []
+    assert not report.ok and w.state.intents == {}
+    # And the next reconcile has nothing to undo
+    w.clock.advance(60)
+    result = w.controller().reconcile("schedule")
+    assert [a for a in result.actions if a.kind in (ActionKind.UNCORDON, ActionKind.TERMINATE)] == []
+
+
+def test_a_drain_update_that_could_not_be_stored_keeps_the_stored_superset() -> None:
+    # Given a drain of an idle and a busy node (a PDB keeps its pod); the update after the first pass fails
+    w = fleet_world()
+    w.cluster.block_evictions("research/c")
+    failed: list[int] = []
+
+    def fail_the_first_update(_lease: object, intent: DrainIntent) -> None:
+        if intent.revision and not failed:
+            failed.append(intent.revision)
+            w.state.fail_next("put_drain_intent", ActionError("throttled"))
+
+    w.state.before("put_drain_intent", fail_the_first_update)
+    report = w.controller().force_scale_down({"group": "a100", "nodes": ["busy-1", "idle-old"]})
+    # Then the idle node is gone, the busy one drains, and what the report calls draining is stored
+    assert report.terminated == ("idle-old",) and report.draining == ("busy-1",)
+    assert set(report.draining) <= set(w.state.intents["a100"].nodes)
+    # And the next reconcile drops the gone node from the stored drain, never touching it again
+    w.clock.advance(60)
+    w.controller().reconcile("schedule")
+    assert w.state.intents["a100"].nodes == ("busy-1",)
 
 
 def test_reconcile_finishes_the_drain_started_by_a_forced_scale_down() -> None:
@@ -363,10 +415,11 @@ def test_worst_case_drain_intent_fits_in_one_dynamodb_item() -> None:
         create_table(client, "state")
         store = DynamoDbStateStore("state", "c" * 63, PolicyConfig(), client, clock=lambda: NOW)
         # When it is stored
-        store.put_drain_intent(intent)
+        stored = store.put_drain_intent(store.acquire_lease("run", NOW, 60), intent)
         # Then it is read back whole, and its item is within DynamoDB's 400 KB with room to spare
-        assert store.drain_intents() == (intent,)
-        (item,) = client.scan(TableName="state")["Items"]
+        assert stored == replace(intent, revision=1)
+        assert store.drain_intents() == (stored,)
+        (item,) = [i for i in client.scan(TableName="state")["Items"] if i["sk"]["S"].startswith("DRAIN#")]
     size = dynamodb_item_size(item)
     assert 380_000 < size < 390_000 < 400 * 1000
 

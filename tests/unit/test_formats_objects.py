@@ -13,6 +13,7 @@ from shared.domain.model import Toleration
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.formats.kubernetes import daemonset_from_json, objects_from_documents
 from tests.builders import GPU_TOLERATION, node, pod
+from tests.builders_provisioning import ATOMIC, condition, pod_group, pod_template, provisioning_request
 
 DAEMON_TOLERATIONS = {
     Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),
@@ -308,3 +309,70 @@ def test_typed_lists_from_the_raw_api_and_single_objects_are_accepted() -> None:
 def test_malformed_documents_name_the_source_and_the_item(document: object, expected: str) -> None:
     with pytest.raises(InputError, match=expected):
         objects_from_documents([(document, "bad.json")])
+
+
+# ------------------------------------------------------------------ gangs and capacity requests
+
+
+def test_queue_objects_are_parsed_from_kubectl_output() -> None:
+    # Given what `kubectl get provisioningrequests,podtemplates,podgroups -A -o json` prints
+    answered = provisioning_request(
+        "llm",
+        [("llm-main", 2), ("llm-side", 1)],
+        parameters={"noRetry": "true"},
+        conditions=[condition("Provisioned", "False", "CapacityIsNotFound", message="no room")],
+        generation=3,
+    )
+    items = [
+        answered,
+        pod_template("llm-main", gpus=8),
+        pod_group("coscheduled", 4),
+        pod_group("volcano", 8, volcano=True),
+    ]
+    # When parsed
+    found = objects_from_documents([({"apiVersion": "v1", "kind": "List", "items": items}, "queues.json")])
+    # Then each kind is read with the fields the planner uses
+    [request] = found.provisioning_requests
+    assert (request.key, request.class_name, request.generation, request.version) == (
+        "research/llm",
+        ATOMIC,
+        3,
+        "v1",
+    )
+    assert [(s.template, s.count) for s in request.pod_sets] == [("llm-main", 2), ("llm-side", 1)]
+    assert request.pod_count == 3 and request.parameters == {"noRetry": "true"}
+    [provisioned] = request.conditions
+    assert (provisioned.type, provisioned.status, provisioned.reason, provisioned.message) == (
+        "Provisioned",
+        "False",
+        "CapacityIsNotFound",
+        "no room",
+    )
+    [template] = found.pod_templates
+    assert (template.key, template.pod.requests.gpus, template.pod.is_pending_unschedulable) == (
+        "research/llm-main",
+        8,
+        False,
+    )
+    assert sorted((g.key, str(g.kind), g.min_member) for g in found.pod_groups) == [
+        ("research/coscheduled", "coscheduling", 4),
+        ("research/volcano", "volcano", 8),
+    ]
+    assert found.skipped == ()
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda o: o.update(apiVersion="scheduling.example.com/v1"), "unknown API group"),
+        (lambda o: o["spec"].update(minMember="4"), "spec.minMember: expected an integer"),
+        (lambda o: o["spec"].update(minMember=-1), "must not be negative"),
+    ],
+    ids=["api-group", "string", "negative"],
+)
+def test_a_malformed_pod_group_is_an_error_naming_it(change: Any, expected: str) -> None:
+    obj = pod_group("g", 4)
+    change(obj)
+    with pytest.raises(InputError, match=expected) as raised:
+        objects_from_documents([(obj, "groups.json")])
+    assert "groups.json: malformed PodGroup" in str(raised.value)

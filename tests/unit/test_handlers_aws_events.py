@@ -76,7 +76,8 @@ def test_spot_interruption_cordons_the_node(world: FakeWorld) -> None:
     assert world.cluster.is_cordoned(NODE)
     assert world.cluster.evicted == []
     assert response["trigger"] == f"spot-interruption {INSTANCE}"
-    assert [a["kind"] for a in response["actions"]][:2] == ["cordon", "drain"]
+    # The hold is stored before the cordon: a node is never cordoned for a hold that was not stored
+    assert [a["kind"] for a in response["actions"]][:2] == ["drain", "cordon"]
 
 
 def test_rebalance_recommendation_only_reconciles(world: FakeWorld) -> None:

@@ -96,10 +96,10 @@ def test_controller_is_built_once_from_the_environment_on_the_real_adapters(
         controller = dependencies.controller()
         assert dependencies.controller() is controller and builds == [1]
     assert controller.dry_run
-    assert isinstance(controller._cluster, KubernetesCluster)
-    assert isinstance(controller._fleet, AsgFleet)
-    assert isinstance(controller._state, DynamoDbStateStore)
-    assert isinstance(controller._notifier, SnsNotifier)
+    assert isinstance(controller.deps.ports.cluster, KubernetesCluster)
+    assert isinstance(controller.deps.ports.fleet, AsgFleet)
+    assert isinstance(controller.deps.ports.state, DynamoDbStateStore)
+    assert isinstance(controller.deps.notifier, SnsNotifier)
 
 
 def test_without_a_parameter_name_the_config_comes_from_the_environment() -> None:
@@ -129,4 +129,4 @@ def test_controller_is_built_from_the_config_parameter(monkeypatch: pytest.Monke
         parameters.clear_caches()
     assert controller.config.cluster_name == "research"
     assert controller.config.group_names == ("a100",)
-    assert isinstance(controller._fleet, AsgFleet)
+    assert isinstance(controller.deps.ports.fleet, AsgFleet)

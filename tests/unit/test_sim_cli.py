@@ -31,6 +31,8 @@ REPORT_KEYS = {
     "scale_ups",
     "nodes_launched",
     "scale_downs",
+    "attrition",
+    "safety",
     "groups",
     "span",
     "simulation",
@@ -52,6 +54,8 @@ GROUP_KEYS = {
     "peak_nodes",
     "launch_failures",
     "backoffs",
+    "marks",
+    "unmarks",
 }
 
 
@@ -100,15 +104,27 @@ def test_compare_replays_both_configs_and_reports_them_side_by_side(
 
     assert code == 0
     document = json.loads((tmp_path / "report.json").read_text())
-    assert set(document) == {"baseline", "candidate"}
+    assert set(document) == {"baseline", "candidate", "difference"}
     baseline, candidate = document["baseline"], document["candidate"]
     assert set(baseline) == set(candidate) == REPORT_KEYS
     assert baseline["simulation"]["config"] == BASELINE
     assert candidate["simulation"]["config"] == CANDIDATE
     # the candidate gives idle nodes back sooner (idle 120 s instead of 600 s)
     assert candidate["gpu_hours"]["provisioned"] < baseline["gpu_hours"]["provisioned"]
-    header = capsys.readouterr().out.splitlines()[0]
+    # And each figure has its difference and percent, in the JSON and in the table
+    provisioned = document["difference"]["gpu_hours_provisioned"]
+    assert provisioned["difference"] == pytest.approx(
+        candidate["gpu_hours"]["provisioned"] - baseline["gpu_hours"]["provisioned"], abs=0.01
+    )
+    assert provisioned["percent"] == pytest.approx(
+        100 * provisioned["difference"] / baseline["gpu_hours"]["provisioned"], abs=0.1
+    )
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[0]
     assert "baseline: sim-config.yaml" in header and "candidate: sim-config-fast-scale-in.yaml" in header
+    assert header.split()[-2:] == ["difference", "percent"]
+    row = next(line for line in lines if line.startswith("GPU-hours provisioned"))
+    assert f"{provisioned['difference']:+,.2f}" in row and f"{provisioned['percent']:+.1f}%" in row
 
 
 def test_json_output_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,6 +18,7 @@ from shared.config import ScalerConfig, parse_config
 from shared.domain.errors import ConfigError
 from shared.local.sim.engine import SimOptions, SimResult, Simulation, simulate
 from shared.local.sim.report import build_report
+from shared.local.sim.scheduler import Scoring
 from shared.local.sim.trace import TRACE_ORIGIN, Job, Trace, load_trace
 from tests.builders import config
 
@@ -72,6 +73,7 @@ def test_two_whole_node_jobs_wait_one_boot_and_cost_exactly_their_idle_tail() ->
         "idle_booting": 1.33,
         "idle_empty_nodes": 2.93,
         "idle_fragmented": 0.0,
+        "idle_held_by_marks": 0.0,
     }
     assert report["cost"] == round(2 * 4560 / HOUR * 32.77, 2)  # 83.02
 
@@ -328,6 +330,30 @@ def test_provisioned_gpu_time_is_used_plus_booting_empty_and_fragmented() -> Non
     rng = random.Random(5)
     result = Simulation(_mixed_trace(rng, 60), _mixed_config(rng), SimOptions(gpu_delay_seconds=30)).run()
 
-    waste = sum(g.booting_gpu_seconds + g.empty_gpu_seconds + g.fragmented_gpu_seconds for g in result.groups)
+    waste = sum(
+        g.booting_gpu_seconds + g.empty_gpu_seconds + g.fragmented_gpu_seconds + g.held_gpu_seconds
+        for g in result.groups
+    )
     assert result.provisioned_gpu_seconds == result.used_gpu_seconds + waste
     assert result.used_gpu_seconds == result.ideal_gpu_seconds  # every job ran
+
+
+def _node_lifetimes(scoring: Scoring) -> int:
+    # Jobs: A 8 GPUs and B 2 GPUs for 2 h at t=0 (A: 1 h), then C 1 GPU for 2 h at t=3910
+    trace = jobs((0, HOUR, 8), (0, 2 * HOUR, 2), (3910, 2 * HOUR, 1))
+    result = run(trace, scaler(attrition={"enabled": False}), scoring=scoring)
+    return result.groups[0].node_seconds
+
+
+def test_scorings_place_the_same_pod_where_kube_scheduler_would() -> None:
+    # Given two nodes bought at t=0 (registered at 300): A takes the first (a tie between two empty
+    # nodes goes to the older), B the second. A ends at 3900, so when C arrives at 3910 the first
+    # node is empty and the second runs B (2 of 8 GPUs).
+    # LeastAllocated (and first-fit, the older node) put C on the empty node: it lives until C ends
+    # (11110; idle since the tick at 11160, cordoned at 11760, terminated at 11820); the second node
+    # ends with B (7500; idle 600 s -> cordoned at 8100, terminated at 8160).
+    assert _node_lifetimes(Scoring.LEAST_ALLOCATED) == 11820 + 8160
+    assert _node_lifetimes(Scoring.FIRST_FIT) == 11820 + 8160
+    # MostAllocated puts C beside B: the empty node is cordoned at 4500 and terminated at 4560,
+    # the other lives until C ends.
+    assert _node_lifetimes(Scoring.MOST_ALLOCATED) == 4560 + 11820

@@ -25,6 +25,7 @@ from shared import constants
 from shared.adapters.aws import clients
 from shared.adapters.aws.queue import clear_fast_clients
 from shared.domain.errors import ConfigError
+from tests.builders_provisioning import provisioning_request
 from tests.fakes.aws import use_fake_credentials
 
 REGION = "us-east-1"
@@ -212,6 +213,37 @@ def test_gpu_pod_admission_is_allowed_and_enqueues_one_trigger(hook: Harness) ->
             },
         }
     ]
+
+
+def test_provisioning_request_admission_is_allowed_and_enqueues_one_trigger(hook: Harness) -> None:
+    # Given the API server's AdmissionReview for a ProvisioningRequest Kueue creates, sent to the
+    # admission URL (the manifest's second rule)
+    request = provisioning_request("job-llm-prov-1", [("ppt-job-llm-main", 2)])
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "3e5d1a0c-7a44-4c1e-9a0f-2f1b8f4d9c11",
+            "kind": {"group": "autoscaling.x-k8s.io", "version": "v1", "kind": "ProvisioningRequest"},
+            "resource": {
+                "group": "autoscaling.x-k8s.io",
+                "version": "v1",
+                "resource": "provisioningrequests",
+            },
+            "name": "job-llm-prov-1",
+            "namespace": "research",
+            "operation": "CREATE",
+            "object": request,
+        },
+    }
+    # When it arrives
+    response = hook.invoke(bearer(with_body(ADMISSION, review)))
+    # Then it is allowed and wakes the scaler like a GPU pod does
+    assert response["statusCode"] == 200
+    assert answer(response)["response"] == {"uid": "3e5d1a0c-7a44-4c1e-9a0f-2f1b8f4d9c11", "allowed": True}
+    [message] = hook.messages()
+    assert message["body"]["source"] == "admission"
+    assert message["body"]["reason"] == "ProvisioningRequest created: research/job-llm-prov-1"
 
 
 def test_admission_path_token_authenticates_the_api_server_on_eks(hook: Harness) -> None:

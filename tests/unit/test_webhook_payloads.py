@@ -18,6 +18,7 @@ from functions.webhook.payloads import (
     parse_poke,
 )
 from functions.webhook.request import is_known_route, read_body, route_path
+from tests.builders_provisioning import provisioning_request
 
 
 def review(
@@ -107,6 +108,40 @@ def test_generated_name_is_reported_with_a_star() -> None:
     body = json.loads(review([gpu_container()], name=""))
     body["request"]["object"]["metadata"] = {"generateName": "train-"}
     assert admission_reason(parse_admission(json.dumps(body).encode())) == "GPU pod created: research/train-*"
+
+
+def provisioning_request_review(**request: Any) -> bytes:
+    """The AdmissionReview the API server sends when Kueue creates a ProvisioningRequest."""
+    obj = provisioning_request("job-llm-prov-1", [("ppt-job-llm-main", 2)])
+    document = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "uid-2",
+            "kind": {"group": "autoscaling.x-k8s.io", "version": "v1", "kind": "ProvisioningRequest"},
+            "resource": {
+                "group": "autoscaling.x-k8s.io",
+                "version": "v1",
+                "resource": "provisioningrequests",
+            },
+            "operation": "CREATE",
+            "namespace": "research",
+            "name": "job-llm-prov-1",
+            "object": obj,
+            **request,
+        },
+    }
+    return json.dumps(document).encode()
+
+
+def test_provisioning_request_creation_is_relevant() -> None:
+    parsed = parse_admission(provisioning_request_review())
+    assert admission_reason(parsed) == "ProvisioningRequest created: research/job-llm-prov-1"
+
+
+@pytest.mark.parametrize("fields", [{"operation": "UPDATE"}, {"dryRun": True}, {"object": None}])
+def test_other_provisioning_request_admissions_are_not_relevant(fields: dict[str, Any]) -> None:
+    assert admission_reason(parse_admission(provisioning_request_review(**fields))) is None
 
 
 def test_admission_response_always_allows() -> None:

@@ -3,6 +3,12 @@
 One autoscaling and one ec2 client per region the groups live in. Errors are mapped by code in
 `clients.scaler_error`: reads raise FleetReadError (throttling included, as the port says) or
 AuthError; mutations raise FleetActionError, ThrottledError or AuthError.
+
+A described group comes back complete for planning: its zones (AvailabilityZones, else its
+subnets' zones from DescribeSubnets, cached: a subnet never changes zone), the shapes of all its
+instance types (DescribeInstanceTypes, cached), its sizes in nodes when it counts in units, and
+the capacity reservations it launches into with their free instances (DescribeCapacityReservations,
+read every time: the free count is what changes).
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +24,10 @@ from shared import constants
 from shared.adapters.aws import clients
 from shared.adapters.aws.clients import BOTO_ERRORS, AwsClient, error_code, scaler_error
 from shared.domain.errors import FleetActionError, FleetReadError
-from shared.domain.model import AsgState, InstanceType
+from shared.domain.model import AsgState, CapacityReservation, InstanceType
 from shared.domain.operations import FailureKind, ScalingFailure
 from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
-from shared.formats.aws import asg_from_json
+from shared.formats.aws import SIZE_CAPACITY_TYPES, asg_from_json, capacity_reservation_from_json, with_units
 
 if TYPE_CHECKING:
     from shared.config import ScalerConfig
@@ -37,6 +43,9 @@ ASG_PAGE_SIZE = 100
 ASG_NAMES_PER_CALL = 100
 ACTIVITY_PAGE_SIZE = 100
 INSTANCE_TYPES_PER_CALL = 100
+# DescribeSubnets and DescribeCapacityReservations take up to 1000 ids per call (MaxResults bounds).
+SUBNETS_PER_CALL = 200
+RESERVATIONS_PER_CALL = 100
 
 FAILED_ACTIVITY_STATUSES = frozenset({"Failed", "Cancelled"})
 # An instance that is already leaving needs no second termination.
@@ -172,12 +181,16 @@ class AsgFleet:
         *,
         default_region: str,
         client_factory: ClientFactory = clients.client,
+        reservation_ids: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self._asg_regions = dict(asg_regions)
         self._default_region = default_region
         self._client_factory = client_factory
         self._lock = threading.Lock()
         self._types: dict[tuple[str, str], InstanceTypeInfo | None] = {}  # None: unknown type
+        self._subnet_zones: dict[tuple[str, str], str] = {}
+        # Reservations a group launches into by its launch template (configured), by ASG name.
+        self._reservation_ids = {name: tuple(ids) for name, ids in (reservation_ids or {}).items()}
 
     @classmethod
     def from_config(cls, config: ScalerConfig, *, client_factory: ClientFactory = clients.client) -> AsgFleet:
@@ -186,6 +199,11 @@ class AsgFleet:
             {group.asg_name: config.region_of(group) for group in config.node_groups},
             default_region=config.region,
             client_factory=client_factory,
+            reservation_ids={
+                group.asg_name: group.capacity_reservation_ids
+                for group in config.node_groups
+                if group.capacity_reservation_ids
+            },
         )
 
     # Reads
@@ -278,12 +296,14 @@ class AsgFleet:
                 f"{asg.name}: desired {desired} is outside [{asg.min_size}, {asg.max_size}] (min, max)"
             )
         region = asg.region or self._region_of(asg.name)
+        units = asg.units_for(desired)  # a weighted group counts desired capacity in its units
+        what = f"set desired of {asg.name} to {desired}" + (f" ({units} units)" if asg.units else "")
         try:
             self._client("autoscaling", region).set_desired_capacity(
-                AutoScalingGroupName=asg.name, DesiredCapacity=desired, HonorCooldown=False
+                AutoScalingGroupName=asg.name, DesiredCapacity=units, HonorCooldown=False
             )
         except BOTO_ERRORS as exc:
-            raise scaler_error(exc, FleetActionError, f"set desired of {asg.name} to {desired}") from exc
+            raise scaler_error(exc, FleetActionError, what) from exc
 
     def terminate_instance(self, instance_id: str, *, decrement: bool, region: str = "") -> None:
         """Terminate one instance of a group; an instance already gone or leaving is success.
@@ -327,6 +347,85 @@ class AsgFleet:
             raise scaler_error(exc, FleetReadError, what, throttled=FleetReadError) from exc
         except (KeyError, TypeError, ValueError) as exc:
             raise FleetReadError(f"{what}: malformed group: {exc!r}") from exc
+        return self._complete(region, out)
+
+    def _complete(self, region: str, groups: dict[str, AsgState]) -> dict[str, AsgState]:
+        """Zones, instance type shapes, sizes in nodes and reservations of freshly described groups."""
+        if not groups:
+            return groups
+        zones = self._zones_of_subnets(
+            region, {s for g in groups.values() if not g.availability_zones for s in g.subnet_ids}
+        )
+        shapes = self._instance_types({t for g in groups.values() for t in g.instance_types}, region)
+        wanted = {
+            g.name: (*g.reservation_ids, *self._reservation_ids.get(g.name, ())) for g in groups.values()
+        }
+        reservations = self._reservations(region, {r for ids in wanted.values() for r in ids})
+        out: dict[str, AsgState] = {}
+        for name, asg in groups.items():
+            if not asg.availability_zones and asg.subnet_ids:
+                found = {zones[s] for s in asg.subnet_ids if s in zones}
+                asg = replace(asg, availability_zones=tuple(sorted(found)))
+            own = {t: shapes[t].to_domain() for t in asg.instance_types if t in shapes}
+            asg = replace(
+                asg,
+                type_shapes=own,
+                reservations=tuple(reservations[r] for r in dict.fromkeys(wanted[name]) if r in reservations),
+            )
+            out[name] = _sized_by_type(asg, shapes)
+        return out
+
+    def _zones_of_subnets(self, region: str, subnet_ids: set[str]) -> dict[str, str]:
+        """Zone of each subnet (cached per process); unknown subnets are absent."""
+        with self._lock:
+            missing = sorted(s for s in subnet_ids if (region, s) not in self._subnet_zones)
+        for start in range(0, len(missing), SUBNETS_PER_CALL):
+            batch = missing[start : start + SUBNETS_PER_CALL]
+            try:
+                pages = (
+                    self._client("ec2", region).get_paginator("describe_subnets").paginate(SubnetIds=batch)
+                )
+                found = {str(s["SubnetId"]): str(s["AvailabilityZone"]) for p in pages for s in p["Subnets"]}
+            except BOTO_ERRORS as exc:
+                raise scaler_error(
+                    exc, FleetReadError, f"describe subnets {batch}", throttled=FleetReadError
+                ) from exc
+            except (KeyError, TypeError) as exc:
+                raise FleetReadError(f"describe subnets {batch}: malformed subnet: {exc!r}") from exc
+            with self._lock:
+                self._subnet_zones.update({(region, s): zone for s, zone in found.items()})
+        with self._lock:
+            return {
+                s: self._subnet_zones[(region, s)] for s in subnet_ids if (region, s) in self._subnet_zones
+            }
+
+    def _reservations(self, region: str, ids: set[str]) -> dict[str, CapacityReservation]:
+        """The named capacity reservations as they are now; unknown ids are absent."""
+        wanted = sorted(ids)
+        out: dict[str, CapacityReservation] = {}
+        for start in range(0, len(wanted), RESERVATIONS_PER_CALL):
+            batch = wanted[start : start + RESERVATIONS_PER_CALL]
+            ec2 = self._client("ec2", region)
+            try:
+                out.update(_describe_reservations(ec2, batch))
+            except BOTO_ERRORS as exc:
+                if not error_code(exc).startswith("InvalidCapacityReservationId"):
+                    raise scaler_error(
+                        exc,
+                        FleetReadError,
+                        f"describe capacity reservations {batch}",
+                        throttled=FleetReadError,
+                    ) from exc
+                # One unknown id fails the whole call: ask one by one to keep the others.
+                for reservation_id in batch:
+                    try:
+                        out.update(_describe_reservations(ec2, [reservation_id]))
+                    except BOTO_ERRORS as single:
+                        if not error_code(single).startswith("InvalidCapacityReservationId"):
+                            raise scaler_error(
+                                single, FleetReadError, f"describe capacity reservation {reservation_id}"
+                            ) from single
+                        logger.warning("capacity reservation %s does not exist", reservation_id)
         return out
 
     def _instance_types(self, instance_types: Iterable[str], region: str) -> dict[str, InstanceTypeInfo]:
@@ -397,6 +496,30 @@ def _describe_instance_types(ec2: AwsClient, names: list[str]) -> dict[str, Inst
     except (KeyError, TypeError, ValueError) as exc:
         raise FleetReadError(f"describe instance types {names}: malformed entry: {exc!r}") from exc
     return out
+
+
+def _describe_reservations(ec2: AwsClient, ids: list[str]) -> dict[str, CapacityReservation]:
+    out: dict[str, CapacityReservation] = {}
+    try:
+        for page in ec2.get_paginator("describe_capacity_reservations").paginate(CapacityReservationIds=ids):
+            for item in page["CapacityReservations"]:
+                reservation = capacity_reservation_from_json(item)
+                out[reservation.reservation_id] = reservation
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FleetReadError(f"describe capacity reservations {ids}: malformed entry: {exc!r}") from exc
+    return out
+
+
+def _sized_by_type(asg: AsgState, shapes: Mapping[str, InstanceTypeInfo]) -> AsgState:
+    """A vcpu / memory-mib group whose node size the ASG output does not tell: the smallest of its
+    types' vCPUs or MiB (what DesiredCapacityType counts each instance as)."""
+    if asg.units is None or asg.units.per_node or asg.units.capacity_type not in SIZE_CAPACITY_TYPES:
+        return asg
+    known = [shapes[t] for t in asg.instance_types if t in shapes]
+    if not known:
+        return asg  # still unknown: the planner reports the group as unable to grow
+    per_node = min(i.vcpus if asg.units.capacity_type == "vcpu" else i.memory_mib for i in known)
+    return with_units(asg, per_node)
 
 
 def _until_older(pages: Iterable[Mapping[str, Any]], since: datetime) -> Iterator[Mapping[str, Any]]:

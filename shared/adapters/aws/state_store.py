@@ -9,7 +9,7 @@ One partition per cluster, one item per fact; times are epoch seconds (exact to 
     CLUSTER#<cluster>   GROUP#<group>       group, backoff_until, failures, last_failure,
                                             last_scale_up, ttl (last write + backoff reset + 1 d)
     CLUSTER#<cluster>   DRAIN#<group>       group, nodes, requested_at, expires_at, grace_seconds,
-                                            force, requested_by, ttl (expires_at + 1 d)
+                                            force, requested_by, revision, ttl (expires_at + 1 d)
     CLUSTER#<cluster>   POD#<ns>/<name>     pod, uid, counted_on, counted_since, distrusted (list),
                                             bought, refused (maps group -> time), updated_at,
                                             ttl (+7 d without update); empty attributes are left out
@@ -20,7 +20,11 @@ below the limit: at most MAX_STORED_DISTRUSTED distrusted nodes are kept (the ne
 
 Single writer: the LEASE item is taken with a conditional update that bumps the fencing counter
 `fence`; every write made under a lease is a transaction whose first item is a ConditionCheck on
-LEASE (owner and fence unchanged), so a run that lost its lease can no longer write (fencing).
+LEASE (owner and fence unchanged), so a run that lost its lease can no longer write (fencing);
+`renew_lease` is the same check for the run's writes elsewhere (the controller confirms it before each
+destructive batch). `LeaseFence` is the one home of the LEASE item and of that check; the store hands
+it every write it makes under a lease. Drain intents carry a `revision`: each write is conditional on the
+revision read.
 TTL only collects garbage (abandoned clusters, stale items); nothing depends on when it fires.
 
 Errors: ConditionalCheckFailed on the lease -> LeaseHeldError; other failures -> ReadError for reads
@@ -33,6 +37,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -40,9 +45,10 @@ from shared import constants
 from shared.adapters.aws import clients
 from shared.adapters.aws.clients import BOTO_ERRORS, AwsClient, error_code, scaler_error
 from shared.config import PolicyConfig
-from shared.domain.errors import ActionError, LeaseHeldError, ReadError, ScalerError
+from shared.domain.errors import ActionError, ConflictError, LeaseHeldError, ReadError, ScalerError
 from shared.domain.model import GroupState, NodeState, PodMemory, ScalerState
 from shared.domain.operations import DrainIntent, Lease
+from shared.planner.safety import Backoff, is_counted, next_backoff
 
 logger = logging.getLogger(__name__)
 
@@ -104,33 +110,21 @@ def create_table(client: AwsClient, table_name: str) -> None:
             raise scaler_error(exc, ActionError, f"enable TTL on {table_name}") from exc
 
 
-class DynamoDbStateStore:
-    """The durable state of one cluster in a DynamoDB table."""
+class LeaseFence:
+    """The cluster's LEASE item: taking, renewing and giving back the lease, and the writes it fences.
 
-    def __init__(
-        self,
-        table_name: str,
-        cluster: str,
-        policy: PolicyConfig,
-        client: AwsClient | None = None,
-        *,
-        clock: Callable[[], datetime] | None = None,
-    ) -> None:
+    Every write made under a lease is a transaction (`transact`) whose first item checks that the lease
+    is still the writer's: owner and fencing token unchanged.
+    """
+
+    def __init__(self, client: AwsClient, table_name: str, cluster: str, key: Mapping[str, Any]) -> None:
+        self._client = client
         self._table = table_name
         self._cluster = cluster
-        self._policy = policy
-        self._client = client if client is not None else clients.client("dynamodb")
-        # Only TTLs of writes whose port method has no `now` read it.
-        self._clock = clock or (lambda: datetime.now(UTC))
-        self._pk = f"CLUSTER#{cluster}"
+        self._key = dict(key)  # the LEASE item's key
 
-    # Lease
-
-    def acquire_lease(self, owner: str, now: datetime, ttl_seconds: int) -> Lease:
-        """Take the lease if free, expired or ours, bumping its fencing token.
-
-        Raises LeaseHeldError, ReadError, AuthError.
-        """
+    def acquire(self, owner: str, now: datetime, ttl_seconds: int) -> Lease:
+        """The port's `acquire_lease`: a conditional update that bumps the fencing token."""
         if not owner:
             raise ValueError("lease owner must not be empty")
         if ttl_seconds <= 0:
@@ -139,7 +133,7 @@ class DynamoDbStateStore:
         try:
             response = self._client.update_item(
                 TableName=self._table,
-                Key=self._key(LEASE_SK),
+                Key=self._key,
                 # A missing item starts its fence at the current time in milliseconds, not 0: once TTL
                 # removes an old lease item, tokens still only grow (acquisitions are far rarer than
                 # one per millisecond), so a holder from before the deletion can never match again.
@@ -169,7 +163,7 @@ class DynamoDbStateStore:
             )
         except BOTO_ERRORS as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
-                raise LeaseHeldError(self._held_by(exc)) from exc
+                raise LeaseHeldError(_held_by(exc, self._cluster)) from exc
             raise scaler_error(
                 exc, ReadError, f"acquire lease of {self._cluster}", throttled=ReadError
             ) from exc
@@ -181,20 +175,52 @@ class DynamoDbStateStore:
             fencing_token=int(item["fence"]["N"]),
         )
 
-    def release_lease(self, lease: Lease) -> None:
-        """Give the lease back if still ours (expire it now, keep its fence); never raises."""
+    def renew(self, lease: Lease, now: datetime, ttl_seconds: int) -> Lease:
+        """The port's `renew_lease`: a conditional update on owner and fencing token."""
+        if ttl_seconds <= 0:
+            raise ValueError(f"lease ttl must be positive, got {ttl_seconds}")
+        expires_at = now + timedelta(seconds=ttl_seconds)
+        try:
+            ours = _ours(lease)
+            self._client.update_item(
+                TableName=self._table,
+                Key=self._key,
+                UpdateExpression="SET #expires = :expires, #ttl = :ttl",
+                ConditionExpression=ours["ConditionExpression"],
+                ExpressionAttributeNames={
+                    **ours["ExpressionAttributeNames"],
+                    "#expires": "expires_at",
+                    "#ttl": TTL,
+                },
+                ExpressionAttributeValues={
+                    **ours["ExpressionAttributeValues"],
+                    ":expires": _n(_epoch(expires_at)),
+                    ":ttl": _n(str(_ttl(expires_at + LEASE_TTL_MARGIN))),
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except BOTO_ERRORS as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise LeaseHeldError(
+                    f"the lease of {self._cluster} is no longer {lease.owner}'s "
+                    f"(fencing token {lease.fencing_token}): {_held_by(exc, self._cluster)}"
+                ) from exc
+            raise scaler_error(
+                exc, ReadError, f"renew lease of {self._cluster}", throttled=ReadError
+            ) from exc
+        return Lease(lease.cluster, lease.owner, expires_at, lease.fencing_token)
+
+    def release(self, lease: Lease) -> None:
+        """The port's `release_lease`: expire the lease now if still ours (its fence stays); never raises."""
+        ours = _ours(lease)
         try:
             self._client.update_item(
                 TableName=self._table,
-                Key=self._key(LEASE_SK),
+                Key=self._key,
                 UpdateExpression="SET #expires = :zero",
-                ConditionExpression="#owner = :owner AND #fence = :fence",
-                ExpressionAttributeNames={"#owner": "owner", "#fence": "fence", "#expires": "expires_at"},
-                ExpressionAttributeValues={
-                    ":zero": _n(_NO_TIME),
-                    ":owner": _s(lease.owner),
-                    ":fence": _n(str(lease.fencing_token)),
-                },
+                ConditionExpression=ours["ConditionExpression"],
+                ExpressionAttributeNames={**ours["ExpressionAttributeNames"], "#expires": "expires_at"},
+                ExpressionAttributeValues={**ours["ExpressionAttributeValues"], ":zero": _n(_NO_TIME)},
             )
         except BOTO_ERRORS as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
@@ -203,6 +229,84 @@ class DynamoDbStateStore:
                 logger.warning("could not release the lease of %s", self._cluster, exc_info=True)
         except Exception:  # the contract says never raises: a failed release only delays the next run
             logger.warning("could not release the lease of %s", self._cluster, exc_info=True)
+
+    def transact_all(self, lease: Lease, writes: Sequence[dict[str, Any]], what: str) -> None:
+        """Apply `writes` in transactions of up to 99 writes and ~3.5 MB, each guarded by the lease check."""
+        batch: list[dict[str, Any]] = []
+        size = 0
+        for write in writes:
+            write_size = len(json.dumps(write, separators=(",", ":")))
+            if batch and (
+                len(batch) == MAX_TRANSACTION_ITEMS - 1 or size + write_size > MAX_TRANSACTION_BYTES
+            ):
+                self.transact(lease, batch, what)
+                batch, size = [], 0
+            batch.append(write)
+            size += write_size
+        if batch:
+            self.transact(lease, batch, what)
+
+    def transact(self, lease: Lease, writes: Sequence[dict[str, Any]], what: str) -> None:
+        """One transaction guarded by the lease; raises _ConditionFailed(index) for a write's condition."""
+        try:
+            self._client.transact_write_items(TransactItems=[self._check(lease), *writes])
+        except BOTO_ERRORS as exc:
+            reasons = _cancellation_codes(exc)
+            if reasons and reasons[0] == "ConditionalCheckFailed":
+                raise LeaseHeldError(
+                    f"{what}: the lease of {self._cluster} is no longer {lease.owner}'s "
+                    f"(fencing token {lease.fencing_token})"
+                ) from exc
+            if "ConditionalCheckFailed" in reasons[1:]:
+                raise _ConditionFailed(what) from exc
+            raise scaler_error(exc, ActionError, what, throttled=ActionError) from exc
+
+    def _check(self, lease: Lease) -> dict[str, Any]:
+        if lease.cluster != self._cluster:
+            raise ValueError(f"lease of cluster {lease.cluster!r} used for {self._cluster!r}")
+        return {"ConditionCheck": {"TableName": self._table, "Key": self._key, **_ours(lease)}}
+
+
+class DynamoDbStateStore:
+    """The durable state of one cluster in a DynamoDB table."""
+
+    def __init__(
+        self,
+        table_name: str,
+        cluster: str,
+        policy: PolicyConfig,
+        client: AwsClient | None = None,
+        *,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self._table = table_name
+        self._cluster = cluster
+        self._policy = policy
+        self._client = client if client is not None else clients.client("dynamodb")
+        # Only TTLs of writes whose port method has no `now` read it.
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._pk = f"CLUSTER#{cluster}"
+        self._fence = LeaseFence(self._client, table_name, cluster, self._key(LEASE_SK))
+
+    # Lease (the LEASE item and the fencing of every write under it: `LeaseFence`)
+
+    def acquire_lease(self, owner: str, now: datetime, ttl_seconds: int) -> Lease:
+        """Take the lease if free, expired or ours, bumping its fencing token.
+
+        Raises LeaseHeldError, ReadError, AuthError.
+        """
+        return self._fence.acquire(owner, now, ttl_seconds)
+
+    def renew_lease(self, lease: Lease, now: datetime, ttl_seconds: int) -> Lease:
+        """Extend the lease if its owner and fencing token are unchanged (the fence of a run).
+
+        Raises LeaseHeldError (another run took it), ReadError, AuthError.
+        """
+        return self._fence.renew(lease, now, ttl_seconds)
+
+    def release_lease(self, lease: Lease) -> None:
+        """Give the lease back if still ours (expire it now, keep its fence); never raises."""
+        self._fence.release(lease)
 
     # Reads
 
@@ -290,47 +394,58 @@ class DynamoDbStateStore:
                 },
             }
         }
-        self._fenced_transaction(lease, [update], f"record {what} of {group}")
+        self._fence.transact_all(lease, [update], f"record {what} of {group}")
 
     def record_capacity_failure(self, lease: Lease | None, group: str, at: datetime) -> datetime:
         """Put a group in exponential backoff and return its end; idempotent per failure time.
 
         Raises LeaseHeldError (lease given and lost), ActionError.
         """
-        reset = timedelta(seconds=self._policy.backoff_reset_seconds)
         for _ in range(MAX_BACKOFF_WRITE_ATTEMPTS):
             item = self._get(GROUP_PREFIX + group)
-            last_failure = _time(item, "last_failure")
-            if last_failure is not None and at <= last_failure:
-                # Already counted (the same failure again, or an older one arriving late).
-                counted = _time(item, "backoff_until")
-                return counted or at + timedelta(seconds=self._backoff_seconds(1))
-            recent = last_failure is not None and at - last_failure <= reset
-            failures = _int(item, "failures", 0) + 1 if recent else 1
-            until = at + timedelta(seconds=self._backoff_seconds(failures))
-            if self._write_failure(lease, group, at, failures, until, item):
-                return until
+            previous = Backoff(
+                _int(item, "failures", 0), _time(item, "last_failure"), _time(item, "backoff_until")
+            )
+            after = next_backoff(previous, at, self._policy)
+            assert after.until is not None
+            if is_counted(previous, at):
+                return after.until  # the same failure again, or an older one arriving late
+            if self._write_failure(lease, group, at, after.failures, after.until, item):
+                return after.until
         raise ActionError(f"record capacity failure of {group}: too many concurrent updates")
 
-    # Writes without the lease (the force-scale-down function runs outside reconcile)
+    # Drain intents: under the lease, and only over the revision read (no lost update)
 
-    def put_drain_intent(self, intent: DrainIntent) -> None:
-        """Store (or replace) the forced scale-down of a group. Raises ActionError."""
-        try:
-            self._client.put_item(TableName=self._table, Item=self._drain_item(intent))
-        except BOTO_ERRORS as exc:
-            raise scaler_error(
-                exc, ActionError, f"store drain intent of {intent.group}", throttled=ActionError
-            ) from exc
+    def put_drain_intent(self, lease: Lease, intent: DrainIntent) -> DrainIntent:
+        """Store a drain intent over the revision it was read at; returns it with its new revision.
 
-    def delete_drain_intent(self, group: str) -> None:
-        """Forget the drain intent of a group. Raises ActionError."""
+        Raises LeaseHeldError, ConflictError (the stored intent changed since read), ActionError.
+        """
+        stored = replace(intent, revision=intent.revision + 1)
+        put: dict[str, Any] = {
+            "TableName": self._table,
+            "Item": _drain_item(self._key(DRAIN_PREFIX + stored.group), stored),
+        }
+        put.update(_revision_condition(intent.revision))
+        what = f"store drain intent of {intent.group}"
         try:
-            self._client.delete_item(TableName=self._table, Key=self._key(DRAIN_PREFIX + group))
-        except BOTO_ERRORS as exc:
-            raise scaler_error(
-                exc, ActionError, f"delete drain intent of {group}", throttled=ActionError
-            ) from exc
+            self._fence.transact(lease, [{"Put": put}], what)
+        except _ConditionFailed as exc:
+            raise ConflictError(f"{what}: it changed since revision {intent.revision} was read") from exc
+        return stored
+
+    def delete_drain_intent(self, lease: Lease, intent: DrainIntent) -> None:
+        """Forget a drain intent if still at the revision read (a missing one is success).
+
+        Raises LeaseHeldError, ConflictError, ActionError.
+        """
+        delete: dict[str, Any] = {"TableName": self._table, "Key": self._key(DRAIN_PREFIX + intent.group)}
+        delete.update(_revision_condition(intent.revision, missing_ok=True))
+        what = f"delete drain intent of {intent.group}"
+        try:
+            self._fence.transact(lease, [{"Delete": delete}], what)
+        except _ConditionFailed as exc:
+            raise ConflictError(f"{what}: it changed since revision {intent.revision} was read") from exc
 
     # Internals
 
@@ -398,54 +513,7 @@ class DynamoDbStateStore:
             writes.append({"Put": {"TableName": self._table, "Item": item}})
         for name in sorted(stored.keys() - wanted.keys()):
             writes.append({"Delete": {"TableName": self._table, "Key": self._key(prefix + name)}})
-        self._fenced_transaction(lease, writes, f"save {prefix.rstrip('#').lower()} state")
-
-    def _fenced_transaction(self, lease: Lease, writes: Sequence[dict[str, Any]], what: str) -> None:
-        """Apply `writes` in transactions of up to 99 writes and ~3.5 MB, each guarded by the lease check."""
-        batch: list[dict[str, Any]] = []
-        size = 0
-        for write in writes:
-            write_size = len(json.dumps(write, separators=(",", ":")))
-            if batch and (
-                len(batch) == MAX_TRANSACTION_ITEMS - 1 or size + write_size > MAX_TRANSACTION_BYTES
-            ):
-                self._transact(lease, batch, what)
-                batch, size = [], 0
-            batch.append(write)
-            size += write_size
-        if batch:
-            self._transact(lease, batch, what)
-
-    def _transact(self, lease: Lease, writes: Sequence[dict[str, Any]], what: str) -> None:
-        """One transaction guarded by the lease; raises _ConditionFailed(index) for a write's condition."""
-        try:
-            self._client.transact_write_items(TransactItems=[self._lease_check(lease), *writes])
-        except BOTO_ERRORS as exc:
-            reasons = _cancellation_codes(exc)
-            if reasons and reasons[0] == "ConditionalCheckFailed":
-                raise LeaseHeldError(
-                    f"{what}: the lease of {self._cluster} is no longer {lease.owner}'s "
-                    f"(fencing token {lease.fencing_token})"
-                ) from exc
-            if "ConditionalCheckFailed" in reasons[1:]:
-                raise _ConditionFailed(what) from exc
-            raise scaler_error(exc, ActionError, what, throttled=ActionError) from exc
-
-    def _lease_check(self, lease: Lease) -> dict[str, Any]:
-        if lease.cluster != self._cluster:
-            raise ValueError(f"lease of cluster {lease.cluster!r} used for {self._cluster!r}")
-        return {
-            "ConditionCheck": {
-                "TableName": self._table,
-                "Key": self._key(LEASE_SK),
-                "ConditionExpression": "#owner = :owner AND #fence = :fence",
-                "ExpressionAttributeNames": {"#owner": "owner", "#fence": "fence"},
-                "ExpressionAttributeValues": {
-                    ":owner": _s(lease.owner),
-                    ":fence": _n(str(lease.fencing_token)),
-                },
-            }
-        }
+        self._fence.transact_all(lease, writes, f"save {prefix.rstrip('#').lower()} state")
 
     def _write_failure(
         self,
@@ -457,40 +525,15 @@ class DynamoDbStateStore:
         previous: Mapping[str, Any] | None,
     ) -> bool:
         """Write one failure if the item is unchanged since read; False when someone else wrote first."""
-        names = {
-            "#group": "group",
-            "#last": "last_failure",
-            "#failures": "failures",
-            "#until": "backoff_until",
-            "#ttl": TTL,
-        }
-        values = {
-            ":group": _s(group),
-            ":at": _n(_epoch(at)),
-            ":failures": _n(str(failures)),
-            ":until": _n(_epoch(until)),
-            ":ttl": _n(str(self._group_ttl(at))),
-        }
-        previous_failure = (previous or {}).get("last_failure")
-        if previous_failure is None:
-            condition = "attribute_not_exists(#last)"
-        else:
-            condition = "#last = :previous"
-            values[":previous"] = previous_failure
         update = {
             "TableName": self._table,
             "Key": self._key(GROUP_PREFIX + group),
-            "UpdateExpression": (
-                "SET #group = :group, #last = :at, #failures = :failures, #until = :until, #ttl = :ttl"
-            ),
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
+            **_failure_update(group, at, failures, until, previous, self._group_ttl(at)),
         }
         what = f"record capacity failure of {group}"
         if lease is not None:
             try:
-                self._transact(lease, [{"Update": update}], what)
+                self._fence.transact(lease, [{"Update": update}], what)
             except _ConditionFailed:
                 return False
             return True
@@ -502,37 +545,98 @@ class DynamoDbStateStore:
             raise scaler_error(exc, ActionError, what, throttled=ActionError) from exc
         return True
 
-    def _backoff_seconds(self, failures: int) -> int:
-        initial, ceiling = self._policy.backoff_initial_seconds, self._policy.backoff_max_seconds
-        # Capping the exponent keeps the arithmetic small after hundreds of failures.
-        return min(initial * 2 ** min(failures - 1, 32), ceiling)
-
     def _group_ttl(self, at: datetime) -> int:
         return _ttl(at + timedelta(seconds=self._policy.backoff_reset_seconds) + GROUP_TTL_MARGIN)
-
-    def _drain_item(self, intent: DrainIntent) -> dict[str, Any]:
-        return {
-            **self._key(DRAIN_PREFIX + intent.group),
-            "group": _s(intent.group),
-            "nodes": {"L": [_s(node) for node in intent.nodes]},
-            "requested_at": _n(_epoch(intent.requested_at)),
-            "expires_at": _n(_epoch(intent.expires_at)),
-            "grace_seconds": _n(str(intent.grace_seconds)),
-            "force": {"BOOL": intent.force},
-            "requested_by": _s(intent.requested_by),
-            TTL: _n(str(_ttl(intent.expires_at + DRAIN_TTL_MARGIN))),
-        }
-
-    def _held_by(self, exc: BaseException) -> str:
-        item = getattr(exc, "response", {}).get("Item") or {}
-        holder = item.get("owner", {}).get("S", "another run")
-        expires = item.get("expires_at", {}).get("N")
-        until = f" until {_from_epoch(expires).isoformat()}" if expires else ""
-        return f"the lease of {self._cluster} is held by {holder}{until}"
 
 
 class _ConditionFailed(ScalerError):
     """A write's own condition (not the lease's) failed inside a transaction."""
+
+
+def _drain_item(key: Mapping[str, Any], intent: DrainIntent) -> dict[str, Any]:
+    return {
+        **key,
+        "group": _s(intent.group),
+        "nodes": {"L": [_s(node) for node in intent.nodes]},
+        "requested_at": _n(_epoch(intent.requested_at)),
+        "expires_at": _n(_epoch(intent.expires_at)),
+        "grace_seconds": _n(str(intent.grace_seconds)),
+        "force": {"BOOL": intent.force},
+        "requested_by": _s(intent.requested_by),
+        "revision": _n(str(intent.revision)),
+        TTL: _n(str(_ttl(intent.expires_at + DRAIN_TTL_MARGIN))),
+    }
+
+
+def _failure_update(
+    group: str, at: datetime, failures: int, until: datetime, previous: Mapping[str, Any] | None, ttl: int
+) -> dict[str, Any]:
+    """The update of a GROUP item for one more failure, conditional on the failure read before."""
+    values = {
+        ":group": _s(group),
+        ":at": _n(_epoch(at)),
+        ":failures": _n(str(failures)),
+        ":until": _n(_epoch(until)),
+        ":ttl": _n(str(ttl)),
+    }
+    previous_failure = (previous or {}).get("last_failure")
+    if previous_failure is None:
+        condition = "attribute_not_exists(#last)"
+    else:
+        condition = "#last = :previous"
+        values[":previous"] = previous_failure
+    return {
+        "UpdateExpression": (
+            "SET #group = :group, #last = :at, #failures = :failures, #until = :until, #ttl = :ttl"
+        ),
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": {
+            "#group": "group",
+            "#last": "last_failure",
+            "#failures": "failures",
+            "#until": "backoff_until",
+            "#ttl": TTL,
+        },
+        "ExpressionAttributeValues": values,
+    }
+
+
+def _ours(lease: Lease) -> dict[str, Any]:
+    """The condition that the LEASE item is still `lease`'s: owner and fencing token unchanged."""
+    return {
+        "ConditionExpression": "#owner = :owner AND #fence = :fence",
+        "ExpressionAttributeNames": {"#owner": "owner", "#fence": "fence"},
+        "ExpressionAttributeValues": {":owner": _s(lease.owner), ":fence": _n(str(lease.fencing_token))},
+    }
+
+
+def _held_by(exc: BaseException, cluster: str) -> str:
+    item = getattr(exc, "response", {}).get("Item") or {}
+    holder = item.get("owner", {}).get("S", "another run")
+    expires = item.get("expires_at", {}).get("N")
+    until = f" until {_from_epoch(expires).isoformat()}" if expires else ""
+    return f"the lease of {cluster} is held by {holder}{until}"
+
+
+def _revision_condition(revision: int, *, missing_ok: bool = False) -> dict[str, Any]:
+    """The condition of a drain intent write: the stored item is still at `revision`.
+
+    Revision 0 means none was read: no item, or one stored before revisions existed (replaced once).
+    """
+    names = {"#pk": PK, "#revision": "revision"}
+    if revision == 0:
+        condition = "attribute_not_exists(#pk) OR attribute_not_exists(#revision)"
+        return {"ConditionExpression": condition, "ExpressionAttributeNames": names}
+    condition = "#revision = :revision"
+    if missing_ok:
+        condition = f"attribute_not_exists(#pk) OR {condition}"
+    else:
+        del names["#pk"]
+    return {
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": {":revision": _n(str(revision))},
+    }
 
 
 def _drain_from_item(item: Mapping[str, Any]) -> DrainIntent:
@@ -548,6 +652,7 @@ def _drain_from_item(item: Mapping[str, Any]) -> DrainIntent:
         grace_seconds=int(item.get("grace_seconds", {}).get("N", "300")),
         force=bool(item.get("force", {}).get("BOOL", False)),
         requested_by=item.get("requested_by", {}).get("S", ""),
+        revision=int(item.get("revision", {}).get("N", "0")),
     )
 
 

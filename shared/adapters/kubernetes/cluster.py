@@ -65,14 +65,30 @@ from shared.domain.errors import (
     ScalerError,
     ThrottledError,
 )
-from shared.domain.model import ANNOTATION_CORDONED_AT, DaemonSet, Node, Pod
+from shared.domain.model import ANNOTATION_CORDONED_AT, DaemonSet, Node, Pod, Taint
 from shared.domain.operations import ClusterEvent
+from shared.domain.provisioning import (
+    COSCHEDULING_API_GROUP,
+    COSCHEDULING_API_VERSION,
+    PROVISIONING_API_GROUP,
+    PROVISIONING_API_VERSIONS,
+    VOLCANO_API_GROUP,
+    VOLCANO_API_VERSION,
+    ConditionUpdate,
+    PodGroup,
+    PodTemplate,
+    ProvisioningRequest,
+)
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.formats.kubernetes import (
+    condition_to_json,
     daemonset_from_json,
     namespace_from_json,
     node_from_json,
     pod_from_json,
+    pod_group_from_json,
+    pod_template_from_json,
+    provisioning_request_from_json,
     pv_from_json,
     pvc_from_json,
     storage_class_from_json,
@@ -262,6 +278,25 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def taints_with(taints: list[dict[str, Any]], taint: Taint) -> list[dict[str, Any]] | None:
+    """`taints` (a Node's spec.taints) with `taint` in place of one of the same key and effect, as
+    `kubectl taint --overwrite` edits them; None when it is already there."""
+    effect = str(taint.effect)
+    same = [t for t in taints if t.get("key") == taint.key and t.get("effect") == effect]
+    if len(same) == 1 and (same[0].get("value") or "") == taint.value:
+        return None
+    wanted: dict[str, Any] = {"key": taint.key, "effect": effect}
+    if taint.value:
+        wanted["value"] = taint.value
+    return [*(t for t in taints if t not in same), wanted]
+
+
+def taints_without(taints: list[dict[str, Any]], key: str) -> list[dict[str, Any]] | None:
+    """`taints` without every taint of `key` (`kubectl taint nodes NAME KEY-`); None when none has it."""
+    kept = [t for t in taints if t.get("key") != key]
+    return None if len(kept) == len(taints) else kept
+
+
 def _rfc3339(at: datetime) -> str:
     if at.tzinfo is None:
         raise ValueError("timestamps sent to Kubernetes must be timezone-aware")
@@ -332,6 +367,16 @@ class KubernetesCluster:
         self._pvs = _ListParser("PersistentVolume", pv_from_json)
         self._storage_classes = _ListParser("StorageClass", storage_class_from_json)
         self._namespaces = _ListParser("Namespace", namespace_from_json)
+        self._custom = k8s.CustomObjectsApi(api_client)
+        self._provisioning_requests = _ListParser("ProvisioningRequest", provisioning_request_from_json)
+        self._pod_templates = _ListParser("PodTemplate", pod_template_from_json)
+        self._pod_groups = {
+            api: _ListParser("PodGroup", functools.partial(_pod_group_of, api))
+            for api in (
+                f"{COSCHEDULING_API_GROUP}/{COSCHEDULING_API_VERSION}",
+                f"{VOLCANO_API_GROUP}/{VOLCANO_API_VERSION}",
+            )
+        }
 
     # ------------------------------------------------------------------ reads
 
@@ -364,6 +409,49 @@ class KubernetesCluster:
     def list_namespaces(self) -> Mapping[str, Mapping[str, str]]:
         """The labels of every namespace, by name."""
         return dict(self._list_every("namespaces", self._core.list_namespace, self._namespaces))
+
+    def list_provisioning_requests(self) -> tuple[ProvisioningRequest, ...]:
+        """Every ProvisioningRequest, from v1 or (an older CRD) v1beta1; () when neither is served."""
+        for version in PROVISIONING_API_VERSIONS:
+            found = self._list_custom(
+                PROVISIONING_API_GROUP, version, "provisioningrequests", self._provisioning_requests, None
+            )
+            if found is not None:
+                return found
+        return ()
+
+    def list_pod_templates(self) -> tuple[PodTemplate, ...]:
+        """Every PodTemplate of every namespace."""
+        return self._list_every(
+            "podtemplates", self._core.list_pod_template_for_all_namespaces, self._pod_templates
+        )
+
+    def list_pod_groups(self) -> tuple[PodGroup, ...]:
+        """Every coscheduling and Volcano PodGroup; an API that is not served adds none."""
+        found: list[PodGroup] = []
+        for api, parser in self._pod_groups.items():
+            group, _, version = api.partition("/")
+            found.extend(self._list_custom(group, version, "podgroups", parser) or ())
+        return tuple(found)
+
+    def _list_custom(
+        self,
+        group: str,
+        version: str,
+        plural: str,
+        parser: _ListParser[T],
+        absent: tuple[T, ...] | None = (),
+    ) -> tuple[T, ...] | None:
+        """Every object of a custom resource; `absent` when its API answers 404 (no such CRD)."""
+
+        def call(**kwargs: Any) -> Any:
+            return self._custom.list_cluster_custom_object(group, version, plural, **kwargs)
+
+        try:
+            return self._list_every(f"{plural}.{group}/{version}", call, parser)
+        except _ReadNotFoundError:
+            logger.debug("%s.%s/%s is not served: the CRD is not installed", plural, group, version)
+            return absent
 
     def _list_every(self, what: str, call: Callable[..., Any], parser: _ListParser[T]) -> tuple[T, ...]:
         """All objects of one list call (all namespaces), paged with `continue`."""
@@ -511,6 +599,47 @@ class KubernetesCluster:
         }
         self._patch_node(f"uncordon node {name}", name, patch)
 
+    def taint_node(self, name: str, taint: Taint, *, resource_version: str | None = None) -> None:
+        """Add `taint` as `kubectl taint nodes NAME KEY=VALUE:EFFECT --overwrite` does (see the port)."""
+        what = f"taint node {name} {taint.key}:{taint.effect}"
+        self._edit_taints(what, name, resource_version, lambda taints: taints_with(taints, taint))
+
+    def untaint_node(self, name: str, key: str, *, resource_version: str | None = None) -> None:
+        """Remove the taints with `key` as `kubectl taint nodes NAME KEY-` does (see the port)."""
+        what = f"untaint node {name} {key}"
+        self._edit_taints(what, name, resource_version, lambda taints: taints_without(taints, key))
+
+    def _edit_taints(
+        self,
+        what: str,
+        name: str,
+        resource_version: str | None,
+        edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None],
+    ) -> None:
+        # kubectl taint reads the node, edits the list and sends it whole (spec.taints has no merge
+        # key, so a strategic merge replaces it like a JSON merge patch does); the read's
+        # resourceVersion in the patch makes a concurrent edit a 409 instead of a lost update. The raw
+        # list is kept, so fields the domain model drops (timeAdded of NoExecute taints) survive.
+        body = self._call(
+            what,
+            lambda: _body(self._core.read_node(name, _preload_content=False, _request_timeout=self._timeout)),
+            failure=ClusterActionError,
+        )
+        document = self._decode(body, what)
+        metadata = document.get("metadata") or {}
+        current = str(metadata.get("resourceVersion") or "")
+        if resource_version and current != resource_version:
+            raise ConflictError(
+                f"{what}: the node changed since it was read ({resource_version}, now {current})"
+            )
+        taints = edit([dict(t) for t in (document.get("spec") or {}).get("taints") or ()])
+        if taints is None:
+            return  # already as wanted
+        patch: dict[str, Any] = {"spec": {"taints": taints}}
+        if current:
+            patch["metadata"] = {"resourceVersion": current}
+        self._patch_node(what, name, patch)
+
     def _patch_node(self, what: str, name: str, patch: dict[str, Any]) -> None:
         # Without _content_type, kubernetes 37.0.1 sends a dict body as a strategic merge patch; a
         # JSON merge patch (RFC 7386) says exactly what we mean, null deletes included.
@@ -519,6 +648,33 @@ class KubernetesCluster:
             lambda: _body(
                 self._core.patch_node(
                     name,
+                    patch,
+                    _content_type=MERGE_PATCH,
+                    _preload_content=False,
+                    _request_timeout=self._timeout,
+                )
+            ),
+            failure=ClusterActionError,
+        )
+
+    def set_provisioning_request_conditions(self, update: ConditionUpdate) -> None:
+        """Merge-patch `status.conditions` through the status subresource, the uid as precondition."""
+        # A JSON merge patch replaces the whole list, which the update carries whole (the conditions
+        # of other writers included, as read). The uid makes a re-created request a 409.
+        metadata = {"uid": update.uid} if update.uid else {}
+        patch = {
+            "metadata": metadata,
+            "status": {"conditions": [condition_to_json(c) for c in update.conditions]},
+        }
+        self._call(
+            f"set conditions of provisioning request {update.key}",
+            lambda: _body(
+                self._custom.patch_namespaced_custom_object_status(
+                    PROVISIONING_API_GROUP,
+                    update.version,
+                    update.namespace,
+                    "provisioningrequests",
+                    update.name,
                     patch,
                     _content_type=MERGE_PATCH,
                     _preload_content=False,
@@ -713,6 +869,11 @@ class KubernetesCluster:
         if status == 410 and not writing:
             return _ListExpiredError(message)
         return failure(message)
+
+
+def _pod_group_of(api_version: str, obj: Mapping[str, Any]) -> PodGroup:
+    """A PodGroup listed from `api_version` (a list item may leave its apiVersion out)."""
+    return pod_group_from_json(obj if obj.get("apiVersion") else {**obj, "apiVersion": api_version})
 
 
 def cluster_from_config(

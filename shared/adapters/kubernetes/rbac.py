@@ -18,6 +18,7 @@ from shared.constants import SERVICE_NAME
 
 RBAC_API_GROUP = "rbac.authorization.k8s.io"
 CORE_GROUP = ""
+PROVISIONING_GROUP = "autoscaling.x-k8s.io"  # cluster-autoscaler's ProvisioningRequest API
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,21 +32,30 @@ class Permission:
 
 
 # Sorted by group, resource, verb. Not granted, because nothing calls it: watch (every read is a paged
-# list or one get), get of a pod, update (PUT), deletecollection, events.k8s.io (the adapter writes
-# core/v1 Events and never patches one).
+# list or one get), get of a pod, update (PUT; the ProvisioningRequest status is merge-patched, so
+# neither update nor get of provisioningrequests/status is needed), deletecollection, events.k8s.io
+# (the adapter writes core/v1 Events and never patches one). The custom resources' lists answer 404
+# when their CRD is not installed; the adapter then reads none.
 PERMISSIONS: tuple[Permission, ...] = (
     Permission(CORE_GROUP, "events", "create", ("record_events",)),
     Permission(CORE_GROUP, "namespaces", "list", ("list_namespaces",)),
     Permission(CORE_GROUP, "nodes", "delete", ("delete_node",)),
-    Permission(CORE_GROUP, "nodes", "get", ("get_node",)),
+    Permission(CORE_GROUP, "nodes", "get", ("get_node", "taint_node", "untaint_node")),
     Permission(CORE_GROUP, "nodes", "list", ("list_nodes",)),
-    Permission(CORE_GROUP, "nodes", "patch", ("cordon", "uncordon")),
+    Permission(CORE_GROUP, "nodes", "patch", ("cordon", "uncordon", "taint_node", "untaint_node")),
     Permission(CORE_GROUP, "persistentvolumeclaims", "list", ("list_persistent_volume_claims",)),
     Permission(CORE_GROUP, "persistentvolumes", "list", ("list_persistent_volumes",)),
     Permission(CORE_GROUP, "pods", "delete", ("delete_pod",)),  # forced drains, past PodDisruptionBudgets
     Permission(CORE_GROUP, "pods", "list", ("list_pods", "list_pods_on_node")),
     Permission(CORE_GROUP, "pods/eviction", "create", ("evict",)),
+    Permission(CORE_GROUP, "podtemplates", "list", ("list_pod_templates",)),  # ProvisioningRequests' pods
     Permission("apps", "daemonsets", "list", ("list_daemonsets",)),
+    Permission(PROVISIONING_GROUP, "provisioningrequests", "list", ("list_provisioning_requests",)),
+    Permission(
+        PROVISIONING_GROUP, "provisioningrequests/status", "patch", ("set_provisioning_request_conditions",)
+    ),
+    Permission("scheduling.volcano.sh", "podgroups", "list", ("list_pod_groups",)),
+    Permission("scheduling.x-k8s.io", "podgroups", "list", ("list_pod_groups",)),
     Permission("storage.k8s.io", "storageclasses", "list", ("list_storage_classes",)),
 )
 

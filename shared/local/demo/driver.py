@@ -11,7 +11,9 @@ Set-up (what `cdk deploy` and the cluster would provide):
 
 Then simulated time runs in steps of `step_seconds`. Each step, in this order:
 1. jobs due are submitted: their pods are created and each creation is POSTed to the webhook as a
-   signed AdmissionReview (the webhook enqueues a wake-up on the SQS FIFO queue);
+   signed AdmissionReview (the webhook enqueues a wake-up on the SQS FIFO queue); a Kueue-like queue
+   (`queue.py`) creates the ProvisioningRequests that are due, and the pods of those the scaler
+   answered Provisioned;
 2. the world advances (`world.py`): instances boot into Nodes, GPUs get advertised, jobs finish, the
    scheduler binds what fits and marks the rest Unschedulable, short groups fail launches;
 3. each "EC2 Instance Launch Unsuccessful" event goes to the aws_events handler;
@@ -51,6 +53,7 @@ from shared.domain.errors import InputError
 from shared.local.demo.aws import FAKE_CREDENTIALS, CapacityShortage, DemoResources, MotoServer, provision
 from shared.local.demo.functions import Functions
 from shared.local.demo.lambda_events import scheduled_event, sqs_event
+from shared.local.demo.queue import DemoQueue, QueueKube
 from shared.local.demo.report import DemoReport, build_report, summary_lines, write_plot
 from shared.local.demo.scenario import DemoJob, Scenario
 from shared.local.demo.timeline import SOURCE_WIDTH, Console, decision_line, line, offset
@@ -131,8 +134,9 @@ def run_demo(options: DemoOptions) -> DemoOutcome:
         )
         stack.callback(functions.close)
         world = World(kube, config, scenario)
+        queue = DemoQueue(cast(QueueKube, kube), world, functions.admit, scenario.requests)
         _print_header(console, scenario, config, endpoint, kube_url, options.speed)
-        run = _Run(options, console, clock, world, functions, resources, config)
+        run = _Run(options, console, clock, world, functions, resources, config, queue)
         run.until_done()
         wall = time.perf_counter() - wall_started
         report = _finish(options, console, run, config, world, functions, (clock.now(), wall))
@@ -163,6 +167,7 @@ def _finish(
         invocations=functions.invocations,
         wall_seconds=wall,
         speed=options.speed,
+        requests={q.request.name: (q.state, q.answer) for q in run.queue.jobs} if run.queue else None,
     )
     for text in summary_lines(report):
         console.print(text)
@@ -202,8 +207,10 @@ class _Run:
         functions: Functions,
         resources: DemoResources,
         config: ScalerConfig,
+        queue: DemoQueue | None = None,
     ) -> None:
         self._options = options
+        self.queue = queue
         self._timings = options.scenario.timings
         self._console = console
         self._clock = clock
@@ -228,7 +235,13 @@ class _Run:
         now = self.start
         while True:
             self._step(now)
-            if self._next_job == len(self._jobs) and self._world.all_done() and self._world.drained():
+            queued = self.queue is None or self.queue.done()
+            if (
+                self._next_job == len(self._jobs)
+                and queued
+                and self._world.all_done()
+                and self._world.drained()
+            ):
                 break
             if self._clock.now() >= end:
                 limit = self._timings.end_after_seconds
@@ -244,6 +257,8 @@ class _Run:
         self._clock.advance_to(now)
         report = StepReport()
         self._submit_due(now, report)
+        if self.queue is not None:
+            self.queue.step(now, report)  # a Kueue-like queue: ProvisioningRequests, then pods
         self._world.step(now, report)
         self._show(report)
         for event in report.launch_failures:

@@ -133,25 +133,38 @@ def webhook_event(path: str, body: str, headers: Mapping[str, str], now: datetim
     }
 
 
+# Who creates what in the demo: the Job controller its pods, Kueue its ProvisioningRequests.
+_CREATORS = {
+    "Pod": ("pods", "system:serviceaccount:kube-system:job-controller"),
+    "ProvisioningRequest": (
+        "provisioningrequests",
+        "system:serviceaccount:kueue-system:kueue-controller-manager",
+    ),
+}
+
+
 def admission_review(pod: Mapping[str, Any]) -> str:
-    """The AdmissionReview (v1) body the API server sends for the CREATE of `pod`, as JSON text."""
+    """The AdmissionReview (v1) body the API server sends for the CREATE of `pod` (or of another
+    object the webhook's rules name, such as a ProvisioningRequest), as JSON text."""
     meta = pod.get("metadata") or {}
+    kind = str(pod.get("kind") or "Pod")
+    group, _, version = str(pod.get("apiVersion") or "v1").rpartition("/")
+    resource, username = _CREATORS[kind]
+    gvk = {"group": group, "version": version, "kind": kind}
+    gvr = {"group": group, "version": version, "resource": resource}
     review = {
         "kind": "AdmissionReview",
         "apiVersion": "admission.k8s.io/v1",
         "request": {
             "uid": str(uuid.uuid4()),
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "kind": gvk,
+            "resource": gvr,
+            "requestKind": gvk,
+            "requestResource": gvr,
             "name": meta.get("name", ""),
             "namespace": meta.get("namespace", "default"),
             "operation": "CREATE",
-            "userInfo": {
-                "username": "system:serviceaccount:kube-system:job-controller",
-                "groups": ["system:serviceaccounts"],
-            },
+            "userInfo": {"username": username, "groups": ["system:serviceaccounts"]},
             "object": dict(pod),
             "oldObject": None,
             "dryRun": False,

@@ -14,10 +14,11 @@ report.json (times in seconds, GPU-hours rounded to 0.01):
     wait_seconds: {p50, p95, max}      nearest-rank percentiles over the jobs that started
     gpu_hours: {provisioned, used, utilisation}, cost
     scale: {scale_ups, nodes_requested, desired_set_back, cordons, uncordons, terminations,
-            terminations_skipped, nodes_deleted}
+            terminations_skipped, nodes_deleted, marks, unmarks}   marks: attrition taints put on / lifted
     capacity: {launch_failures, backoffs, backoffs_already_running}
     safety: {instances_terminated, busy_terminations[]}
     groups: {name: {nodes_launched, peak_instances, gpu_hours_provisioned, gpu_hours_used, cost, jobs}}
+    provisioning_requests: {name: {state, answer}}   admitted or rejected, and the deciding condition
     invocations: {"<function>/<trigger>": count}, invocation_errors[], mean_invocation_ms
     simulated_seconds, wall_seconds, speed
 """
@@ -25,7 +26,7 @@ report.json (times in seconds, GPU-hours rounded to 0.01):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -84,6 +85,10 @@ class DemoReport:
     wall_seconds: float
     speed: float
     failures: list[str] = field(default_factory=list)
+    # ProvisioningRequests of the queue: name -> (state, the condition that decided it)
+    requests: dict[str, tuple[str, str]] = field(default_factory=dict)
+    marks: int = 0  # consolidation by attrition: taints put on
+    unmarks: int = 0  # and lifted
 
     @property
     def passed(self) -> bool:
@@ -124,6 +129,8 @@ class DemoReport:
                 "terminations": self.terminations,
                 "terminations_skipped": self.terminations_skipped,
                 "nodes_deleted": self.nodes_deleted,
+                "marks": self.marks,
+                "unmarks": self.unmarks,
             },
             "capacity": {
                 "launch_failures": self.launch_failures,
@@ -145,6 +152,9 @@ class DemoReport:
                 }
                 for name, g in self.groups.items()
             },
+            "provisioning_requests": {
+                name: {"state": state, "answer": answer} for name, (state, answer) in self.requests.items()
+            },
             "invocations": dict(self.invocations),
             "invocation_errors": list(self.invocation_errors),
             "mean_invocation_ms": round(self.mean_invocation_ms, 1),
@@ -165,8 +175,12 @@ def build_report(
     invocations: Invocations,
     wall_seconds: float,
     speed: float,
+    requests: Mapping[str, tuple[str, str]] | None = None,
 ) -> DemoReport:
-    """The figures of one run, and whether it passed."""
+    """The figures of one run, and whether it passed. `requests`: the queue's ProvisioningRequests
+    (name -> state, answer); the jobs of those admitted count as jobs of the scenario."""
+    requests = dict(requests or {})
+    admitted = sum(1 for state, _ in requests.values() if state == "admitted")
     prices = {g.name: g.price_per_hour or 0.0 for g in config.node_groups}
     groups = {name: GroupFigures() for name in world.group_names}
     for instance in world.instances.values():
@@ -203,10 +217,10 @@ def build_report(
     calls = invocations.calls
     report = DemoReport(
         scenario=scenario.name,
-        jobs=len(scenario.jobs),
+        jobs=len(scenario.jobs) + admitted,
         jobs_ran=sum(1 for r in runs if r.finished_at is not None and not r.lost),
         jobs_lost=sum(1 for r in runs if r.lost),
-        jobs_never_started=len(scenario.jobs) - sum(1 for r in runs if r.started_at is not None),
+        jobs_never_started=len(scenario.jobs) + admitted - sum(1 for r in runs if r.started_at is not None),
         waits=waits,
         gpu_hours_provisioned=sum(g.gpu_hours_provisioned for g in groups.values()),
         gpu_hours_used=used,
@@ -219,6 +233,8 @@ def build_report(
         terminations=done[(ActionKind.TERMINATE, ActionStatus.DONE)],
         terminations_skipped=done[(ActionKind.TERMINATE, ActionStatus.SKIPPED)],
         nodes_deleted=done[(ActionKind.DELETE_NODE, ActionStatus.DONE)],
+        marks=done[(ActionKind.MARK, ActionStatus.DONE)],
+        unmarks=done[(ActionKind.UNMARK, ActionStatus.DONE)],
         launch_failures=sum(world.launch_failures_emitted.values()),
         backoffs=done[(ActionKind.BACKOFF, ActionStatus.DONE)],
         backoffs_already_running=done[(ActionKind.BACKOFF, ActionStatus.SKIPPED)],
@@ -234,6 +250,7 @@ def build_report(
         wall_seconds=wall_seconds,
         speed=speed,
     )
+    report.requests = requests
     report.failures = _failures(report)
     return report
 
@@ -251,6 +268,11 @@ def _failures(report: DemoReport) -> list[str]:
         )
     if report.invocation_errors:
         out.append(f"{len(report.invocation_errors)} function invocation(s) failed")
+    unanswered = sorted(
+        name for name, (state, _) in report.requests.items() if state not in ("admitted", "rejected")
+    )
+    if unanswered:
+        out.append(f"{len(unanswered)} provisioning request(s) never answered: {', '.join(unanswered)}")
     return out
 
 
@@ -290,6 +312,11 @@ def summary_lines(report: DemoReport) -> list[str]:
             f"({report.terminations_skipped} skipped on re-validation)",
         ),
         (
+            "attrition marks",
+            f"{report.marks} put on, {report.unmarks} lifted (new pods steered off the nodes cheapest to "
+            "empty; nothing evicted)",
+        ),
+        (
             "capacity failures handled",
             f"{report.launch_failures} launch failure event(s) -> {report.backoffs} backoff(s) "
             f"(+{report.backoffs_already_running} inside a running backoff)",
@@ -302,6 +329,15 @@ def summary_lines(report: DemoReport) -> list[str]:
                 f"{g.nodes_launched} nodes launched (peak {g.peak_instances}), {g.jobs} jobs, "
                 f"{g.gpu_hours_provisioned:.2f} GPU-h provisioned / {g.gpu_hours_used:.2f} used, "
                 f"${g.cost:,.2f}",
+            )
+        )
+    if report.requests:
+        states = Counter(state for state, _ in report.requests.values())
+        rows.append(
+            (
+                "provisioning requests",
+                ", ".join(f"{count} {state}" for state, count in sorted(states.items()))
+                + " (Kueue-style: capacity first, then the pods)",
             )
         )
     busy = len(report.busy_terminations)
@@ -339,4 +375,5 @@ def write_plot(path: Path, samples: Sequence[Sample], groups: Sequence[str], *, 
         series.pending.append(sample.pending_gpus)
         series.provisioned.append([sample.provisioned[g] for g in groups])
         series.busy.append([sample.busy[g] for g in groups])
+        series.idle.append(sample.idle)
     plot_series(path, series, title=title)

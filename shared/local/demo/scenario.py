@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.domain.provisioning import BEST_EFFORT_ATOMIC_CLASS
 from shared.domain.resources import GPU
 
 CLUSTER_NAME = "demo"
@@ -35,6 +36,7 @@ class DemoJob:
     gpus: int  # per pod
     pods: int = 1
     selector: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)  # on every pod of the job
 
     @property
     def total_gpus(self) -> int:
@@ -43,6 +45,19 @@ class DemoJob:
     @property
     def gang(self) -> bool:
         return self.pods > 1
+
+
+@dataclass(frozen=True, slots=True)
+class DemoRequest:
+    """A job a Kueue-like queue admits through a ProvisioningRequest: it asks for the capacity of all
+    its pods first (`class_name`), and creates them only once the request is Provisioned."""
+
+    job: DemoJob
+    class_name: str = BEST_EFFORT_ATOMIC_CLASS
+
+    @property
+    def name(self) -> str:
+        return f"{self.job.name}-prov"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,13 +80,14 @@ class Scenario:
     config: Mapping[str, Any]  # the scaler config document (what SCALER_CONFIG holds)
     timings: WorldTimings
     jobs: tuple[DemoJob, ...]
+    requests: tuple[DemoRequest, ...] = ()  # jobs admitted through ProvisioningRequests
     asg_max_size: int = 6
     cpu_per_gpu: str = "7"  # what each pod asks per GPU besides the GPU itself
     memory_per_gpu: str = "56Gi"
 
     @property
     def last_submit(self) -> int:
-        return max((job.submit for job in self.jobs), default=0)
+        return max((job.submit for job in (*self.jobs, *(r.job for r in self.requests))), default=0)
 
 
 def _config(*, max_size: int) -> dict[str, Any]:
@@ -137,7 +153,7 @@ def default_scenario() -> Scenario:
         *_burst("pretrain-8gpu", 570, 3, 8, 300),
     ]
     timings = WorldTimings(capacity={f"{CLUSTER_NAME}-v100": 2})
-    return Scenario("default", _config(max_size=8), timings, tuple(jobs))
+    return Scenario("default", _config(max_size=8), timings, tuple(jobs), _requests(max_size=8, at=240))
 
 
 def quick_scenario() -> Scenario:
@@ -150,7 +166,17 @@ def quick_scenario() -> Scenario:
         DemoJob("a100-only-2gpu", 30, 120, 2, selector={"gpu": "a100"}),
     ]
     timings = WorldTimings(capacity={f"{CLUSTER_NAME}-v100": 1}, end_after_seconds=1800)
-    return Scenario("quick", _config(max_size=4), timings, tuple(jobs))
+    return Scenario("quick", _config(max_size=4), timings, tuple(jobs), _requests(max_size=4, at=0))
+
+
+def _requests(*, max_size: int, at: int) -> tuple[DemoRequest, ...]:
+    """A Kueue-style 2 x 8-GPU job on a100, provisioned atomically and then consumed, and one that
+    asks for more a100 nodes than the group may ever have: answered Failed, nothing bought."""
+    a100 = {"gpu": "a100"}
+    return (
+        DemoRequest(DemoJob("kueue-llm-2x8", at, 180, 8, pods=2, selector=a100)),
+        DemoRequest(DemoJob("kueue-too-big", at, 180, 8, pods=max_size + 2, selector=a100)),
+    )
 
 
 SCENARIOS = {"default": default_scenario, "quick": quick_scenario}

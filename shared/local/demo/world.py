@@ -2,18 +2,22 @@
 
 Everything happens through the same surfaces as in production: the instances are moto's (launched
 when the scaler raises desired capacity), the Nodes and Pods live in the fake Kubernetes API server
-(which the scaler's real client reads over HTTP). One `step(now)`:
+(which the scaler's real client reads over HTTP). The rules are the simulated world's
+(`shared.local.sim.world`: boot model, scheduler, job lifecycle, EC2 capacity), the same the replay
+runs; this module is their surface over moto and the fake API server. One `step(now)`:
 
 1. Instances. Reads the groups (DescribeAutoScalingGroups). A new instance boots; one that left the
    group was terminated: the world records whether its node still ran a job (a busy termination is
    what the scaler must never do), then removes the Node if the scaler has not.
-2. Kubelets. `boot_seconds` after launch the instance registers its Node (providerID
+2. Kubelets. `boot_seconds` after launch (`BootModel`) the instance registers its Node (providerID
    `aws:///<az>/<instance-id>`, the group's labels and taints, Ready) with a DaemonSet pod (the NVIDIA
    device plugin); `gpu_delay_seconds` later the plugin advertises `nvidia.com/gpu`.
 3. Jobs. Running pods whose duration is over succeed (phase Succeeded).
-4. Scheduler. Pending pods, oldest job first, are bound first-fit to Ready, schedulable nodes with
-   room whose labels and taints they accept; a gang's pods all at once or none. Pods that do not fit
-   get `PodScheduled=False, reason=Unschedulable`, the backlog the scaler reads.
+4. Scheduler. Pending pods, oldest job first, are bound by the simulated kube-scheduler that
+   `simulate` uses too (shared.local.sim.scheduler: the planner's filters for feasibility, the
+   default profile's NodeResourcesFit and TaintToleration scores to choose among Ready nodes); a
+   gang's pods all at once or none. Pods that do not fit get `PodScheduled=False,
+   reason=Unschedulable`, the backlog the scaler reads.
 5. EC2. A capped group whose desired capacity is above its instances is retrying launches that fail:
    every `launch_retry_seconds` the world emits "EC2 Instance Launch Unsuccessful".
 
@@ -23,6 +27,7 @@ and the planner read the same objects the same way.
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +42,9 @@ from shared.domain.resources import CPU, GPU, PODS, Resources
 from shared.formats.kubernetes import node_from_json, pod_from_json
 from shared.local.demo.lambda_events import launch_unsuccessful
 from shared.local.demo.scenario import DemoJob, Scenario
+from shared.local.sim.scheduler import DEFAULT_SCORING, NodeClass, PodRequest, Scheduler, Scoring, Slot
+from shared.local.sim.world import BootModel, job_done
+from shared.planner.attrition import ATTRITION_TAINT_KEY
 from shared.planner.eks import node_allocatable
 
 Json = dict[str, Any]
@@ -171,6 +179,7 @@ class Sample:
     pending_gpus: int
     provisioned: Mapping[str, int]  # group -> GPUs of live instances (booting included)
     busy: Mapping[str, int]  # group -> GPUs of running pods
+    idle: tuple[int, int, int, int] = (0, 0, 0, 0)  # idle GPUs: booting, empty, fragmented, held by marks
 
 
 def group_shapes(config: ScalerConfig) -> dict[str, GroupShape]:
@@ -211,7 +220,9 @@ def _shape(group: NodeGroupConfig, allocatable: Resources, architecture: str) ->
 class World:
     """The simulated cluster and EC2 around the scaler; `step(now)` advances it."""
 
-    def __init__(self, kube: KubeApi, config: ScalerConfig, scenario: Scenario) -> None:
+    def __init__(
+        self, kube: KubeApi, config: ScalerConfig, scenario: Scenario, scoring: Scoring = DEFAULT_SCORING
+    ) -> None:
         self._kube = kube
         self._config = config
         self._scenario = scenario
@@ -229,6 +240,7 @@ class World:
         self.launch_failures_emitted: dict[str, int] = {}
         self._last_failure_event: dict[str, datetime] = {}
         self._gang_label = config.policy.gang_label
+        self.scoring = scoring
 
     # ------------------------------------------------------------------ the workload
 
@@ -272,6 +284,7 @@ class World:
                 "name": name,
                 "namespace": NAMESPACE,
                 "labels": labels,
+                **({"annotations": dict(job.annotations)} if job.annotations else {}),
                 "creationTimestamp": timestamp(now),
                 "ownerReferences": [
                     {
@@ -285,6 +298,17 @@ class World:
             },
             "spec": spec,
             "status": {"phase": "Pending"},
+        }
+
+    def pod_template(self, job: DemoJob, name: str, now: datetime) -> Json:
+        """A core/v1 PodTemplate of the job's pods (what a queue puts in a ProvisioningRequest)."""
+        pod = self._job_pod(job, job.name, now)
+        meta = pod["metadata"]
+        return {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "template": {"metadata": {"labels": meta["labels"]}, "spec": pod["spec"]},
         }
 
     # ------------------------------------------------------------------ one step
@@ -385,19 +409,18 @@ class World:
                 run.lost = True
 
     def _boot(self, now: datetime, report: StepReport) -> None:
-        boot = timedelta(seconds=self._timings.boot_seconds)
-        gpu_delay = timedelta(seconds=self._timings.gpu_delay_seconds)
+        model = BootModel(self._timings.boot_seconds, self._timings.gpu_delay_seconds)
         registered: dict[str, list[str]] = {}
         advertised: dict[str, list[str]] = {}
         for instance in self.instances.values():
             if instance.terminated_at is not None:
                 continue
             if instance.registered_at is None:
-                if now - instance.launched_at >= boot:
+                if model.registered(instance.launched_at, now):
                     self._register(instance, now)
                     registered.setdefault(instance.group.name, []).append(instance.node_name)
                 continue
-            if instance.gpus_at is None and now - instance.registered_at >= gpu_delay:
+            if instance.gpus_at is None and model.advertised(instance.registered_at, now):
                 self._advertise_gpus(instance, now)
                 advertised.setdefault(instance.group.name, []).append(instance.node_name)
         for group, names in registered.items():
@@ -467,7 +490,7 @@ class World:
         for run in self.jobs.values():
             if run.started_at is None or run.finished_at is not None:
                 continue
-            if now - run.started_at < timedelta(seconds=run.job.duration):
+            if not job_done(run.started_at, run.job.duration, now):
                 continue
             for name in run.pods:
                 self._kube.update_pod(NAMESPACE, name, _succeed(now))
@@ -493,10 +516,14 @@ class World:
                     free[pod.node_name] = free[pod.node_name] - pod.requests
                 continue
             units.setdefault(pod.labels.get(self._gang_label) or pod.key, []).append(pod)
-        schedulable = [node for node in nodes if node.ready and not node.unschedulable]
+        scheduler = _scheduler(self.scoring, [n for n in nodes if n.ready], free, units.values(), now)
+        by_name = {node.name: node for node in nodes}
         started: list[JobRun] = []
         for pods in sorted(units.values(), key=lambda unit: min((p.created_at or now, p.key) for p in unit)):
-            placement = _place(pods, schedulable, free)
+            slots = scheduler.place(
+                [PodRequest(p.scheduling, _vector(p.requests, scheduler.dims)) for p in pods]
+            )
+            placement = None if slots is None else [by_name[slot.name] for slot in slots]
             if placement is None:
                 for pod in pods:
                     if not pod.unschedulable:
@@ -576,6 +603,7 @@ class World:
                 provisioned[instance.group.name] += instance.group.gpus
         node_group = {i.node_name: i.group.name for i in self.instances.values() if i.terminated_at is None}
         busy = {name: 0 for name in self._shapes}
+        on_node: Counter[str] = Counter()
         pending = 0
         for run in self.jobs.values():
             if run.finished_at is not None:
@@ -587,7 +615,30 @@ class World:
                 group = node_group.get(node)
                 if group is not None:
                     busy[group] += run.job.gpus
-        return Sample(now, pending, provisioned, busy)
+                    on_node[node] += run.job.gpus
+        return Sample(now, pending, provisioned, busy, self._idle(on_node))
+
+    def _idle(self, on_node: Mapping[str, int]) -> tuple[int, int, int, int]:
+        """Idle GPUs by cause, as the replay counts them (engine.BOOTING, EMPTY, FRAGMENTED, HELD)."""
+        marked = {
+            n["metadata"]["name"]
+            for n in self._kube.nodes()
+            if any(t.get("key") == ATTRITION_TAINT_KEY for t in (n.get("spec") or {}).get("taints") or ())
+        }
+        idle = [0, 0, 0, 0]
+        for instance in self.instances.values():
+            if instance.terminated_at is not None:
+                continue
+            gpus = instance.group.gpus
+            used = on_node.get(instance.node_name, 0)
+            if instance.gpus_at is None:
+                idle[0] += gpus
+            elif not used:
+                idle[1] += gpus
+            else:
+                idle[3 if instance.node_name in marked else 2] += gpus - used
+        booting, empty, fragmented, held = idle
+        return (booting, empty, fragmented, held)
 
     @property
     def group_names(self) -> tuple[str, ...]:
@@ -602,29 +653,38 @@ class World:
         return not live and not any(self.desired.values())
 
 
-def _place(pods: Sequence[Pod], nodes: Sequence[Node], free: Mapping[str, Resources]) -> list[Node] | None:
-    """First fit of every pod, all or nothing: the chosen node per pod, or None."""
-    room = dict(free)
-    chosen: list[Node] = []
-    for pod in pods:
-        for node in nodes:
-            if not pod.scheduling.admits(node.labels, node.taints):
-                continue
-            if not pod.requests.fits_in(room[node.name]):
-                continue
-            room[node.name] = room[node.name] - pod.requests
-            chosen.append(node)
-            break
-        else:
-            return None
-    return chosen
+def _vector(resources: Resources, dims: tuple[str, ...]) -> tuple[int, ...]:
+    return tuple(resources.get(name) for name in dims)
+
+
+def _scheduler(
+    scoring: Scoring,
+    nodes: Sequence[Node],
+    free: Mapping[str, Resources],
+    units: Iterable[list[Pod]],
+    now: datetime,
+) -> Scheduler:
+    """The simulated scheduler over the Ready nodes as they are now (their free room after bound pods)."""
+    names = {PODS} | {n for node in nodes for n, _ in node.allocatable.items}
+    names |= {n for unit in units for pod in unit for n, _ in pod.requests.items}
+    scheduler = Scheduler(tuple(sorted(names)), scoring)
+    for node in nodes:
+        created = int((node.created_at or now).timestamp())
+        scheduler.add(
+            Slot(
+                node.name,
+                (created, node.name),
+                NodeClass(node.labels, node.taints, node.unschedulable),
+                _vector(node.allocatable, scheduler.dims),
+                list(_vector(free[node.name], scheduler.dims)),
+            )
+        )
+    return scheduler
 
 
 def _counts_for_busy(pod: Json) -> bool:
-    """A live pod that is not a DaemonSet pod: its node is busy."""
-    phase = (pod.get("status") or {}).get("phase")
-    owners = (pod.get("metadata") or {}).get("ownerReferences") or ()
-    return phase not in ("Succeeded", "Failed") and not any(o.get("kind") == "DaemonSet" for o in owners)
+    """A pod that keeps its node busy, by the scaler's own rule (no priority cutoff: any job lost counts)."""
+    return pod_from_json(copy.deepcopy(pod)).keeps_node_busy(None)
 
 
 def _bind(node_name: str, now: datetime) -> Callable[[Json], None]:

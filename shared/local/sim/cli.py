@@ -16,13 +16,16 @@ from shared.domain.errors import InputError
 from shared.formats.quantity import quantity
 from shared.local.sim.engine import SimOptions, SimResult, at, simulate
 from shared.local.sim.report import build_report, compare_document, report_table
+from shared.local.sim.scheduler import DEFAULT_SCORING, Scoring
 from shared.local.sim.trace import FORMATS, Trace, load_trace, parse_trace_time
 from shared.local.sim.workload import Sizing, default_sizing
 
 DESCRIPTION = """Replay a GPU job trace through the planner in simulated time and report waits, GPU-hours
-and cost. Simulated ASGs (boot delay, optional capacity caps), a first-fit gang-aware scheduler, pods
-that run for their duration, and reconciles on the schedule and after arrivals, applied like the
-controller does. Always runs as fast as possible (--speed is accepted and ignored)."""
+and cost. Simulated ASGs (boot delay, optional capacity caps), a gang-aware scheduler that filters with
+the planner's own filters and scores like kube-scheduler (--scheduler-scoring), pods that run for their
+duration, and reconciles on the schedule and after arrivals, applied like the controller does (marks
+for consolidation by attrition included). Always runs as fast as possible (--speed is accepted and
+ignored)."""
 
 
 class Progress:
@@ -148,6 +151,19 @@ def add_commands(commands: Any) -> None:
         help="send each job without group/selector to the group of the smallest nodes that hold it",
     )
     p.add_argument(
+        "--scheduler-scoring",
+        choices=[str(s) for s in Scoring],
+        default=str(DEFAULT_SCORING),
+        help="how the simulated scheduler ranks feasible nodes: kube-scheduler's NodeResourcesFit "
+        "strategies (least-allocated, the default scheduler's; most-allocated) or first-fit in node "
+        f"creation order; TaintToleration scores PreferNoSchedule taints in each (default {DEFAULT_SCORING})",
+    )
+    p.add_argument(
+        "--runtime-estimates",
+        action="store_true",
+        help="pods carry their job's duration as the backlog-scaler/expected-runtime-seconds annotation",
+    )
+    p.add_argument(
         "--out",
         metavar="DIR",
         help="write DIR/report.json and DIR/plot.png (DIR is created; checked before the replay starts)",
@@ -203,6 +219,8 @@ def _options(args: argparse.Namespace, sizing: Sizing) -> SimOptions:
         every_tick=args.every_tick,
         right_size=args.right_size,
         record_series=bool(args.out) and not args.no_plot,
+        scoring=Scoring(args.scheduler_scoring),
+        runtime_estimates=args.runtime_estimates,
     )
 
 

@@ -5,23 +5,28 @@ What is simulated, and how it mirrors production:
   its GPUs are advertised `gpu_delay_seconds` later (until then the planner sees a booting node).
   An optional capacity cap per group makes launches beyond it fail; the group then backs off
   exponentially as the state store does (policy.backoff_*), and the planner spills to other groups.
-- Scheduler: binds pending pods to schedulable nodes with room, first fit in node creation order,
-  oldest job first; a job's pods are placed all-or-nothing (gang scheduling). Unplaced pods are
-  Pending with PodScheduled=False/Unschedulable, the backlog the planner reads.
+- Scheduler: shared.local.sim.scheduler, the one the demo uses too: the planner's filters decide
+  where a pod fits, kube-scheduler's scores (`SimOptions.scoring`: least-allocated, most-allocated
+  or first-fit, with TaintToleration's PreferNoSchedule score) where it goes; oldest job first, a
+  job's pods all-or-nothing (gang scheduling). Unplaced pods are Pending with
+  PodScheduled=False/Unschedulable, the backlog the planner reads. Pods tolerate the groups' taints,
+  not the scaler's attrition mark.
 - Pods run for their job's duration once placed, then succeed and leave the node.
 - Reconcile: on the schedule (every tick_seconds, at multiples of it, like EventBridge) and after
   job arrivals (the webhook, after the queue delay). It calls `shared.planner.plan` on a Snapshot of
   the simulated world and applies the plan like the controller: terminations first (a terminated
-  node disappears, desired drops by one when decrementing), then cordons/uncordons, then desired is
+  node disappears, desired drops by one when decrementing), then cordons/uncordons, then attrition
+  marks are lifted and put on (re-validated: a node still there, not cordoned), then desired is
   raised to the plan's value, or lowered only to cancel instances not launched yet; the stored state
   (idle-since, instances first seen, last scale-up, backoff) is written back.
 
 Speed: domain objects are built directly and cached per pod/node/ASG, so a Snapshot is a few tuple
 copies. A reconcile whose plan cannot differ from the last one is skipped: the planner reads only
 the snapshot and the clock, so when no planner-visible fact changed (the backlog, a node's idleness,
-nodes, instances, cordons), the last plan changed nothing, and no time threshold of the policy
-(idle, cordon settle, delay after scale-up, provisioning deadline, pod delay, backoff end) has been
-crossed, the plan would be the same no-op. `every_tick=True` turns the skipping off (tests compare).
+nodes, instances, cordons, marks; with attrition on, any pod bound or finished), the last plan
+changed nothing, and no time threshold of the policy (idle, cordon settle, delay after scale-up,
+provisioning deadline, pod delay, backoff end) has been crossed, the plan would be the same no-op.
+`every_tick=True` turns the skipping off (tests compare).
 """
 
 from __future__ import annotations
@@ -29,14 +34,13 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from bisect import bisect_left, insort
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any
 
-from shared.config import NodeGroupConfig, PolicyConfig, ScalerConfig
+from shared.config import AttritionConfig, NodeGroupConfig, PolicyConfig, ScalerConfig
 from shared.domain.errors import ConfigError
 from shared.domain.model import (
     ANNOTATION_CORDONED_AT,
@@ -50,14 +54,20 @@ from shared.domain.model import (
     ScalerState,
     Scheduling,
     Snapshot,
+    Taint,
+    TaintEffect,
     Toleration,
 )
 from shared.domain.plan import Plan, ReasonCode
 from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
+from shared.local.sim.scheduler import DEFAULT_SCORING, NodeClass, PodRequest, Scheduler, Scoring, Slot
 from shared.local.sim.trace import Job, Trace
 from shared.local.sim.workload import Sizing, default_sizing
+from shared.local.sim.world import BootModel, WarmPool, launchable, take_warm
 from shared.planner import plan as plan_fn
+from shared.planner.attrition import ANNOTATION_EXPECTED_RUNTIME
 from shared.planner.eks import KUBELET_DEFAULT_MAX_PODS as DEFAULT_MAX_PODS
+from shared.planner.safety import Backoff, is_counted, next_backoff
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 INF = math.inf
@@ -67,7 +77,8 @@ STALL_SECONDS = 6 * 3600  # give up after this long without progress once no job
 
 _ARRIVE, _FINISH, _REGISTER, _GPUS_READY = range(4)
 _NO_STRINGS: Mapping[str, str] = MappingProxyType({})
-_TOLERATE_ALL = (Toleration(operator="Exists"),)
+DIMS = (GPU, CPU, MEMORY, PODS)  # the scheduler's vector order: [gpus, millicores, bytes, pod slots]
+BOOTING, EMPTY, FRAGMENTED, HELD = range(4)  # why provisioned GPUs are idle (HELD: by attrition marks)
 
 
 def at(seconds: int) -> datetime:
@@ -98,6 +109,10 @@ class SimOptions:
     right_size: bool = False
     record_series: bool = True  # keep the time series for the plot
     stall_seconds: int = STALL_SECONDS
+    scoring: Scoring = DEFAULT_SCORING  # how the simulated scheduler ranks feasible nodes
+    # Pods carry their job's duration as the expected-runtime annotation (a user's exact estimate).
+    runtime_estimates: bool = False
+    warm_pools: Mapping[str, WarmPool] = field(default_factory=dict)  # group -> its ASG's warm pool
 
 
 @dataclass
@@ -121,7 +136,12 @@ class GroupResult:
     # Provisioned GPU time that ran nothing, by why (with busy time they sum to the provisioned):
     booting_gpu_seconds: int = 0  # launched, not registered or GPUs not advertised yet
     empty_gpu_seconds: int = 0  # on nodes running no pod (idle, or cordoned before termination)
-    fragmented_gpu_seconds: int = 0  # free GPUs of nodes that run some pod
+    fragmented_gpu_seconds: int = 0  # free GPUs of nodes that run some pod (unmarked)
+    held_gpu_seconds: int = 0  # free GPUs beside running pods on nodes marked for attrition
+    marks: int = 0  # attrition taints put on
+    unmarks: int = 0  # attrition taints lifted
+    busy_terminations_refused: int = 0  # planned terminations of nodes running pods, not applied
+    pods_lost: int = 0  # pods still running on a node when it was terminated
 
 
 @dataclass
@@ -133,6 +153,7 @@ class Series:
     pending: list[int] = field(default_factory=list)
     provisioned: list[list[int]] = field(default_factory=list)  # per group
     busy: list[list[int]] = field(default_factory=list)  # per group
+    idle: list[tuple[int, int, int, int]] = field(default_factory=list)  # booting, empty, fragm., held
 
 
 @dataclass
@@ -159,6 +180,7 @@ class SimResult:
     series: Series | None
     sizing: Sizing
     webhook_delay_seconds: int | None
+    attrition: AttritionConfig = field(default_factory=AttritionConfig)
 
     @property
     def provisioned_gpu_seconds(self) -> int:
@@ -177,6 +199,7 @@ class _Group:
         "backoff_until",
         "busy_gpus",
         "capacity",
+        "classes",
         "config",
         "desired",
         "failures",
@@ -228,6 +251,20 @@ class _Group:
         self.last_failure: int | None = None
         self.asg_cache: AsgState | None = None
         self.result = GroupResult(self.name, self.gpus_per_node, config.price_per_hour)
+        self.classes: dict[tuple[Taint | None, bool], NodeClass] = {}
+
+    def node_class(self, mark: Taint | None, cordoned: bool) -> NodeClass:
+        """What the scheduler's static filters see of a node of the group (one object per kind)."""
+        found = self.classes.get((mark, cordoned))
+        if found is None:
+            taints = self.taints if mark is None else (*self.taints, mark)
+            found = self.classes[(mark, cordoned)] = NodeClass(self.labels, taints, cordoned)
+        return found
+
+    def vector(self, gpus_ready: bool) -> tuple[int, int, int, int]:
+        """Allocatable as the scheduler's vector; no GPUs until the device plugin advertises them."""
+        gpus, cpu, memory, pods = self.free_shape
+        return (gpus if gpus_ready else 0, cpu, memory, pods)
 
 
 class _Instance:
@@ -248,16 +285,18 @@ class _Node:
 
     __slots__ = (
         "_domain",
+        "accounted",
         "cordoned_at",
         "created_at",
         "free",
         "gpus_ready",
         "group",
         "instance",
-        "mark",
         "name",
         "pods",
         "seen_idle",
+        "slot",
+        "taint",
     )
 
     def __init__(self, name: str, instance: _Instance, created_at: int, gpus_ready: bool) -> None:
@@ -267,24 +306,41 @@ class _Node:
         self.created_at = created_at
         self.gpus_ready = gpus_ready
         self.cordoned_at: int | None = None
-        self.free = list(self.group.free_shape)
+        self.taint: Taint | None = None  # the scaler's attrition mark, when it carries one
+        vector = self.group.vector(gpus_ready)
+        self.slot = Slot(name, (created_at, name), self.group.node_class(None, False), vector, list(vector))
+        self.free = self.slot.free  # the scheduler's free room: [gpus, millicores, bytes, pod slots]
         self.pods = 0  # live pods bound here
-        self.mark = created_at  # GPU time of this node is accounted up to here
+        self.accounted = created_at  # GPU time of this node is accounted up to here
         self.seen_idle: bool | None = None  # idleness the last plan saw (None: not seen yet)
         self._domain: Node | None = None
 
+    def idle_gpus(self) -> tuple[int, int]:
+        """(why, how many) of this node's GPUs run nothing right now."""
+        if not self.gpus_ready:
+            return BOOTING, self.group.gpus_per_node
+        if self.pods == 0:
+            return EMPTY, self.group.gpus_per_node
+        return (HELD if self.taint is not None else FRAGMENTED), self.free[0]
+
     def account(self, now: int) -> None:
-        """Add the unused GPU time since the last mark to the group's waste figures."""
-        elapsed = now - self.mark
+        """Add the unused GPU time since the last accounting to the group's waste figures."""
+        elapsed = now - self.accounted
         if elapsed:
             result = self.group.result
-            if not self.gpus_ready:
-                result.booting_gpu_seconds += elapsed * self.group.gpus_per_node
-            elif self.pods == 0:
-                result.empty_gpu_seconds += elapsed * self.group.gpus_per_node
+            cause, gpus = self.idle_gpus()
+            if cause == BOOTING:
+                result.booting_gpu_seconds += elapsed * gpus
+            elif cause == EMPTY:
+                result.empty_gpu_seconds += elapsed * gpus
+            elif cause == HELD:
+                result.held_gpu_seconds += elapsed * gpus
             else:
-                result.fragmented_gpu_seconds += elapsed * self.free[0]
-            self.mark = now
+                result.fragmented_gpu_seconds += elapsed * gpus
+            self.accounted = now
+
+    def node_class(self) -> NodeClass:
+        return self.group.node_class(self.taint, self.cordoned_at is not None)
 
     @property
     def schedulable(self) -> bool:
@@ -304,7 +360,7 @@ class _Node:
                     if self.cordoned_at is not None
                     else _NO_STRINGS
                 ),
-                taints=self.group.taints,
+                taints=self.group.taints if self.taint is None else (*self.group.taints, self.taint),
                 unschedulable=cordoned,
                 ready=True,
                 ready_changed_at=created,
@@ -316,7 +372,7 @@ class _Node:
 class _Job:
     """A trace job with its pods, the groups its selector admits, start and finish."""
 
-    __slots__ = ("allowed", "finish", "gpus", "index", "job", "pods", "seen", "start", "vecs")
+    __slots__ = ("allowed", "finish", "gpus", "index", "job", "pods", "requests", "seen", "start", "vecs")
 
     def __init__(self, index: int, job: Job) -> None:
         self.index = index
@@ -324,6 +380,7 @@ class _Job:
         self.gpus = job.gpus
         self.pods: list[_Pod] = []
         self.vecs: list[tuple[int, int, int, int]] = []
+        self.requests: list[PodRequest] = []
         self.allowed: tuple[bool, ...] = ()
         self.start: int | None = None
         self.finish: int | None = None
@@ -383,6 +440,12 @@ class Simulation:
             else config.deployment.webhook_queue_delay_seconds
         )
         self._tick = options.tick_seconds
+        self._boot = BootModel(options.boot_seconds, options.gpu_delay_seconds)
+        # Warm pools start full: when each warm instance can next be taken.
+        self._warm = {name: [0] * pool.size for name, pool in options.warm_pools.items()}
+        if set(self._warm) - set(self._group_by_name):
+            unknown_pools = ", ".join(sorted(set(self._warm) - set(self._group_by_name)))
+            raise ConfigError(f"simulate: warm pools of unknown group(s): {unknown_pools}")
         if self._tick <= 0 or options.boot_seconds < 0 or options.gpu_delay_seconds < 0:
             raise ConfigError("simulate: tick must be > 0 and boot/GPU delays >= 0")
 
@@ -392,7 +455,18 @@ class Simulation:
         self._jobs: list[_Job] = []
         self._live_pods: dict[str, Pod] = {}  # key -> current domain Pod (pending or running)
         self._nodes: dict[str, _Node] = {}
-        self._room: list[_Node] = []  # schedulable nodes with a free GPU, by name (= creation order)
+        self._scheduler = Scheduler(DIMS, options.scoring)
+        # With attrition the plan reads every node's free GPUs, not only its idleness: any bind or
+        # finish may change the marks, so the reconcile after it is not skipped.
+        self._steers = config.policy.attrition.enabled
+        self._idle = [0, 0, 0, 0]  # idle GPUs right now by cause (BOOTING, EMPTY, FRAGMENTED, HELD)
+        # Batch pods tolerate the groups' own taints (the GPU taint), never the scaler's mark.
+        self._tolerations = tuple(
+            sorted(
+                {Toleration(t.key, "Exists", "", str(t.effect)) for g in self._groups for t in g.taints},
+                key=lambda t: (t.key, t.effect),
+            )
+        )
         self._pending: list[_Job] = []  # FIFO
         self._arrived: list[_Job] = []  # arrived at this instant, not tried by the scheduler yet
         self._capacity_grew = False
@@ -436,7 +510,7 @@ class Simulation:
         scheduling = self._schedulings.get(selector)
         if scheduling is None:
             scheduling = self._schedulings[selector] = Scheduling(
-                node_selector=selector, tolerations=_TOLERATE_ALL
+                node_selector=selector, tolerations=self._tolerations
             )
             self._allowed[selector] = tuple(scheduling.selects(g.labels) for g in self._groups)
         return scheduling, self._allowed[selector]
@@ -469,6 +543,11 @@ class Simulation:
             gang = base if len(sizes) > 1 else None
             labels = MappingProxyType({gang_label: gang}) if gang and gang_label else _NO_STRINGS
             created = at(job.submit)
+            annotations = (
+                MappingProxyType({ANNOTATION_EXPECTED_RUNTIME: str(job.duration)})
+                if self.options.runtime_estimates
+                else _NO_STRINGS
+            )
             for k, size in enumerate(sizes):
                 name = f"{base}-{k}" if gang else base
                 pod = Pod(
@@ -478,13 +557,16 @@ class Simulation:
                     phase="Pending",
                     scheduling=scheduling,
                     labels=labels,
+                    annotations=annotations,
                     owner_kind="Job",
                     created_at=created,
                     unschedulable=True,
                     uid=name,
                 )
                 sim_job.pods.append(_Pod(pod))
-                sim_job.vecs.append((size.gpus, size.cpu_millicores, size.memory_bytes, 1))
+                vec = (size.gpus, size.cpu_millicores, size.memory_bytes, 1)
+                sim_job.vecs.append(vec)
+                sim_job.requests.append(PodRequest(scheduling, vec))
             self._jobs.append(sim_job)
             self._push(job.submit, _ARRIVE, sim_job)
 
@@ -597,6 +679,7 @@ class Simulation:
             series=self._series,
             sizing=self._sizing,
             webhook_delay_seconds=self._webhook_delay if self.options.webhook else None,
+            attrition=self._policy.attrition,
         )
 
     def _stall_limit(self) -> int:
@@ -630,70 +713,33 @@ class Simulation:
         else:
             node: _Node = payload
             if node.name in self._nodes and not node.gpus_ready:
-                node.account(now)
+                self._untally(node, now)
                 node.gpus_ready = True
+                self._tally(node)
+                self._scheduler.change(node.slot, allocatable=node.group.vector(True))
                 node._domain = None
                 self._dirty = True
                 if node.cordoned_at is None:
-                    self._add_room(node)
                     self._capacity_grew = True
 
     # Scheduler
 
-    def _add_room(self, node: _Node) -> None:
-        if node.free[0] > 0:
-            index = bisect_left(self._room, node.name, key=_name)
-            if index == len(self._room) or self._room[index] is not node:
-                insort(self._room, node, key=_name)
+    def _untally(self, node: _Node, now: int) -> None:
+        """Before a node changes: account its idle time so far and take it out of the idle tally."""
+        node.account(now)
+        cause, gpus = node.idle_gpus()
+        self._idle[cause] -= gpus
 
-    def _drop_room(self, node: _Node) -> None:
-        index = bisect_left(self._room, node.name, key=_name)
-        if index < len(self._room) and self._room[index] is node:
-            del self._room[index]
+    def _tally(self, node: _Node) -> None:
+        cause, gpus = node.idle_gpus()
+        self._idle[cause] += gpus
 
     def _place(self, job: _Job) -> list[_Node] | None:
-        """First fit of every pod of the job, all or nothing; the chosen nodes (not yet bound)."""
-        allowed = job.allowed
-        if len(job.vecs) == 1:
-            g, c, m, p = job.vecs[0]
-            candidates = self._room if g else [n for n in self._nodes.values() if n.schedulable]
-            for node in candidates:
-                free = node.free
-                if (
-                    free[0] >= g
-                    and free[1] >= c
-                    and free[2] >= m
-                    and free[3] >= p
-                    and allowed[node.group.index]
-                ):
-                    return [node]
+        """The nodes the scheduler binds the job's pods to, all or nothing (not yet bound)."""
+        slots = self._scheduler.place(job.requests, keep=False)
+        if slots is None:
             return None
-        chosen: list[_Node] = []
-        for g, c, m, p in job.vecs:
-            for node in self._room:
-                free = node.free
-                if (
-                    free[0] >= g
-                    and free[1] >= c
-                    and free[2] >= m
-                    and free[3] >= p
-                    and allowed[node.group.index]
-                ):
-                    free[0] -= g
-                    free[1] -= c
-                    free[2] -= m
-                    free[3] -= p
-                    chosen.append(node)
-                    break
-            else:
-                break
-        for node, (g, c, m, p) in zip(chosen, job.vecs, strict=False):
-            free = node.free
-            free[0] += g
-            free[1] += c
-            free[2] += m
-            free[3] += p
-        return chosen if len(chosen) == len(job.vecs) else None
+        return [self._nodes[slot.name] for slot in slots]
 
     def _schedule(self, now: int) -> None:
         """Bind what fits: every pending job after capacity grew, else only the new arrivals."""
@@ -709,12 +755,11 @@ class Simulation:
         still: list[_Job] = []
         for job in queue:
             placed = None
-            if self._room or not job.gpus:
-                first = job.vecs[0]
-                if not _dominated(job.allowed, first, failed):
-                    placed = self._place(job)
-                    if placed is None and len(job.vecs) == 1:
-                        failed.append((job.allowed, first))
+            first = job.vecs[0]
+            if not _dominated(job.allowed, first, failed):
+                placed = self._place(job)
+                if placed is None and len(job.vecs) == 1:
+                    failed.append((job.allowed, first))
             if placed is None:
                 if not self._is_known_pending(job):
                     self._mark_pending(job)
@@ -738,21 +783,17 @@ class Simulation:
             self._pending_gpus -= job.gpus
             # The backlog shrank; if no plan saw this job pending, it cancels its own arrival.
             self._unseen += 1 if job.seen == self._epoch else -1
-        for pod, node, (g, c, m, p) in zip(job.pods, nodes, job.vecs, strict=True):
-            node.account(now)
-            free = node.free
-            free[0] -= g
-            free[1] -= c
-            free[2] -= m
-            free[3] -= p
+        for pod, node, vec in zip(job.pods, nodes, job.vecs, strict=True):
+            self._untally(node, now)
+            self._scheduler.take(node.slot, vec)
             if node.pods == 0 and node.seen_idle is not None:
                 self._unseen += 1 if node.seen_idle else -1  # an idle node became busy
             node.pods += 1
-            node.group.busy_gpus += g
+            self._tally(node)
+            self._dirty = self._dirty or self._steers
+            node.group.busy_gpus += vec[0]
             pod.node = node
             self._live_pods[pod.key] = _running(pod.pending, node.name)
-            if free[0] <= 0:
-                self._drop_room(node)
         job.start = now
         job.finish = now + job.job.duration
         self._started += 1
@@ -762,27 +803,23 @@ class Simulation:
 
     def _finish(self, job: _Job, now: int) -> None:
         duration = job.job.duration
-        for pod, (g, c, m, p) in zip(job.pods, job.vecs, strict=True):
+        for pod, vec in zip(job.pods, job.vecs, strict=True):
             node = pod.node
             assert node is not None
-            node.account(now)
+            self._untally(node, now)
             del self._live_pods[pod.key]
             pod.node = None
-            free = node.free
-            had_room = free[0] > 0
-            free[0] += g
-            free[1] += c
-            free[2] += m
-            free[3] += p
+            self._scheduler.give(node.slot, vec)
             node.pods -= 1
+            self._tally(node)
+            self._dirty = self._dirty or self._steers
+            g = vec[0]
             node.group.busy_gpus -= g
             node.group.result.busy_gpu_seconds += g * duration
             self._used_gpu_seconds += g * duration
             if node.pods == 0 and node.seen_idle is not None:
                 self._unseen += -1 if node.seen_idle else 1  # the node became idle
             if node.schedulable:
-                if not had_room and free[0] > 0:
-                    self._add_room(node)
                 self._capacity_grew = True
         self._last_progress = now
 
@@ -792,25 +829,27 @@ class Simulation:
         group = instance.group
         if group.instances.get(instance.instance_id) is not instance:
             return  # terminated while booting
-        # Names sort in launch order: the scheduler's first fit and the planner's ties follow it.
+        # Names sort in launch order: the scheduler's ties and the planner's follow it.
         name = f"ip-{int(instance.instance_id[2:], 16):07d}.{group.name}"
         gpus_ready = self.options.gpu_delay_seconds == 0
         node = _Node(name, instance, now, gpus_ready)
         instance.node = node
         self._nodes[name] = node
+        self._scheduler.add(node.slot)
+        self._idle[BOOTING] -= group.gpus_per_node
+        self._tally(node)
         group.result.booting_gpu_seconds += (now - instance.launched_at) * group.gpus_per_node
         self._dirty = True
         self._last_progress = now
         if gpus_ready:
-            self._add_room(node)
             self._capacity_grew = True
         else:
-            self._push(now + self.options.gpu_delay_seconds, _GPUS_READY, node)
+            self._push(self._boot.advertises_at(now), _GPUS_READY, node)
 
     def _launch(self, group: _Group, now: int) -> bool:
         """Launch instances up to desired; False when EC2 had no capacity for all of them."""
         while group.alive < group.desired:
-            if group.capacity is not None and group.alive >= group.capacity:
+            if not launchable(group.capacity, group.alive, 1):
                 group.result.launch_failures += 1
                 self._capacity_failure(group, now)
                 return False
@@ -820,25 +859,28 @@ class Simulation:
             group.instances[instance_id] = instance
             group.alive += 1
             group.asg_cache = None
+            self._idle[BOOTING] += group.gpus_per_node
             group.result.launched += 1
             group.result.peak_nodes = max(group.result.peak_nodes, group.alive)
-            self._push(now + self.options.boot_seconds, _REGISTER, instance)
+            self._push(self._registers_at(group, now), _REGISTER, instance)
         return True
+
+    def _registers_at(self, group: _Group, now: int) -> int:
+        """When an instance launched now registers: sooner when taken from the group's warm pool."""
+        pool = self.options.warm_pools.get(group.name)
+        if pool is not None and take_warm(self._warm[group.name], now, self.options.boot_seconds):
+            return now + pool.boot_seconds
+        return self._boot.registers_at(now)
 
     def _capacity_failure(self, group: _Group, now: int) -> None:
         """Exponential backoff, as the state store records it (policy.backoff_*)."""
-        policy = self._policy
-        if group.last_failure is not None and now <= group.last_failure:
+        previous = Backoff(group.failures, _at_or_none(group.last_failure), _at_or_none(group.backoff_until))
+        if is_counted(previous, at(now)):
             return
-        if group.last_failure is not None and now - group.last_failure <= policy.backoff_reset_seconds:
-            group.failures += 1
-        else:
-            group.failures = 1
-        group.last_failure = now
-        seconds = min(
-            policy.backoff_initial_seconds * 2 ** min(group.failures - 1, 32), policy.backoff_max_seconds
-        )
-        group.backoff_until = now + seconds
+        after = next_backoff(previous, at(now), self._policy)
+        assert after.until is not None
+        group.failures, group.last_failure = after.failures, now
+        group.backoff_until = epoch_seconds(after.until)
         group.result.backoffs += 1
 
     def _remove_instance(self, instance: _Instance, now: int) -> None:
@@ -850,9 +892,11 @@ class Simulation:
         node = instance.node
         if node is None:
             group.result.booting_gpu_seconds += (now - instance.launched_at) * group.gpus_per_node
+            self._idle[BOOTING] -= group.gpus_per_node
         else:
-            node.account(now)
-            self._drop_room(node)
+            self._untally(node, now)
+            group.result.pods_lost += node.pods  # jobs killed with their node (never, by re-validation)
+            self._scheduler.remove(node.slot)
             del self._nodes[node.name]
             self._idle_since.pop(node.name, None)
             self._idle_since_s.pop(node.name, None)
@@ -871,6 +915,7 @@ class Simulation:
                     max_size=group.max_size,
                     desired=group.desired,
                     instances=tuple(i.asg for i in group.instances.values()),
+                    warm_pool_size=len(self._warm[group.name]) if group.name in self._warm else None,
                 )
             asgs[group.asg_name] = group.asg_cache
             if group.backoff_until is not None or group.last_scale_up is not None or group.last_scale_down:
@@ -932,7 +977,10 @@ class Simulation:
             if group is None or instance is None:
                 continue
             node = instance.node
-            if node is not None and (node.pods or (termination.decrement and node.cordoned_at is None)):
+            if node is not None and node.pods:
+                group.result.busy_terminations_refused += 1  # the re-validation keeps running jobs
+                continue
+            if node is not None and termination.decrement and node.cordoned_at is None:
                 continue
             self._remove_instance(instance, now)
             changed = True
@@ -948,21 +996,20 @@ class Simulation:
             if node is None or node.cordoned_at is None:
                 continue
             node.cordoned_at = None
-            node._domain = None
+            self._restyle(node)
             node.group.result.uncordons += 1
             changed = True
             if node.gpus_ready:
-                self._add_room(node)
                 self._capacity_grew = True
         for action in result.cordon:
             node = self._nodes.get(action.node)
             if node is None or node.cordoned_at is not None or node.pods:
                 continue
             node.cordoned_at = now
-            node._domain = None
+            self._restyle(node)
             node.group.result.cordons += 1
-            self._drop_room(node)
             changed = True
+        changed = self._apply_marks(result, now) or changed
 
         # Desired: raise to the plan's value, or lower only to cancel launches that have not happened.
         for decision in result.groups:
@@ -994,6 +1041,37 @@ class Simulation:
             self._deadline = INF
         else:
             self._deadline = self._next_deadline(now)
+
+    def _restyle(self, node: _Node) -> None:
+        """Its cordon or mark changed: the scheduler and the planner see it anew."""
+        node._domain = None
+        self._scheduler.change(node.slot, node_class=node.node_class())
+
+    def _apply_marks(self, result: Plan, now: int) -> bool:
+        """Lift, then put on, the attrition taints, re-validated as the controller does."""
+        changed = False
+        for action in result.unmark:
+            node = self._nodes.get(action.node)
+            if node is None or node.taint is None:
+                continue
+            self._untally(node, now)
+            node.taint = None
+            self._tally(node)
+            self._restyle(node)
+            node.group.result.unmarks += 1
+            self._capacity_grew = True
+            changed = True
+        for mark in result.mark:
+            node = self._nodes.get(mark.node)
+            if node is None or node.taint is not None or node.cordoned_at is not None:
+                continue
+            self._untally(node, now)
+            node.taint = Taint(mark.key, "", TaintEffect(mark.effect))
+            self._tally(node)
+            self._restyle(node)
+            node.group.result.marks += 1
+            changed = True
+        return changed
 
     def _next_deadline(self, now: int) -> float:
         """The earliest future time a policy threshold is crossed (INF: none)."""
@@ -1046,22 +1124,27 @@ class Simulation:
         assert series is not None
         provisioned = [g.alive * g.gpus_per_node for g in self._groups]
         busy = [g.busy_gpus for g in self._groups]
+        booting, empty, fragmented, held = self._idle
+        idle = (booting, empty, fragmented, held)
         if (
             series.times
             and series.pending[-1] == self._pending_gpus
             and series.provisioned[-1] == provisioned
             and series.busy[-1] == busy
+            and series.idle[-1] == idle
         ):
             return
         if series.times and series.times[-1] == now:
             series.pending[-1] = self._pending_gpus
             series.provisioned[-1] = provisioned
             series.busy[-1] = busy
+            series.idle[-1] = idle
             return
         series.times.append(now)
         series.pending.append(self._pending_gpus)
         series.provisioned.append(provisioned)
         series.busy.append(busy)
+        series.idle.append(idle)
 
 
 def _at_or_none(seconds: int | None) -> datetime | None:
@@ -1085,10 +1168,6 @@ def _dominated(
     return False
 
 
-def _name(node: _Node) -> str:
-    return node.name
-
-
 def _align(seconds: int, tick: int) -> int:
     """The first multiple of `tick` at or after `seconds`."""
     return -(-seconds // tick) * tick
@@ -1103,6 +1182,7 @@ def _running(pending: Pod, node_name: str) -> Pod:
         node_name=node_name,
         scheduling=pending.scheduling,
         labels=pending.labels,
+        annotations=pending.annotations,
         owner_kind=pending.owner_kind,
         created_at=pending.created_at,
         uid=pending.uid,

@@ -35,10 +35,51 @@ def _reduce(times: list[int], values: list[int], limit: int = MAX_POINTS) -> tup
     return out_t, out_v
 
 
+IDLE_CAUSES = (
+    ("booting", "tab:orange"),
+    ("empty nodes", "tab:gray"),
+    ("fragmented (beside pods)", "tab:purple"),
+    ("held by attrition marks", "tab:olive"),
+)
+
+
+def _group_names(runs: list[tuple[str, Series]]) -> list[str]:
+    """Every group of every run, in first-seen order (a compared config may have other groups)."""
+    names: list[str] = []
+    for _, run in runs:
+        names += [g for g in run.groups if g not in names]
+    return names if len(names) > 1 or len(runs) > 1 else []
+
+
+def _idle_panel(ax: object, label: str, run: Series) -> None:
+    """Idle GPUs by cause as a stacked area (steps)."""
+    if not run.idle:
+        return
+    columns = list(zip(*run.idle, strict=True))
+    reduced = [_reduce(run.times, list(values)) for values in columns]
+    xs = reduced[0][0]
+    stacks = [values for _, values in reduced]
+    # Each cause reduced on its own keeps its peaks; the bucket times are the same for all.
+    length = min(len(xs), *(len(v) for v in stacks))
+    ax.stackplot(  # type: ignore[attr-defined]
+        xs[:length],
+        *(v[:length] for v in stacks),
+        labels=[name for name, _ in IDLE_CAUSES],
+        colors=[color for _, color in IDLE_CAUSES],
+        step="post",
+        alpha=0.8,
+    )
+    suffix = f" ({label})" if label else ""
+    ax.set_title(f"idle GPUs by cause{suffix}", fontsize=9)  # type: ignore[attr-defined]
+
+
 def write_plot(
     path: str | Path, series: Series | list[tuple[str, Series]], *, title: str = "backlog-scaler simulate"
 ) -> None:
-    """Write a PNG; with several (label, series) the totals are overlaid for comparison."""
+    """Write a PNG: totals, idle GPUs by cause (one panel per run), then one panel per group.
+
+    With several (label, series) the totals and the groups of every run are overlaid for comparison.
+    """
     try:
         import matplotlib
 
@@ -48,8 +89,8 @@ def write_plot(
         raise InputError("plot: matplotlib is not installed (pip install 'backlog-scaler[plot]')") from exc
 
     runs = series if isinstance(series, list) else [("", series)]
-    group_names = list(runs[0][1].groups) if len(runs[0][1].groups) > 1 else []
-    panels = 1 + len(group_names)
+    group_names = _group_names(runs)
+    panels = 1 + len(runs) + len(group_names)
     fig, axes = plt.subplots(panels, 1, figsize=(12, 3.2 * panels), sharex=True, squeeze=False)
     styles = ("-", "--", ":")
     for run_index, (label, run) in enumerate(runs):
@@ -67,7 +108,8 @@ def write_plot(
         ):
             xs, ys = _reduce(run.times, values)
             ax.step(xs, ys, where="post", linestyle=style, color=color, linewidth=0.8, label=name + suffix)
-        for panel, group in enumerate(group_names, start=1):
+        _idle_panel(axes[1 + run_index][0], label, run)
+        for panel, group in enumerate(group_names, start=1 + len(runs)):
             if group not in run.groups:
                 continue
             index = run.groups.index(group)

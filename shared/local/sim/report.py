@@ -7,20 +7,26 @@ Schema (all times in seconds, GPU-hours as floats rounded to 0.01):
     wait_seconds: {mean, p50, p95, p99, max}      wait = start - submit; nearest-rank percentiles
     gpu_hours: {provisioned, used, ideal, idle,    provisioned: launch to termination x GPUs/node
                 idle_booting, idle_empty_nodes,     idle = provisioned - used, split into: booting,
-                idle_fragmented}                    nodes running no pod, free GPUs beside pods
+                idle_fragmented, idle_held_by_marks} nodes running no pod, free GPUs beside pods, and
+                                                    free GPUs beside pods on nodes marked for attrition
     provisioned_over_ideal                          null when ideal is 0
     node_hours, cost                                cost null unless every group has price_per_hour
     scale_ups, nodes_launched, scale_downs          scale_ups: reconciles that raised a desired
+    attrition: {enabled, effect, marks, unmarks}    consolidation by attrition (policy.attrition)
+    safety: {busy_terminations_refused, pods_lost}  planned terminations of busy nodes the re-validation
+                                                    refused; pods running on a node terminated (0)
     groups: {name: {gpus_per_node, price_per_hour, node_hours, gpu_hours_provisioned, gpu_hours_used,
                     cost, nodes_launched, scale_ups, scale_downs, replaced, cordons, uncordons,
                     peak_nodes, launch_failures, backoffs}}
     span: {start, end, seconds}                     first submit to the last change (ISO 8601, UTC)
     simulation: {config, wall_seconds, jobs_per_second, planner_runs, reconciles_skipped, stalled,
                  boot_seconds, gpu_delay_seconds, tick_seconds, webhook_delay_seconds,
-                 cpu_per_gpu_millicores, memory_per_gpu_mib, capacity, right_size}
+                 cpu_per_gpu_millicores, memory_per_gpu_mib, capacity, right_size,
+                 scheduler_scoring}                 least-allocated | most-allocated | first-fit
     trace: {source, format, notes}                  when the trace is known
 
-`--compare` writes `{"baseline": <report>, "candidate": <report>}`.
+`--compare` writes `{"baseline": <report>, "candidate": <report>, "difference": {figure: {baseline,
+candidate, difference, percent}}}`; percent is null when the baseline figure is 0.
 """
 
 from __future__ import annotations
@@ -74,6 +80,8 @@ def build_report(result: SimResult, trace: Trace | None = None) -> dict[str, Any
             "peak_nodes": g.peak_nodes,
             "launch_failures": g.launch_failures,
             "backoffs": g.backoffs,
+            "marks": g.marks,
+            "unmarks": g.unmarks,
         }
     options = result.options
     report: dict[str, Any] = {
@@ -100,6 +108,7 @@ def build_report(result: SimResult, trace: Trace | None = None) -> dict[str, Any
             "idle_booting": _hours(sum(g.booting_gpu_seconds for g in result.groups)),
             "idle_empty_nodes": _hours(sum(g.empty_gpu_seconds for g in result.groups)),
             "idle_fragmented": _hours(sum(g.fragmented_gpu_seconds for g in result.groups)),
+            "idle_held_by_marks": _hours(sum(g.held_gpu_seconds for g in result.groups)),
         },
         "provisioned_over_ideal": (
             round(provisioned / result.ideal_gpu_seconds, 4) if result.ideal_gpu_seconds else None
@@ -109,6 +118,16 @@ def build_report(result: SimResult, trace: Trace | None = None) -> dict[str, Any
         "scale_ups": sum(g.scale_ups for g in result.groups),
         "nodes_launched": sum(g.launched for g in result.groups),
         "scale_downs": sum(g.terminated for g in result.groups),
+        "attrition": {
+            "enabled": result.attrition.enabled,
+            "effect": result.attrition.effect,
+            "marks": sum(g.marks for g in result.groups),
+            "unmarks": sum(g.unmarks for g in result.groups),
+        },
+        "safety": {
+            "busy_terminations_refused": sum(g.busy_terminations_refused for g in result.groups),
+            "pods_lost": sum(g.pods_lost for g in result.groups),
+        },
         "groups": groups,
         "span": {
             "start": at(result.start).isoformat().replace("+00:00", "Z"),
@@ -130,6 +149,7 @@ def build_report(result: SimResult, trace: Trace | None = None) -> dict[str, Any
             "memory_per_gpu_mib": result.sizing.memory_per_gpu // MIB,
             "capacity": dict(options.capacity),
             "right_size": options.right_size,
+            "scheduler_scoring": str(options.scoring),
         },
     }
     if trace is not None:
@@ -137,9 +157,60 @@ def build_report(result: SimResult, trace: Trace | None = None) -> dict[str, Any
     return report
 
 
+# The figures `--compare` puts a difference and a percent on: (name, path in the report).
+COMPARED: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("jobs_started", ("jobs_started",)),
+    ("wait_mean", ("wait_seconds", "mean")),
+    ("wait_p50", ("wait_seconds", "p50")),
+    ("wait_p95", ("wait_seconds", "p95")),
+    ("wait_p99", ("wait_seconds", "p99")),
+    ("wait_max", ("wait_seconds", "max")),
+    ("gpu_hours_provisioned", ("gpu_hours", "provisioned")),
+    ("gpu_hours_used", ("gpu_hours", "used")),
+    ("gpu_hours_ideal", ("gpu_hours", "ideal")),
+    ("idle_booting", ("gpu_hours", "idle_booting")),
+    ("idle_empty_nodes", ("gpu_hours", "idle_empty_nodes")),
+    ("idle_fragmented", ("gpu_hours", "idle_fragmented")),
+    ("idle_held_by_marks", ("gpu_hours", "idle_held_by_marks")),
+    ("provisioned_over_ideal", ("provisioned_over_ideal",)),
+    ("node_hours", ("node_hours",)),
+    ("cost", ("cost",)),
+    ("scale_ups", ("scale_ups",)),
+    ("nodes_launched", ("nodes_launched",)),
+    ("scale_downs", ("scale_downs",)),
+    ("attrition_marks", ("attrition", "marks")),
+    ("attrition_unmarks", ("attrition", "unmarks")),
+)
+
+
+def _at_path(report: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    value: Any = report
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, int | float) else None
+
+
+def difference(baseline: float | None, candidate: float | None) -> tuple[float | None, float | None]:
+    """(candidate - baseline, percent of the baseline); None where a side is unknown or the base 0."""
+    if baseline is None or candidate is None:
+        return None, None
+    diff = candidate - baseline
+    return diff, (100.0 * diff / baseline if baseline else None)
+
+
 def compare_document(baseline: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
-    """The `--compare` form of report.json."""
-    return {"baseline": baseline, "candidate": candidate}
+    """The `--compare` form of report.json: both reports and the difference of each figure."""
+    differences: dict[str, Any] = {}
+    for name, path in COMPARED:
+        base, cand = _at_path(baseline, path), _at_path(candidate, path)
+        diff, percent = difference(base, cand)
+        differences[name] = {
+            "baseline": base,
+            "candidate": cand,
+            "difference": round(diff, 4) if diff is not None else None,
+            "percent": round(percent, 1) if percent is not None else None,
+        }
+    return {"baseline": baseline, "candidate": candidate, "difference": differences}
 
 
 def _duration(seconds: float | None) -> str:
@@ -173,21 +244,28 @@ def _rows(report: dict[str, Any]) -> list[tuple[str, str]]:
             "jobs not started",
             ", ".join(f"{k}: {v}" for k, v in not_started["by_reason"].items()) or "0",
         ),
+        ("wait mean", _duration(wait["mean"])),
         ("wait p50 / p95", f"{_duration(wait['p50'])} / {_duration(wait['p95'])}"),
         ("wait p99 / max", f"{_duration(wait['p99'])} / {_duration(wait['max'])}"),
         ("GPU-hours provisioned", _number(gpu["provisioned"])),
         ("GPU-hours used", _number(gpu["used"])),
         ("GPU-hours ideal", _number(gpu["ideal"])),
         (
-            "idle: booting / empty / fragm.",
+            "idle: booting / empty / fragm. / held",
             f"{_number(gpu['idle_booting'])} / {_number(gpu['idle_empty_nodes'])} / "
-            f"{_number(gpu['idle_fragmented'])}",
+            f"{_number(gpu['idle_fragmented'])} / {_number(gpu['idle_held_by_marks'])}",
         ),
         ("provisioned / ideal", f"{ratio:.3f}" if ratio is not None else "-"),
         ("node-hours", _number(report["node_hours"])),
         ("cost", f"${report['cost']:,.2f}" if report["cost"] is not None else "- (no price_per_hour)"),
         ("scale-ups / nodes launched", f"{report['scale_ups']:,} / {report['nodes_launched']:,}"),
         ("scale-downs (nodes)", f"{report['scale_downs']:,}"),
+        ("attrition", _attrition(report)),
+        ("scheduler scoring", sim["scheduler_scoring"]),
+        (
+            "busy terminations refused / pods lost",
+            f"{report['safety']['busy_terminations_refused']:,} / {report['safety']['pods_lost']:,}",
+        ),
     ]
     for name, g in report["groups"].items():
         cost = f", ${g['cost']:,.2f}" if g["cost"] is not None else ""
@@ -206,6 +284,50 @@ def _rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def _attrition(report: dict[str, Any]) -> str:
+    attrition = report["attrition"]
+    if not attrition["enabled"]:
+        return "off"
+    return f"{attrition['effect']}: {attrition['marks']:,} marks, {attrition['unmarks']:,} lifted"
+
+
+# Table rows that get a difference and a percent with --compare: label -> report paths (one per part).
+_ROW_FIGURES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "jobs (started / total)": (("jobs_started",), ("jobs",)),
+    "wait mean": (("wait_seconds", "mean"),),
+    "wait p50 / p95": (("wait_seconds", "p50"), ("wait_seconds", "p95")),
+    "wait p99 / max": (("wait_seconds", "p99"), ("wait_seconds", "max")),
+    "GPU-hours provisioned": (("gpu_hours", "provisioned"),),
+    "GPU-hours used": (("gpu_hours", "used"),),
+    "GPU-hours ideal": (("gpu_hours", "ideal"),),
+    "idle: booting / empty / fragm. / held": tuple(
+        ("gpu_hours", k)
+        for k in ("idle_booting", "idle_empty_nodes", "idle_fragmented", "idle_held_by_marks")
+    ),
+    "provisioned / ideal": (("provisioned_over_ideal",),),
+    "node-hours": (("node_hours",),),
+    "cost": (("cost",),),
+    "scale-ups / nodes launched": (("scale_ups",), ("nodes_launched",)),
+    "scale-downs (nodes)": (("scale_downs",),),
+}
+
+
+def _diff_cells(label: str, baseline: dict[str, Any], candidate: dict[str, Any]) -> tuple[str, str]:
+    """The difference and percent cells of one row ("-" where not a figure)."""
+    paths = _ROW_FIGURES.get(label)
+    if not paths:
+        return "-", "-"
+    diffs, percents = [], []
+    for path in paths:
+        diff, percent = difference(_at_path(baseline, path), _at_path(candidate, path))
+        digits = (
+            3 if path == ("provisioned_over_ideal",) else (0 if path[0] in ("jobs", "jobs_started") else 2)
+        )
+        diffs.append("-" if diff is None else f"{diff:+,.{digits}f}")
+        percents.append("-" if percent is None else f"{percent:+.1f}%")
+    return " / ".join(diffs), " / ".join(percents)
+
+
 def report_table(reports: Sequence[tuple[str, dict[str, Any]]]) -> str:
     """One column per report (a single report, or baseline and candidate side by side)."""
     columns = [dict(_rows(report)) for _, report in reports]
@@ -217,6 +339,10 @@ def report_table(reports: Sequence[tuple[str, dict[str, Any]]]) -> str:
     labels = first[:split] + groups + first[split:]
     header = ["", *(title for title, _ in reports)]
     table = [header] + [[label, *(col.get(label, "-") for col in columns)] for label in labels]
+    if len(reports) == 2:
+        header += ["difference", "percent"]
+        for row in table[1:]:
+            row.extend(_diff_cells(row[0], reports[0][1], reports[1][1]))
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines = []
     for index, row in enumerate(table):

@@ -1,0 +1,300 @@
+"""Reconcile: gather -> plan -> re-validate -> apply -> report, over the ports only.
+
+One `reconcile` rebuilds the whole picture (pods, nodes, groups, failed launches, stored state), plans
+with the pure planner, re-reads every node right before a destructive step, applies through the one
+applier, and reports. The rules a run meets, in order:
+
+- One writer per cluster: the run takes the lease (`held_lease`); a held lease means another run is
+  doing the work, so this one returns `lease-held` without touching anything. Dry runs write nothing.
+- Never act on partial data: if any read fails, the run changes nothing and raises (the trigger
+  retries). A re-read that fails later skips its object; one refused for credentials stops every
+  destructive write of the run.
+- Capacity failures are recorded (backoff) before planning, so the same run spills to other groups.
+- Every cordon and termination is re-validated on a fresh read of its node (`safety`).
+- Terminations (with decrement), drains, desired capacity against a fresh describe
+  (`safety.desired_to_set`), cordons (conflict-safe), uncordons, then the state is saved.
+- A write that fails on one object is isolated (the applier's policy); only a lost lease ends the run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import replace
+from datetime import datetime
+from functools import partial
+
+from shared.controller import force_scale_down
+from shared.controller.applier import Applier
+from shared.controller.attrition import apply_marks
+from shared.controller.deps import Deps
+from shared.controller.gather import Gathered, gather
+from shared.controller.provisioning import answer_requests
+from shared.controller.report import PodEvents, ReconcileResult, RunInfo, RunStatus, finish, log_plan, notify
+from shared.domain.errors import AuthError, LeaseHeldError, ReadError, ScalerError, ThrottledError
+from shared.domain.model import GroupState, Node, Pod, PodMemory, ScalerState
+from shared.domain.plan import Plan
+from shared.planner import plan as make_plan
+from shared.planner.safety import cordon_blocker, desired_to_set, termination_blocker
+from shared.reporting import ActionKind, ActionStatus
+
+
+def reconcile(deps: Deps, events: PodEvents, trigger: str) -> ReconcileResult:
+    """One level-triggered pass. A failed read raises its ScalerError (ReadError, AuthError,
+    ThrottledError) and nothing is changed; failed writes are reported in the result instead.
+    """
+    started, t0 = deps.clock.now(), time.perf_counter()
+    try:
+        with deps.lease(wait=False) as guard:
+            run = RunInfo(trigger, started, t0, deps.applier(guard))
+            return _reconcile(deps, events, run)
+    except LeaseHeldError as exc:  # only the acquisition: a lease lost mid-run is handled inside
+        deps.reporter.log(
+            "info", "reconcile skipped: another run holds the lease", trigger=trigger, detail=str(exc)
+        )
+        return ReconcileResult(trigger, RunStatus.LEASE_HELD, deps.dry_run, started, detail=str(exc))
+    finally:
+        deps.reporter.flush()
+
+
+def _reconcile(deps: Deps, events: PodEvents, run: RunInfo) -> ReconcileResult:
+    ports = deps.ports
+    try:
+        gathered = gather(deps.config, ports.cluster, ports.fleet, ports.state, run.started_at)
+    except ScalerError as exc:
+        deps.reporter.log(
+            "error",
+            "gathering failed: nothing is changed this run",
+            trigger=run.trigger,
+            error=str(exc),
+            error_type=type(exc).__name__,
+        )
+        raise
+    plan: Plan | None = None
+    lost = False
+    try:
+        state = _record_capacity_failures(deps, run, gathered)
+        plan = _plan(deps, gathered, state, run.started_at)
+        _apply(deps, run, plan, gathered)
+    except LeaseHeldError as exc:
+        # Another run took the lease: from here on it owns the cluster; this run writes nothing more.
+        lost = True
+        run.applier.lease_lost(exc)
+    if plan is not None and not lost:
+        events.record(run.applier, plan, gathered.pods, run.tally, run.started_at)
+    notify(deps.notifier, deps.reporter, deps.config.cluster_name, run.trigger, run.applier)
+    return finish(deps.config, deps.reporter, run, plan, gathered.pods, gathered.asgs)
+
+
+# ---------------------------------------------------------------------------------------- plan
+
+
+def _record_capacity_failures(deps: Deps, run: RunInfo, gathered: Gathered) -> ScalerState:
+    """Back off groups with new capacity failures; returns the state the planner must see.
+
+    Failures that started before the group's current backoff ends belong to the episode already
+    counted (the ASG keeps retrying until desired is set back), so each episode doubles once.
+    """
+    groups = dict(gathered.state.groups)
+    for name, failures in sorted(gathered.failures.items()):
+        current = groups.get(name, GroupState())
+        fresh = [
+            f
+            for f in failures
+            if f.is_capacity and (current.backoff_until is None or f.at >= current.backoff_until)
+        ]
+        if not fresh:
+            continue
+        newest = max(fresh, key=lambda f: (f.at, f.activity_id))
+        reason = f"{newest.kind}: {newest.message}".strip(": ")
+        until = run.applier.back_off(name, newest.at, reason, deps.config.policy)
+        if until is not None:
+            groups[name] = replace(current, backoff_until=until)
+            if not run.applier.dry_run:
+                run.tally.backoffs[name] += 1
+    return replace(gathered.state, groups=groups)
+
+
+def _plan(deps: Deps, gathered: Gathered, state: ScalerState, now: datetime) -> Plan:
+    plan = make_plan(gathered.snapshot(state), deps.config, now)
+    log_plan(deps.reporter, plan)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------- apply
+
+
+def _apply(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
+    _terminate(deps, run, plan, gathered)
+    force_scale_down.continue_drains(deps, run, gathered)
+    _set_desired(deps, run, plan, gathered)
+    _cordon(deps, run, plan, gathered.draining)
+    _uncordon(run.applier, plan, gathered.draining)
+    apply_marks(run.applier, plan, gathered.draining, partial(_fresh, deps, run.applier))
+    answer_requests(run.applier, plan, run.tally.failed_groups)
+    _save_state(deps, run, plan, gathered)
+
+
+def _fresh(deps: Deps, applier: Applier, name: str) -> tuple[Node | None, tuple[Pod, ...]] | str:
+    """A fresh read of one node and its pods for re-validation, or why it failed (credentials refused:
+    no destructive write for the rest of the run)."""
+    try:
+        node = deps.ports.cluster.get_node(name)
+        return node, deps.ports.cluster.list_pods_on_node(name) if node is not None else ()
+    except AuthError as exc:
+        applier.forbid_destructive(exc)
+        return f"could not re-read the node: {exc}"
+    except (ReadError, ThrottledError) as exc:
+        return f"could not re-read the node: {exc}"
+
+
+def _terminate(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
+    cutoff = deps.config.policy.pod_priority_cutoff
+    for termination in plan.terminate:
+        if termination.node in gathered.draining:
+            continue
+        group = termination.group
+        asg = gathered.asgs[deps.config.group(group).asg_name]
+        if termination.node is not None:
+            fresh = _fresh(deps, run.applier, termination.node)
+            blocker = fresh if isinstance(fresh, str) else termination_blocker(termination, cutoff, *fresh)
+            if blocker:
+                run.applier.note(
+                    ActionKind.TERMINATE,
+                    termination.node,
+                    group,
+                    termination.reason,
+                    ActionStatus.SKIPPED,
+                    blocker,
+                )
+                continue
+        if run.applier.terminate(
+            termination.instance_id,
+            termination.node,
+            group,
+            termination.reason,
+            decrement=termination.decrement,
+            region=asg.region,
+        ):
+            run.tally.remove(group, termination.instance_id, decrement=termination.decrement)
+
+
+def _set_desired(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
+    tally, applier = run.tally, run.applier
+    planned_decrements = Counter(
+        t.group for t in plan.terminate if t.decrement and t.node not in gathered.draining
+    )
+    targets: dict[str, int] = {}
+    for decision in plan.groups:
+        asg = gathered.asgs.get(decision.asg_name)
+        if asg is None:
+            continue
+        # The plan's desired counts its own decrements; what was really removed is what counts now.
+        targets[decision.name] = (
+            decision.desired + planned_decrements[decision.name] - tally.decrements[decision.name]
+        )
+        tally.final[decision.name] = tally.after_removals(decision.name, asg)
+    changing = [g for g, t in targets.items() if desired_to_set(t, tally.final[g]) is not None]
+    if not changing or not _refresh_groups(deps, run, changing):
+        return
+    for group in changing:
+        asg = tally.final[group]
+        desired = desired_to_set(targets[group], asg)
+        if desired is None:
+            continue
+        reason = f"{asg.desired} -> {desired}: {plan.group(group).reason}"
+        if applier.set_desired(asg, desired, group, reason):
+            if desired > asg.desired:
+                tally.grown[group] += desired - asg.desired
+            tally.final[group] = replace(asg, desired=desired)
+        else:
+            tally.failed_groups.add(group)
+
+
+def _refresh_groups(deps: Deps, run: RunInfo, groups: list[str]) -> bool:
+    """Describe the groups again right before setting desired; False (all reported) if that fails."""
+    if run.applier.dry_run:
+        return True
+    names = [deps.config.group(g).asg_name for g in groups]
+    try:
+        fresh = deps.ports.fleet.describe_groups(names)
+    except ScalerError as exc:
+        if isinstance(exc, AuthError):
+            run.applier.forbid_destructive(exc)
+        for group in groups:
+            run.tally.failed_groups.add(group)
+            run.applier.note(
+                ActionKind.SET_DESIRED,
+                group,
+                group,
+                "re-read before setting desired",
+                ActionStatus.FAILED,
+                str(exc),
+            )
+        return False
+    for group, name in zip(groups, names, strict=True):
+        if name in fresh:
+            run.tally.final[group] = fresh[name]
+    return True
+
+
+def _cordon(deps: Deps, run: RunInfo, plan: Plan, draining: frozenset[str]) -> None:
+    cutoff = deps.config.policy.pod_priority_cutoff
+    for action in plan.cordon:
+        if action.node in draining:
+            continue
+        fresh = _fresh(deps, run.applier, action.node)
+        node = None if isinstance(fresh, str) else fresh[0]
+        blocker = fresh if isinstance(fresh, str) else cordon_blocker(cutoff, *fresh)
+        if blocker or node is None:
+            run.applier.note(
+                ActionKind.CORDON,
+                action.node,
+                action.group,
+                action.reason,
+                ActionStatus.SKIPPED,
+                blocker or "",
+            )
+            continue
+        run.applier.cordon(node, action.group, action.reason, run.started_at, retry_conflict=False)
+
+
+def _uncordon(applier: Applier, plan: Plan, draining: frozenset[str]) -> None:
+    for action in plan.uncordon:
+        if action.node not in draining:
+            applier.uncordon(action.node, action.group, action.reason)
+
+
+def _save_state(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
+    """Remember what the next run needs (idle-since, first seen, pod memory, scale times, backoff)."""
+    applier, state, now, stored = run.applier, deps.ports.state, run.started_at, gathered.state
+    if applier.dry_run:
+        return
+    stored_idle = {k: v.idle_since for k, v in stored.nodes.items() if v.idle_since}
+    if dict(plan.idle_since) != stored_idle:
+        applier.save("idle-since", lambda lease: state.save_node_idle_since(lease, plan.idle_since, now))
+    if dict(plan.instances_first_seen) != dict(stored.instances_first_seen):
+        applier.save(
+            "first-seen", lambda lease: state.save_instances_first_seen(lease, plan.instances_first_seen)
+        )
+    memory = {key: m for key, m in plan.pod_memory.items() if _worth_remembering(m)}
+    if memory != dict(stored.pods):
+        applier.save("pod memory", lambda lease: state.save_pod_memory(lease, memory))
+    for group in sorted(g for g, removed in run.tally.removed.items() if removed):
+        applier.save(f"scale-down {group}", partial(state.record_scale_down, group=group, at=now))
+    for group in sorted(run.tally.grown):
+        applier.save(f"scale-up {group}", partial(state.record_scale_up, group=group, at=now))
+    for decision in plan.groups:
+        group_state = stored.groups.get(decision.name, GroupState())
+        in_backoff = group_state.backoff_until is not None and group_state.backoff_until > now
+        if decision.enter_backoff and not in_backoff and not run.tally.backoffs[decision.name]:
+            reason = "instances did not become usable in time"
+            if applier.back_off(decision.name, now, reason, deps.config.policy) and not applier.dry_run:
+                run.tally.backoffs[decision.name] += 1
+
+
+def _worth_remembering(memory: PodMemory) -> bool:
+    """A record that tells the planner something; a uid alone does not, so it is not stored."""
+    return bool(
+        memory.counted_on or memory.counted_since or memory.distrusted or memory.bought or memory.refused
+    )

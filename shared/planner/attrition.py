@@ -1,0 +1,246 @@
+"""Consolidation by attrition: give fragmented GPUs back without evicting anything (pure).
+
+Idle scale-down only reclaims empty nodes, and batch pods are never evicted. What the scaler can
+do is steer where new pods land: when a group has more free GPUs than new pods need, the nodes
+cheapest to empty get the scaler's own taint (`backlog-scaler/attrition`, PreferNoSchedule by
+default), so the scheduler sends new pods elsewhere, those nodes empty as their jobs finish and idle
+scale-down takes them as usual.
+
+The rules, per group of GPU nodes, level-triggered (each run decides the whole marked set anew):
+- Candidates: registered, Ready, schedulable nodes with free GPUs, not protected from scale-down,
+  not receiving a pending pod in this plan and not being cordoned or terminated by it.
+- Order (cheapest to empty first): nodes already marked (no churn), then fewest GPUs in use, then
+  fewest busy pods, then the newest, then the name.
+- Marks go to a prefix of that order: while the free GPUs left on unmarked nodes stay at least the
+  spare the policy keeps for new pods (`attrition.spare_gpus`, default one node's GPUs, plus the
+  group's headroom nodes' GPUs), and never on more nodes than the group can lose above its min size.
+- Lifted in the same run the room is needed: a pending pod the plan counts on a marked node (so no
+  pod waits for a node we drain by attrition; the planner judges marked nodes without the mark, the
+  mark being ours to lift), a marked node whose room the spare needs, a node that became protected,
+  or the policy switched off.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from shared.config import AttritionConfig
+from shared.domain.model import Node, Pod, Snapshot, Taint, TaintEffect
+from shared.domain.plan import NodeMark, PodOutcome
+from shared.planner.context import Context, GroupView
+from shared.planner.safety import busy_pods, protection
+
+ATTRITION_TAINT_KEY = "backlog-scaler/attrition"
+# A pod's expected run time in seconds, from its creation (a user's estimate, as Slurm's --time):
+# where every busy pod of a node has one, the node's remaining work is known.
+ANNOTATION_EXPECTED_RUNTIME = "backlog-scaler/expected-runtime-seconds"
+
+
+def attrition_taint(policy: AttritionConfig) -> Taint:
+    """The taint the scaler marks nodes with."""
+    return Taint(ATTRITION_TAINT_KEY, "", TaintEffect(policy.effect))
+
+
+def marked_nodes(snapshot: Snapshot) -> frozenset[str]:
+    """Nodes carrying the scaler's attrition taint (any effect)."""
+    return frozenset(n.name for n in snapshot.nodes if any(t.key == ATTRITION_TAINT_KEY for t in n.taints))
+
+
+def without_marks(snapshot: Snapshot, marked: frozenset[str]) -> Snapshot:
+    """The snapshot as the placement rules judge it: marked nodes without the mark (ours to lift)."""
+    if not marked:
+        return snapshot
+    nodes = tuple(replace(n, taints=_unmarked(n.taints)) if n.name in marked else n for n in snapshot.nodes)
+    return replace(snapshot, nodes=nodes)
+
+
+def _unmarked(taints: tuple[Taint, ...]) -> tuple[Taint, ...]:
+    return tuple(t for t in taints if t.key != ATTRITION_TAINT_KEY)
+
+
+@dataclass(frozen=True)
+class AttritionResult:
+    mark: tuple[NodeMark, ...] = ()
+    unmark: tuple[NodeMark, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    node: Node
+    gpus: int
+    used: int
+    busy: int
+    free: int
+    remaining: float  # seconds until its last busy pod is expected to end (inf: not known)
+
+
+def plan_attrition(
+    ctx: Context,
+    marked: frozenset[str],
+    counted_on: Mapping[str, str],
+    outcomes: Mapping[str, PodOutcome],
+    leaving: frozenset[str],
+) -> AttritionResult:
+    """Marks to put on and lift this run (see the module docstring).
+
+    `marked`: nodes that carry the mark now; `counted_on`: pending pod -> registered node the plan
+    counts it on; `outcomes`: the pods' outcomes (their GPUs); `leaving`: nodes this plan cordons or
+    terminates.
+    """
+    policy = ctx.config.policy.attrition
+    taint = attrition_taint(policy)
+    incoming: dict[str, list[str]] = {}
+    for pod, node in sorted(counted_on.items()):
+        incoming.setdefault(node, []).append(pod)
+    marks: list[NodeMark] = []
+    unmarks: list[NodeMark] = []
+    for view in ctx.groups:
+        chosen, lifted = _plan_group(ctx, view, policy, marked, incoming, outcomes, leaving)
+        marks.extend(NodeMark(n, view.name, why, taint.key, taint.effect) for n, why in chosen)
+        unmarks.extend(NodeMark(n, view.name, why, taint.key, taint.effect) for n, why in lifted)
+    known = {n.name for view in ctx.groups for n in view.nodes}
+    for name in sorted(marked - known):  # a node left its group's ASG: nothing to steer there
+        if any(n.name == name for n in ctx.snapshot.nodes):
+            unmarks.append(NodeMark(name, "", "not a node of a managed group", taint.key, taint.effect))
+    return AttritionResult(
+        tuple(sorted(marks, key=lambda m: m.node)), tuple(sorted(unmarks, key=lambda m: m.node))
+    )
+
+
+def _spare(view: GroupView, policy: AttritionConfig, gpus_per_node: int) -> int:
+    spare = policy.spare_gpus if policy.spare_gpus is not None else gpus_per_node
+    return spare + view.config.headroom_nodes * gpus_per_node
+
+
+def _plan_group(
+    ctx: Context,
+    view: GroupView,
+    policy: AttritionConfig,
+    marked: frozenset[str],
+    incoming: Mapping[str, list[str]],
+    outcomes: Mapping[str, PodOutcome],
+    leaving: frozenset[str],
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(node, reason) to mark and to unmark in one group."""
+    cutoff = ctx.config.policy.pod_priority_cutoff
+    lifted: list[tuple[str, str]] = []
+    candidates: list[_Candidate] = []
+    pool = 0  # free GPUs of schedulable nodes: what new pods may use once marks are placed
+    gpus_per_node = 0
+    for node in view.nodes:
+        gpus = node.allocatable.gpus
+        gpus_per_node = max(gpus_per_node, gpus)
+        pods = ctx.pods_on_node.get(node.name, [])
+        used = sum(p.requests.gpus for p in pods if not p.is_terminal)
+        arriving = incoming.get(node.name, [])
+        free = gpus - used - sum(outcomes[p].gpus for p in arriving if p in outcomes)
+        schedulable = node.ready and not node.unschedulable and node.name not in leaving
+        if schedulable:
+            pool += max(0, free)
+        is_marked = node.name in marked
+        why_not = _why_not(node, pods, arriving, schedulable, gpus, free, leaving, policy)
+        if why_not is None:
+            busy = busy_pods(pods, cutoff)
+            candidates.append(_Candidate(node, gpus, used, len(busy), free, _remaining(ctx, busy)))
+        elif is_marked and why_not not in (_LEAVING, _NOT_SCHEDULABLE, _FULL):
+            lifted.append((node.name, why_not))
+    if not policy.enabled or not candidates:
+        return [], lifted
+    spare = _spare(view, policy, gpus_per_node)
+    removable = max(0, len(view.nodes) - view.min_size)
+    candidates.sort(
+        key=lambda c: (
+            c.node.name not in marked,
+            c.used,
+            c.remaining,
+            c.busy,
+            -(c.node.created_at.timestamp() if c.node.created_at else 0.0),
+            c.node.name,
+        )
+    )
+    chosen: list[tuple[str, str]] = []
+    kept = sum(1 for n in view.nodes if n.name in marked and n.unschedulable)  # cordoned, still marked
+    full = False  # the first candidate that cannot be marked ends the marked prefix
+    for cand in candidates:
+        name = cand.node.name
+        full = full or kept >= removable or pool - cand.free < spare
+        if not full:
+            pool -= cand.free
+            kept += 1
+            if name not in marked:
+                chosen.append((name, _mark_reason(cand, pool, spare)))
+        elif name in marked:
+            lifted.append(
+                (name, f"its room is needed: {pool} free GPU(s) unmarked, {spare} kept for new pods")
+            )
+    return chosen, lifted
+
+
+def mark_blocker(node: Node | None, pods: Sequence[Pod]) -> str | None:
+    """Why a planned mark must not be put on now (None: go ahead), judged on a fresh read like a cordon.
+
+    Lifting a mark is always safe and needs no such check.
+    """
+    if node is None:
+        return "the node is gone"
+    if node.unschedulable:
+        return "it is cordoned"
+    if not node.ready:
+        return "it is not Ready"
+    return protection(node, pods)
+
+
+_LEAVING = "cordoned or terminated by this plan"
+_NOT_SCHEDULABLE = "not Ready and schedulable"
+_FULL = "no free GPU"
+
+
+def _why_not(
+    node: Node,
+    pods: list[Pod],
+    arriving: list[str],
+    schedulable: bool,
+    gpus: int,
+    free: int,
+    leaving: frozenset[str],
+    policy: AttritionConfig,
+) -> str | None:
+    """Why the node cannot be (or stay) marked; None when it is a candidate."""
+    if not policy.enabled:
+        return "consolidation by attrition is switched off"
+    if arriving:
+        return f"pending pod {arriving[0]} fits only here: the room is needed"
+    if node.name in leaving:
+        return _LEAVING
+    if not schedulable:
+        return _NOT_SCHEDULABLE
+    if gpus <= 0:
+        return "not a GPU node"
+    protected = protection(node, pods)
+    if protected:
+        return f"{protected}: it is never scaled down"
+    if free <= 0:
+        return _FULL
+    return None
+
+
+def _mark_reason(cand: _Candidate, pool: int, spare: int) -> str:
+    room = f"({pool} free GPU(s) stay on unmarked nodes, {spare} kept for new pods)"
+    if not cand.busy:
+        return f"runs no job: new pods go elsewhere so idle scale-down can take it {room}"
+    return (
+        f"{cand.used}/{cand.gpus} GPUs in use: new pods go elsewhere so it empties as its jobs finish {room}"
+    )
+
+
+def _remaining(ctx: Context, pods: list[Pod]) -> float:
+    """Seconds until the last of `pods` is expected to end; inf unless every one has an estimate."""
+    latest = 0.0
+    for pod in pods:
+        raw = pod.annotations.get(ANNOTATION_EXPECTED_RUNTIME)
+        if pod.created_at is None or raw is None or not raw.isdigit():
+            return math.inf
+        latest = max(latest, (pod.created_at - ctx.now).total_seconds() + int(raw))
+    return latest

@@ -1,0 +1,152 @@
+"""Gangs: which pods must start together, how many of them, and what a group lacks to hold them all.
+
+Markers, first match wins (a pod carries one in practice):
+- Kueue plain-pod groups: label `kueue.x-k8s.io/pod-group-name`, size from the annotation
+  `kueue.x-k8s.io/pod-group-total-count` (Kueue admits the group only once all its pods exist);
+- Volcano: annotation `scheduling.k8s.io/group-name`, size from its PodGroup's `spec.minMember`;
+- the coscheduling plugin: label `scheduling.x-k8s.io/pod-group`, size from its PodGroup's
+  `spec.minMember` when the PodGroup is listed;
+- the configured `policy.gang_label`: the pods present are the gang.
+
+A gang is bought for its full size: members bound already count, members not created yet are
+stood in for by copies of a pending member (stand-ins, never reported), so a gang whose pods are
+created one by one is not bought a node at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from shared.config import PolicyConfig
+from shared.domain.model import Pod
+from shared.domain.provisioning import (
+    ANNOTATION_KUEUE_TOTAL_COUNT,
+    ANNOTATION_VOLCANO_GROUP,
+    LABEL_COSCHEDULING_GROUP,
+    LABEL_KUEUE_POD_GROUP,
+    PodGroup,
+    PodGroupKind,
+)
+from shared.domain.resources import CPU, MEMORY
+from shared.planner.context import Context, GroupView
+from shared.planner.packing import Bins, Request
+
+# A stand-in's name holds a character Kubernetes never allows in an object name (a DNS subdomain),
+# so a stand-in can never be confused with a real pod.
+STAND_IN_SEPARATOR = ":"
+MAX_GANG_SIZE = 10_000  # a bound on stand-ins: a malformed total count must not cost unbounded work
+
+
+def is_stand_in(pod: Pod) -> bool:
+    """A pod the planner made up (a gang member not created yet, a ProvisioningRequest's pod)."""
+    return STAND_IN_SEPARATOR in pod.name
+
+
+def stand_ins(model: Pod, base: str, count: int, start: int = 0) -> list[Pod]:
+    """`count` copies of `model` named `<base>:<i>`, pending and unschedulable like a backlog pod."""
+    return [
+        replace(
+            model,
+            name=f"{base}{STAND_IN_SEPARATOR}{index}",
+            uid="",
+            node_name=None,
+            phase="Pending",
+            unschedulable=True,
+            nominated_node=None,
+        )
+        for index in range(start, start + count)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class GangMark:
+    key: str  # namespace/name
+    size: int | None  # the gang's full size when declared (minMember, total count), else None
+
+
+class GangIndex:
+    """Finds the gang of a pod from its markers and the listed PodGroups."""
+
+    def __init__(self, policy: PolicyConfig, pod_groups: Iterable[PodGroup]) -> None:
+        self._label = policy.gang_label
+        self._min_member: dict[tuple[PodGroupKind, str], int] = {
+            (g.kind, g.key): g.min_member for g in pod_groups
+        }
+
+    def mark(self, pod: Pod) -> GangMark | None:
+        """The pod's gang, or None."""
+        labels, annotations = pod.labels, pod.annotations
+        name = labels.get(LABEL_KUEUE_POD_GROUP)
+        if name:
+            return GangMark(f"{pod.namespace}/{name}", _count(annotations.get(ANNOTATION_KUEUE_TOTAL_COUNT)))
+        name = annotations.get(ANNOTATION_VOLCANO_GROUP)
+        if name:
+            key = f"{pod.namespace}/{name}"
+            return GangMark(key, self._min_member.get((PodGroupKind.VOLCANO, key)))
+        name = labels.get(LABEL_COSCHEDULING_GROUP)
+        if name:
+            key = f"{pod.namespace}/{name}"
+            return GangMark(key, self._min_member.get((PodGroupKind.COSCHEDULING, key)))
+        name = labels.get(self._label) if self._label else None
+        return GangMark(f"{pod.namespace}/{name}", None) if name else None
+
+
+def _count(raw: str | None) -> int | None:
+    try:
+        value = int(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and 0 < value <= MAX_GANG_SIZE else None
+
+
+def bound_members(ctx: Context, index: GangIndex) -> dict[str, int]:
+    """How many members of each gang are bound to a node already (they count toward its size)."""
+    counts: dict[str, int] = {}
+    for pods in ctx.pods_on_node.values():
+        for pod in pods:
+            mark = index.mark(pod) if pod.labels or pod.annotations else None
+            if mark is not None:
+                counts[mark.key] = counts.get(mark.key, 0) + 1
+    return counts
+
+
+def largest_first(pods: list[Pod]) -> list[Pod]:
+    """Largest member first, as First Fit Decreasing places pods (a replan packs the same way)."""
+    return sorted(
+        pods, key=lambda p: (-p.requests.gpus, -p.requests.get(CPU), -p.requests.get(MEMORY), p.key)
+    )
+
+
+def full_gang(members: list[Pod], size: int | None, bound: int) -> list[Pod]:
+    """The pending members plus stand-ins for those not created yet, largest first."""
+    ordered = largest_first(members)
+    missing = (size or 0) - bound - len(members)
+    if missing > 0:
+        model = ordered[0]
+        ordered += stand_ins(model, f"{model.name}-member", missing, len(members))
+    return ordered
+
+
+def nodes_needed(ctx: Context, view: GroupView, requests: Iterable[Request]) -> int | None:
+    """New nodes of the group the requests take, First Fit Decreasing into empty nodes (None when
+    one of them does not fit an empty node at all)."""
+    free = view.template.free
+    if free is None:
+        return None
+    shape = tuple(ctx.vector(free))
+    bins = Bins([], [], shape, max_new=MAX_GANG_SIZE)
+    for request in requests:
+        if bins.place(request) is None:
+            return None
+    return bins.opened
+
+
+def gang_shortfall(ctx: Context, view: GroupView, requests: list[Request]) -> str:
+    """What the group lacks for a whole gang: "needs 4 a100 nodes, group can add 3 (max 16)"."""
+    needed = nodes_needed(ctx, view, requests)
+    can_add = max(0, view.max_size - view.current_desired)
+    if needed is None:
+        return f"a member does not fit an empty {view.name} node"
+    nodes = f"{needed} {view.name} node{'s' if needed != 1 else ''}"
+    return f"needs {nodes}, group can add {can_add} (max {view.max_size})"

@@ -1,0 +1,134 @@
+"""The safety rules of scale-down and capacity, each written once (pure; no I/O, `now` passed in).
+
+Callers: the planner (scale_down), the re-validation before every destructive write (controller), the
+forced scale-down's choice of nodes, the DynamoDB state store and the in-memory fake (backoff), the
+simulator and the demo. A rule written twice drifts; these are the only copies.
+
+- `busy_pods`: the pods that keep a node busy (`Pod.keeps_node_busy`: live, neither DaemonSet nor
+  mirror pod, not below the priority cutoff).
+- `protection`: why a node must not be scaled down automatically (annotation, do-not-disrupt pod).
+- `termination_blocker` / `cordon_blocker`: why a planned termination or cordon must not happen now,
+  judged on fresh reads.
+- `desired_to_set`: the desired capacity to set for a target, never below the live instances.
+- `next_backoff`: exponential capacity backoff with its cap and its reset boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from shared.config import PolicyConfig
+from shared.domain.model import AsgState, Node, Pod
+from shared.domain.plan import Termination
+
+# 2**32 x the initial backoff is far past any cap; bounding the exponent keeps the arithmetic small.
+_MAX_DOUBLINGS = 32
+
+
+def busy_pods(pods: Iterable[Pod], priority_cutoff: int | None) -> list[Pod]:
+    """The pods that keep their node busy, by key. `priority_cutoff`: the policy's pod_priority_cutoff."""
+    return sorted((p for p in pods if p.keeps_node_busy(priority_cutoff)), key=lambda p: p.key)
+
+
+def protection(node: Node, pods: Iterable[Pod]) -> str | None:
+    """Why `node` must not be scaled down automatically (None: it may be).
+
+    Protected: the scale-down-disabled annotation (ours or cluster-autoscaler's) on the node, or a
+    pod on it annotated karpenter.sh/do-not-disrupt.
+    """
+    if node.scale_down_disabled:
+        return "scale-down disabled by annotation"
+    if any(p.do_not_disrupt for p in pods):
+        return "runs a pod annotated karpenter.sh/do-not-disrupt"
+    return None
+
+
+def termination_blocker(
+    termination: Termination, priority_cutoff: int | None, node: Node | None, pods: Sequence[Pod]
+) -> str | None:
+    """Why a planned termination must not happen now (None: go ahead), from fresh reads."""
+    if node is None:
+        return "the node is gone"
+    if node.instance_id != termination.instance_id:
+        return f"the node now belongs to instance {node.instance_id}"
+    busy = busy_pods(pods, priority_cutoff)
+    if busy:
+        return f"it now runs {busy[0].key}"
+    protected = protection(node, pods)
+    if protected:
+        return protected
+    if termination.decrement and not node.cordoned_by_scaler:
+        return "it is no longer cordoned by the scaler"
+    if not termination.decrement and node.ready:
+        return "it became Ready"
+    return None
+
+
+def cordon_blocker(priority_cutoff: int | None, node: Node | None, pods: Sequence[Pod]) -> str | None:
+    """Why a planned cordon must not happen now (None: go ahead), from fresh reads."""
+    if node is None:
+        return "the node is gone"
+    if node.unschedulable:
+        return "it is already cordoned"
+    busy = busy_pods(pods, priority_cutoff)
+    if busy:
+        return f"it now runs {busy[0].key}"
+    return protection(node, pods)
+
+
+def desired_to_set(target: int, asg: AsgState) -> int | None:
+    """The desired capacity to set for `target` on the group as it is now, or None to leave it.
+
+    Raised freely (within min/max); lowered only to cancel launches that have not happened, and
+    never below the live instances: SetDesiredCapacity below them lets the ASG terminate instances
+    of its own choice, possibly busy ones.
+    """
+    target = max(asg.min_size, min(target, asg.max_size))
+    if target > asg.desired:
+        return target
+    live = len(asg.live_instances)
+    if target < asg.desired and asg.desired > live:
+        lowered = max(target, live, asg.min_size)
+        return lowered if lowered < asg.desired else None
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """The capacity backoff of one group: failures in the current episode, the last one, its end."""
+
+    failures: int = 0
+    last_failure: datetime | None = None
+    until: datetime | None = None
+
+
+def backoff_seconds(failures: int, policy: PolicyConfig) -> int:
+    """The backoff after the `failures`-th failure in a row: initial, doubling, capped at the max."""
+    doublings = min(max(failures, 1) - 1, _MAX_DOUBLINGS)
+    return min(policy.backoff_initial_seconds * 2**doublings, policy.backoff_max_seconds)
+
+
+def next_backoff(previous: Backoff, at: datetime, policy: PolicyConfig) -> Backoff:
+    """The backoff after a capacity failure at `at`.
+
+    A failure at or before the last one counted is the same failure (a retry, a late event): the
+    previous backoff is returned with the same `last_failure` (callers store nothing then). A
+    failure within `backoff_reset_seconds` of the last one doubles the backoff; a later one starts
+    again at the initial value. The boundary is cluster-autoscaler's: its backoff data is dropped
+    only once lastFailedExecution + backoffResetTimeout is before now, so a failure exactly at the
+    reset boundary still doubles (cluster-autoscaler/utils/backoff/exponential_backoff.go).
+    """
+    if previous.last_failure is not None and at <= previous.last_failure:
+        until = previous.until or at + timedelta(seconds=backoff_seconds(1, policy))
+        return replace(previous, until=until)
+    reset = timedelta(seconds=policy.backoff_reset_seconds)
+    recent = previous.last_failure is not None and at - previous.last_failure <= reset
+    failures = previous.failures + 1 if recent else 1
+    return Backoff(failures, at, at + timedelta(seconds=backoff_seconds(failures, policy)))
+
+
+def is_counted(previous: Backoff, at: datetime) -> bool:
+    """Whether a failure at `at` was already counted in `previous` (see `next_backoff`)."""
+    return previous.last_failure is not None and at <= previous.last_failure

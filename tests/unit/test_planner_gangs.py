@@ -1,0 +1,110 @@
+"""Gang markers (Kueue, Volcano, coscheduling, the configured label): whole gangs or nothing."""
+
+from __future__ import annotations
+
+from shared.domain.plan import Outcome, ReasonCode
+from shared.planner import plan
+from tests.builders import NOW, asg, config, node, pod, snapshot
+from tests.builders_provisioning import pod_group, with_objects
+
+A100 = "research-a100"
+
+
+def _kueue(name: str, total: int) -> dict[str, object]:
+    return {
+        "labels": {"kueue.x-k8s.io/pod-group-name": name, "kueue.x-k8s.io/managed": "true"},
+        "annotations": {"kueue.x-k8s.io/pod-group-total-count": str(total)},
+    }
+
+
+def _full_group(count: int) -> tuple[list[dict[str, object]], list[dict[str, object]], dict[str, object]]:
+    """`count` registered a100 nodes, each busy with an 8-GPU pod: the group has no free room."""
+    nodes = [node(f"n{i}", f"i-{i}") for i in range(count)]
+    busy = [pod(f"busy-{i}", gpus=8, node=f"n{i}") for i in range(count)]
+    return busy, nodes, asg(A100, desired=count, instances=[f"i-{i}" for i in range(count)])
+
+
+def test_kueue_pod_group_that_cannot_fit_whole_buys_nothing_and_says_what_is_missing() -> None:
+    # Given a Kueue pod group of four 8-GPU pods, and a100 at 13 of max 16 (room for 3 more nodes)
+    pods = [pod(f"llm-4x8-{i}", gpus=8, **_kueue("llm-4x8", 4)) for i in range(4)]  # type: ignore[arg-type]
+    busy, nodes, group = _full_group(13)
+    # When planning
+    result = plan(snapshot(busy + pods, nodes, [group]), config(), NOW)
+    # Then nothing is bought, and every member says what the group lacks
+    assert result.group("a100").desired == 13
+    reasons = {p.reason for p in result.pods if p.pod.startswith("research/llm")}
+    assert reasons == {"gang research/llm-4x8: needs 4 a100 nodes, group can add 3 (max 16)"}
+    assert {p.code for p in result.pods} == {ReasonCode.GANG_DOES_NOT_FIT}
+
+
+def test_volcano_group_is_bought_for_its_min_member_before_every_pod_exists() -> None:
+    # Given a Volcano PodGroup of minMember 4 with only 2 of its pods created so far
+    pods = [pod(f"w{i}", gpus=8, annotations={"scheduling.k8s.io/group-name": "llm"}) for i in range(2)]
+    snap = with_objects(snapshot(pods, [], [asg(A100, desired=0)]), [pod_group("llm", 4, volcano=True)])
+    # When planning
+    result = plan(snap, config(), NOW)
+    # Then nodes for the whole gang are bought (4, not 2), and only the real pods are reported
+    assert result.group("a100").desired == 4
+    assert sorted(p.pod for p in result.pods) == ["research/w0", "research/w1"]
+    assert all(p.outcome is Outcome.SCALE_UP for p in result.pods)
+    assert result.pod_memory.keys() <= {"research/w0", "research/w1"}
+
+
+def test_volcano_group_that_does_not_fit_at_min_member_buys_nothing() -> None:
+    # Given a Volcano PodGroup of minMember 5, 2 pods created, and a group that may add only 3 nodes
+    pods = [pod(f"w{i}", gpus=8, annotations={"scheduling.k8s.io/group-name": "llm"}) for i in range(2)]
+    busy, nodes, group = _full_group(13)
+    snap = with_objects(snapshot(busy + pods, nodes, [group]), [pod_group("llm", 5, volcano=True)])
+    # When planning
+    result = plan(snap, config(), NOW)
+    # Then nothing is bought: the 2 pods alone would fit, the gang does not
+    assert result.group("a100").desired == 13
+    assert {p.reason for p in result.pods} == {
+        "gang research/llm: needs 5 a100 nodes, group can add 3 (max 16)"
+    }
+
+
+def test_coscheduling_min_member_counts_members_that_run_already() -> None:
+    # Given a coscheduling PodGroup of minMember 3: one member runs, one is pending
+    label = {"scheduling.x-k8s.io/pod-group": "llm"}
+    pods = [pod("w0", gpus=8, labels=label, node="n1"), pod("w1", gpus=8, labels=label)]
+    snap = with_objects(
+        snapshot(pods, [node("n1", "i-1")], [asg(A100, desired=1, instances=["i-1"])]), [pod_group("llm", 3)]
+    )
+    # When planning
+    result = plan(snap, config(), NOW)
+    # Then the two members still missing get nodes (the pending one and one not created yet)
+    assert result.group("a100").desired == 3
+
+
+def test_coscheduling_label_without_a_pod_group_is_the_pods_present() -> None:
+    # Given three pods with the coscheduling label and no PodGroup listed
+    label = {"scheduling.x-k8s.io/pod-group": "llm"}
+    pods = [pod(f"w{i}", gpus=8, labels=label) for i in range(3)]
+    # When planning
+    result = plan(snapshot(pods, [], [asg(A100, desired=0)]), config(), NOW)
+    # Then the gang is the three pods
+    assert result.group("a100").desired == 3
+
+
+def test_configured_gang_label_marks_a_gang() -> None:
+    # Given a custom gang label and a gang of 2 that cannot fit in a group with room for 1
+    pods = [pod(f"w{i}", gpus=8, labels={"team.example.com/gang": "g"}) for i in range(2)]
+    cfg = config(policy={"gang_label": "team.example.com/gang"})
+    busy, nodes, group = _full_group(15)
+    # When planning
+    result = plan(snapshot(busy + pods, nodes, [group]), cfg, NOW)
+    # Then nothing is bought
+    assert result.group("a100").desired == 15
+    assert {p.code for p in result.pods} == {ReasonCode.GANG_DOES_NOT_FIT}
+
+
+def test_kueue_total_count_that_is_not_a_number_falls_back_to_the_pods_present() -> None:
+    # Given two Kueue pods whose total count annotation is garbage
+    pods = [pod(f"w{i}", gpus=8, **_kueue("g", 0)) for i in range(2)]  # type: ignore[arg-type]
+    for p in pods:
+        p["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = "many"
+    # When planning
+    result = plan(snapshot(pods, [], [asg(A100, desired=0)]), config(), NOW)
+    # Then the two pods are the gang
+    assert result.group("a100").desired == 2
