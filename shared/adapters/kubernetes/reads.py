@@ -1,0 +1,128 @@
+"""`CoreReader`: the reads of core and built-in objects (pods, nodes, DaemonSets, volumes, namespaces,
+pod templates), each list parsed straight into domain objects by `shared.formats.kubernetes`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
+
+from kubernetes import client as k8s
+
+from shared.adapters.kubernetes.calls import ApiCaller, ReadNotFoundError, body_of, decode_json
+from shared.adapters.kubernetes.listing import ListParser, PagedLister
+from shared.domain.errors import ClusterReadError
+from shared.domain.model import DaemonSet, Node, Pod
+from shared.domain.provisioning import PodTemplate
+from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
+from shared.formats.kubernetes import (
+    daemonset_from_json,
+    namespace_from_json,
+    node_from_json,
+    pod_from_json,
+    pod_template_from_json,
+    pv_from_json,
+    pvc_from_json,
+    storage_class_from_json,
+)
+
+T = TypeVar("T")
+
+
+class CoreReader:
+    """Lists and gets of the core, apps and storage APIs, through one `ApiCaller`."""
+
+    def __init__(self, caller: ApiCaller) -> None:
+        self._caller = caller
+        self._lister = PagedLister(caller)
+        self._core = k8s.CoreV1Api(caller.api_client)
+        self._apps = k8s.AppsV1Api(caller.api_client)
+        self._storage = k8s.StorageV1Api(caller.api_client)
+        self._pods = ListParser("Pod", pod_from_json)
+        self._nodes = ListParser("Node", node_from_json)
+        self._daemonsets = ListParser("DaemonSet", daemonset_from_json)
+        self._pvcs = ListParser("PersistentVolumeClaim", pvc_from_json)
+        self._pvs = ListParser("PersistentVolume", pv_from_json)
+        self._storage_classes = ListParser("StorageClass", storage_class_from_json)
+        self._namespaces = ListParser("Namespace", namespace_from_json)
+        self._pod_templates = ListParser("PodTemplate", pod_template_from_json)
+
+    def list_pods(self) -> tuple[Pod, ...]:
+        """Every pod of every namespace (minus terminal ones with the default field selector)."""
+        return self._list_pods("pods", self._caller.options.pod_field_selector, complete=True)
+
+    def list_pods_on_node(self, name: str) -> tuple[Pod, ...]:
+        """Pods bound to node `name` (same phase filter as `list_pods`)."""
+        selector = ",".join(
+            s for s in (f"spec.nodeName={name}", self._caller.options.pod_field_selector) if s
+        )
+        # A subset: reuse known pods, but do not forget the others.
+        return self._list_pods(f"pods on node {name}", selector, complete=False)
+
+    def _list_pods(self, what: str, selector: str | None, *, complete: bool) -> tuple[Pod, ...]:
+        return self._lister.list_all(
+            what,
+            lambda token: self._core.list_pod_for_all_namespaces(
+                limit=self._caller.options.page_size,
+                _continue=token,
+                field_selector=selector,
+                _preload_content=False,
+                _request_timeout=self._caller.timeout,
+            ),
+            self._pods,
+            complete=complete,
+        )
+
+    def list_nodes(self) -> tuple[Node, ...]:
+        """Every node."""
+        return self._lister.list_every("nodes", self._core.list_node, self._nodes)
+
+    def list_daemonsets(self) -> tuple[DaemonSet, ...]:
+        """Every DaemonSet of every namespace."""
+        return self._lister.list_every(
+            "daemonsets", self._apps.list_daemon_set_for_all_namespaces, self._daemonsets
+        )
+
+    def list_persistent_volume_claims(self) -> tuple[PersistentVolumeClaim, ...]:
+        """Every PersistentVolumeClaim of every namespace."""
+        return self._lister.list_every(
+            "persistentvolumeclaims", self._core.list_persistent_volume_claim_for_all_namespaces, self._pvcs
+        )
+
+    def list_persistent_volumes(self) -> tuple[PersistentVolume, ...]:
+        """Every PersistentVolume."""
+        return self._lister.list_every("persistentvolumes", self._core.list_persistent_volume, self._pvs)
+
+    def list_storage_classes(self) -> tuple[StorageClass, ...]:
+        """Every StorageClass."""
+        return self._lister.list_every(
+            "storageclasses", self._storage.list_storage_class, self._storage_classes
+        )
+
+    def list_namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        """The labels of every namespace, by name."""
+        return dict(self._lister.list_every("namespaces", self._core.list_namespace, self._namespaces))
+
+    def list_pod_templates(self) -> tuple[PodTemplate, ...]:
+        """Every PodTemplate of every namespace."""
+        return self._lister.list_every(
+            "podtemplates", self._core.list_pod_template_for_all_namespaces, self._pod_templates
+        )
+
+    def get_node(self, name: str) -> Node | None:
+        """A fresh read of node `name`; None when it does not exist."""
+        what = f"get node {name}"
+        try:
+            body = self._caller.call(
+                what,
+                lambda: body_of(
+                    self._core.read_node(name, _preload_content=False, _request_timeout=self._caller.timeout)
+                ),
+                failure=ClusterReadError,
+            )
+        except ReadNotFoundError:
+            return None
+        document = decode_json(body, what)
+        try:
+            return node_from_json(document)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ClusterReadError(f"{what}: malformed Node: {exc!r}") from exc

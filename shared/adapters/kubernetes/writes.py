@@ -1,0 +1,209 @@
+"""`ClusterWriter`: the writes of the adapter (cordon, taints, eviction, deletes, the status patch).
+
+Node edits are JSON merge patches (RFC 7386), with the read's resourceVersion as precondition where a
+concurrent edit must be a 409 rather than a lost update; a missing pod or node is success for evict
+and delete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client as k8s
+
+from shared.adapters.kubernetes.calls import ApiCaller, body_of, decode_json
+from shared.domain.errors import ClusterActionError, ConflictError, EvictionBlockedError, NotFoundError
+from shared.domain.model import ANNOTATION_CORDONED_AT, Taint
+from shared.domain.provisioning import PROVISIONING_API_GROUP, ConditionUpdate
+from shared.formats.kubernetes import condition_to_json
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def taints_with(taints: list[dict[str, Any]], taint: Taint) -> list[dict[str, Any]] | None:
+    """`taints` (a Node's spec.taints) with `taint` in place of one of the same key and effect, as
+    `kubectl taint --overwrite` edits them; None when it is already there."""
+    effect = str(taint.effect)
+    same = [t for t in taints if t.get("key") == taint.key and t.get("effect") == effect]
+    if len(same) == 1 and (same[0].get("value") or "") == taint.value:
+        return None
+    wanted: dict[str, Any] = {"key": taint.key, "effect": effect}
+    if taint.value:
+        wanted["value"] = taint.value
+    return [*(t for t in taints if t not in same), wanted]
+
+
+def taints_without(taints: list[dict[str, Any]], key: str) -> list[dict[str, Any]] | None:
+    """`taints` without every taint of `key` (`kubectl taint nodes NAME KEY-`); None when none has it."""
+    kept = [t for t in taints if t.get("key") != key]
+    return None if len(kept) == len(taints) else kept
+
+
+def _rfc3339(at: datetime) -> str:
+    if at.tzinfo is None:
+        raise ValueError("timestamps sent to Kubernetes must be timezone-aware")
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ClusterWriter:
+    """Patches, evictions and deletes through one `ApiCaller`; failures are ClusterActionError's tree."""
+
+    def __init__(self, caller: ApiCaller) -> None:
+        self._caller = caller
+        self._core = k8s.CoreV1Api(caller.api_client)
+        self._custom = k8s.CustomObjectsApi(caller.api_client)
+
+    def cordon(self, name: str, at: datetime, *, resource_version: str | None = None) -> None:
+        """Mark unschedulable and annotate when; with `resource_version`, only if unchanged since."""
+        metadata: dict[str, Any] = {"annotations": {ANNOTATION_CORDONED_AT: _rfc3339(at)}}
+        if resource_version:
+            # In a merge patch the resourceVersion is a precondition: the API server answers 409 when
+            # the stored object moved on, instead of overwriting a change we did not see.
+            metadata["resourceVersion"] = resource_version
+        self._patch_node(f"cordon node {name}", name, {"metadata": metadata, "spec": {"unschedulable": True}})
+
+    def uncordon(self, name: str) -> None:
+        """Clear unschedulable and the cordoned-at annotation."""
+        patch = {
+            "metadata": {"annotations": {ANNOTATION_CORDONED_AT: None}},
+            "spec": {"unschedulable": False},
+        }
+        self._patch_node(f"uncordon node {name}", name, patch)
+
+    def taint_node(self, name: str, taint: Taint, *, resource_version: str | None = None) -> None:
+        """Add `taint` as `kubectl taint nodes NAME KEY=VALUE:EFFECT --overwrite` does (see the port)."""
+        what = f"taint node {name} {taint.key}:{taint.effect}"
+        self._edit_taints(what, name, resource_version, lambda taints: taints_with(taints, taint))
+
+    def untaint_node(self, name: str, key: str, *, resource_version: str | None = None) -> None:
+        """Remove the taints with `key` as `kubectl taint nodes NAME KEY-` does (see the port)."""
+        what = f"untaint node {name} {key}"
+        self._edit_taints(what, name, resource_version, lambda taints: taints_without(taints, key))
+
+    def _edit_taints(
+        self,
+        what: str,
+        name: str,
+        resource_version: str | None,
+        edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None],
+    ) -> None:
+        # kubectl taint reads the node, edits the list and sends it whole (spec.taints has no merge
+        # key, so a strategic merge replaces it like a JSON merge patch does); the read's
+        # resourceVersion in the patch makes a concurrent edit a 409 instead of a lost update. The raw
+        # list is kept, so fields the domain model drops (timeAdded of NoExecute taints) survive.
+        timeout = self._caller.timeout
+        body = self._caller.call(
+            what,
+            lambda: body_of(self._core.read_node(name, _preload_content=False, _request_timeout=timeout)),
+            failure=ClusterActionError,
+        )
+        document = decode_json(body, what)
+        metadata = document.get("metadata") or {}
+        current = str(metadata.get("resourceVersion") or "")
+        if resource_version and current != resource_version:
+            raise ConflictError(
+                f"{what}: the node changed since it was read ({resource_version}, now {current})"
+            )
+        taints = edit([dict(t) for t in (document.get("spec") or {}).get("taints") or ()])
+        if taints is None:
+            return  # already as wanted
+        patch: dict[str, Any] = {"spec": {"taints": taints}}
+        if current:
+            patch["metadata"] = {"resourceVersion": current}
+        self._patch_node(what, name, patch)
+
+    def _patch_node(self, what: str, name: str, patch: dict[str, Any]) -> None:
+        # Without _content_type, kubernetes 37.0.1 sends a dict body as a strategic merge patch; a
+        # JSON merge patch (RFC 7386) says exactly what we mean, null deletes included.
+        self._caller.call(
+            what,
+            lambda: body_of(
+                self._core.patch_node(
+                    name,
+                    patch,
+                    _content_type=MERGE_PATCH,
+                    _preload_content=False,
+                    _request_timeout=self._caller.timeout,
+                )
+            ),
+            failure=ClusterActionError,
+        )
+
+    def set_provisioning_request_conditions(self, update: ConditionUpdate) -> None:
+        """Merge-patch `status.conditions` through the status subresource, the uid as precondition."""
+        # A JSON merge patch replaces the whole list, which the update carries whole (the conditions
+        # of other writers included, as read). The uid makes a re-created request a 409.
+        metadata = {"uid": update.uid} if update.uid else {}
+        patch = {
+            "metadata": metadata,
+            "status": {"conditions": [condition_to_json(c) for c in update.conditions]},
+        }
+        self._caller.call(
+            f"set conditions of provisioning request {update.key}",
+            lambda: body_of(
+                self._custom.patch_namespaced_custom_object_status(
+                    PROVISIONING_API_GROUP,
+                    update.version,
+                    update.namespace,
+                    "provisioningrequests",
+                    update.name,
+                    patch,
+                    _content_type=MERGE_PATCH,
+                    _preload_content=False,
+                    _request_timeout=self._caller.timeout,
+                )
+            ),
+            failure=ClusterActionError,
+        )
+
+    def evict(self, namespace: str, name: str) -> None:
+        """Evict through the Eviction API; a missing pod is success; 429 is EvictionBlockedError."""
+        body = k8s.V1Eviction(
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+        )
+        with contextlib.suppress(NotFoundError):  # the pod is gone already: what eviction wanted
+            self._caller.call(
+                f"evict pod {namespace}/{name}",
+                lambda: body_of(
+                    self._core.create_namespaced_pod_eviction(
+                        name, namespace, body, _preload_content=False, _request_timeout=self._caller.timeout
+                    )
+                ),
+                failure=ClusterActionError,
+                throttled=EvictionBlockedError,  # a PodDisruptionBudget said no: retry in a later run
+                retry_throttled=False,
+            )
+
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        """Delete a pod, bypassing PodDisruptionBudgets; a missing pod is success."""
+        with contextlib.suppress(NotFoundError):
+            self._caller.call(
+                f"delete pod {namespace}/{name}",
+                lambda: body_of(
+                    self._core.delete_namespaced_pod(
+                        name,
+                        namespace,
+                        grace_period_seconds=grace_seconds,
+                        _preload_content=False,
+                        _request_timeout=self._caller.timeout,
+                    )
+                ),
+                failure=ClusterActionError,
+            )
+
+    def delete_node(self, name: str) -> None:
+        """Delete a Node object; a missing node is success."""
+        timeout = self._caller.timeout
+        with contextlib.suppress(NotFoundError):
+            self._caller.call(
+                f"delete node {name}",
+                lambda: body_of(
+                    self._core.delete_node(name, _preload_content=False, _request_timeout=timeout)
+                ),
+                failure=ClusterActionError,
+            )

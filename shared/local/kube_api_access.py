@@ -1,0 +1,127 @@
+"""Authentication and RBAC of the fake Kubernetes API server: one bearer token, one ClusterRole."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from shared.local.kube_api_resources import ApiError, JsonObj
+
+# --------------------------------------------------------------------------- RBAC
+
+
+@dataclass(frozen=True)
+class _PolicyRule:
+    """One rule of a ClusterRole; ``*`` matches any group, resource or verb, as in the real RBAC."""
+
+    groups: frozenset[str]
+    resources: frozenset[str]
+    verbs: frozenset[str]
+
+    def allows(self, group: str, resource: str, verb: str) -> bool:
+        return (
+            ("*" in self.groups or group in self.groups)
+            and ("*" in self.resources or resource in self.resources)
+            and ("*" in self.verbs or verb in self.verbs)
+        )
+
+
+def _cluster_role_rules(role: JsonObj) -> tuple[_PolicyRule, ...]:
+    if role.get("kind") != "ClusterRole":
+        raise ValueError(f"expected a ClusterRole, got {role.get('kind')!r}")
+    rules = []
+    for rule in role.get("rules") or ():
+        if rule.get("nonResourceURLs") or rule.get("resourceNames"):
+            raise ValueError("nonResourceURLs and resourceNames are not supported by the fake")
+        rules.append(
+            _PolicyRule(
+                frozenset(rule.get("apiGroups") or ()),
+                frozenset(rule.get("resources") or ()),
+                frozenset(rule.get("verbs") or ()),
+            )
+        )
+    return tuple(rules)
+
+
+def _verb(method: str, name: str | None, query: dict[str, str]) -> str:
+    """The RBAC verb of a resource request, as the API server's RequestInfo derives it."""
+    if method == "GET":
+        if query.get("watch") in ("true", "1"):
+            return "watch"
+        return "get" if name else "list"
+    if method == "DELETE":
+        return "delete" if name else "deletecollection"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
+
+
+def _forbidden(
+    user: str, verb: str, group: str, resource: str, sub: str | None, name: str | None, namespace: str | None
+) -> ApiError:
+    group_resource = f"{resource}.{group}" if group else resource
+    full = f"{resource}/{sub}" if sub else resource
+    target = f'{group_resource} "{name}"' if name else group_resource
+    scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+    details: JsonObj = {"name": name} if name else {}
+    if group:
+        details["group"] = group
+    details["kind"] = resource
+    return ApiError(
+        403,
+        f'{target} is forbidden: User "{user}" cannot {verb} resource "{full}" '
+        f'in API group "{group}" {scope}',
+        details=details,
+    )
+
+
+class AccessControl:
+    """Who may call the fake server: one bearer token, one enforced ClusterRole, and optionally the
+    tokenless loopback user (kubectl over plain HTTP), who is unrestricted."""
+
+    def __init__(self, lock: threading.RLock, *, allow_anonymous_loopback: bool) -> None:
+        self._lock = lock
+        self.allow_anonymous_loopback = allow_anonymous_loopback
+        self._token: str | None = None
+        self._rules: tuple[_PolicyRule, ...] | None = None  # None: every authenticated request is allowed
+        self._user = ""
+
+    def enforce_cluster_role(self, role: JsonObj | None, user: str) -> None:
+        """Authorize resource requests against `role`'s rules as `user` (None: allow all)."""
+        rules = None if role is None else _cluster_role_rules(role)
+        with self._lock:
+            self._rules = rules
+            self._user = user
+
+    def require_token(self, token: str | None) -> None:
+        """Demand ``Authorization: Bearer <token>`` (None disables the check)."""
+        with self._lock:
+            self._token = token
+
+    def is_anonymous(self, headers: dict[str, str], client_host: str) -> bool:
+        """A tokenless request from loopback while that is allowed: the unrestricted user."""
+        return (
+            self.allow_anonymous_loopback
+            and "authorization" not in headers
+            and client_host in ("127.0.0.1", "::1")
+        )
+
+    def authenticates(self, headers: dict[str, str], anonymous: bool) -> bool:
+        """Whether the request carries the required token (or needs none)."""
+        with self._lock:
+            token = self._token
+        return token is None or anonymous or headers.get("authorization") == f"Bearer {token}"
+
+    def authorize(
+        self, method: str, query: dict[str, str], group: str, rest: list[str], namespace: str | None
+    ) -> None:
+        """Raise 403 unless the enforced ClusterRole grants this resource request."""
+        with self._lock:
+            rules, user = self._rules, self._user
+        if rules is None:
+            return
+        resource = rest[0]
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        verb = _verb(method, name, query)
+        full = f"{resource}/{sub}" if sub else resource
+        if not any(rule.allows(group, full, verb) for rule in rules):
+            raise _forbidden(user, verb, group, resource, sub, name, namespace)

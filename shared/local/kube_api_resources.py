@@ -1,0 +1,382 @@
+"""The resources the fake Kubernetes API server serves, and its Status error bodies."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+JsonObj = dict[str, Any]
+
+ObjectKey = tuple[str, str]  # (namespace, name); namespace is "" for cluster-scoped objects
+
+REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    409: "Conflict",
+    410: "Expired",
+    413: "RequestEntityTooLarge",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+VERSION_INFO = {
+    "major": "1",
+    "minor": "34",
+    "gitVersion": "v1.34.1-fake",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.24.6",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+NAME_SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of generateName suffixes
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+PATCH_TYPES = frozenset(
+    {"application/merge-patch+json", "application/strategic-merge-patch+json", "application/json-patch+json"}
+)
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def clone(obj: Any) -> Any:
+    """Deep copy of a JSON value (faster than copy.deepcopy for plain JSON)."""
+    return json.loads(json.dumps(obj))
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------- resources
+
+
+@dataclass(frozen=True)
+class ServedResource:
+    plural: str
+    group: str  # "" for the core group
+    version: str
+    kind: str
+    namespaced: bool
+    store: str
+    fields: dict[str, tuple[str, ...]]  # supported field selectors -> path in the object
+    subresources: frozenset[str] = frozenset()
+    has_status: bool = False  # main-resource writes keep the stored status
+    custom: bool = False  # a CustomResourceDefinition's: metadata.generation, no strategic merge patch
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_resource(self) -> str:
+        """The name used in error messages, e.g. ``pods`` or ``poddisruptionbudgets.policy``."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+_META_FIELDS: dict[str, tuple[str, ...]] = {
+    "metadata.name": ("metadata", "name"),
+    "metadata.namespace": ("metadata", "namespace"),
+}
+_EVENT_FIELDS: dict[str, tuple[str, ...]] = {
+    **_META_FIELDS,
+    "involvedObject.kind": ("involvedObject", "kind"),
+    "involvedObject.namespace": ("involvedObject", "namespace"),
+    "involvedObject.name": ("involvedObject", "name"),
+    "involvedObject.uid": ("involvedObject", "uid"),
+    "involvedObject.apiVersion": ("involvedObject", "apiVersion"),
+    "involvedObject.resourceVersion": ("involvedObject", "resourceVersion"),
+    "involvedObject.fieldPath": ("involvedObject", "fieldPath"),
+    "reason": ("reason",),
+    "reportingComponent": ("reportingComponent",),
+    "source": ("source", "component"),
+    "type": ("type",),
+}
+
+PODS = ServedResource(
+    plural="pods",
+    group="",
+    version="v1",
+    kind="Pod",
+    namespaced=True,
+    store="pods",
+    fields={
+        **_META_FIELDS,
+        "spec.nodeName": ("spec", "nodeName"),
+        "spec.restartPolicy": ("spec", "restartPolicy"),
+        "spec.schedulerName": ("spec", "schedulerName"),
+        "spec.serviceAccountName": ("spec", "serviceAccountName"),
+        "spec.hostNetwork": ("spec", "hostNetwork"),
+        "status.phase": ("status", "phase"),
+        "status.podIP": ("status", "podIP"),
+        "status.nominatedNodeName": ("status", "nominatedNodeName"),
+    },
+    subresources=frozenset({"eviction", "status"}),
+    has_status=True,
+)
+NODES = ServedResource(
+    plural="nodes",
+    group="",
+    version="v1",
+    kind="Node",
+    namespaced=False,
+    store="nodes",
+    fields={"metadata.name": ("metadata", "name"), "spec.unschedulable": ("spec", "unschedulable")},
+    subresources=frozenset({"status"}),
+    has_status=True,
+)
+EVENTS = ServedResource(
+    plural="events",
+    group="",
+    version="v1",
+    kind="Event",
+    namespaced=True,
+    store="events",
+    fields=_EVENT_FIELDS,
+)
+_EVENTS_V1 = ServedResource(  # shares the store of core/v1 events, as on the real server
+    plural="events",
+    group="events.k8s.io",
+    version="v1",
+    kind="Event",
+    namespaced=True,
+    store="events",
+    fields=_META_FIELDS,
+)
+PDBS = ServedResource(
+    plural="poddisruptionbudgets",
+    group="policy",
+    version="v1",
+    kind="PodDisruptionBudget",
+    namespaced=True,
+    store="poddisruptionbudgets",
+    fields=_META_FIELDS,
+    subresources=frozenset({"status"}),
+    has_status=True,
+)
+DAEMONSETS = ServedResource(
+    plural="daemonsets",
+    group="apps",
+    version="v1",
+    kind="DaemonSet",
+    namespaced=True,
+    store="daemonsets",
+    fields=_META_FIELDS,
+    subresources=frozenset({"status"}),
+    has_status=True,
+)
+PVCS = ServedResource(
+    plural="persistentvolumeclaims",
+    group="",
+    version="v1",
+    kind="PersistentVolumeClaim",
+    namespaced=True,
+    store="persistentvolumeclaims",
+    fields=_META_FIELDS,
+    subresources=frozenset({"status"}),
+    has_status=True,
+)
+PVS = ServedResource(
+    plural="persistentvolumes",
+    group="",
+    version="v1",
+    kind="PersistentVolume",
+    namespaced=False,
+    store="persistentvolumes",
+    fields={"metadata.name": ("metadata", "name")},
+    subresources=frozenset({"status"}),
+    has_status=True,
+)
+STORAGE_CLASSES = ServedResource(
+    plural="storageclasses",
+    group="storage.k8s.io",
+    version="v1",
+    kind="StorageClass",
+    namespaced=False,
+    store="storageclasses",
+    fields={"metadata.name": ("metadata", "name")},
+)
+NAMESPACES = ServedResource(
+    plural="namespaces",
+    group="",
+    version="v1",
+    kind="Namespace",
+    namespaced=False,
+    store="namespaces",
+    fields={"metadata.name": ("metadata", "name"), "status.phase": ("status", "phase")},
+    subresources=frozenset({"status"}),
+    has_status=True,
+)
+# The CRDs of gang schedulers and of cluster-autoscaler's ProvisioningRequest API, with the status
+# subresource their CRDs declare (kubebuilder:subresource:status).
+PROVISIONING_REQUESTS = ServedResource(
+    plural="provisioningrequests",
+    group="autoscaling.x-k8s.io",
+    version="v1",
+    kind="ProvisioningRequest",
+    namespaced=True,
+    store="provisioningrequests",
+    fields=_META_FIELDS,
+    subresources=frozenset({"status"}),
+    has_status=True,
+    custom=True,
+)
+_PROVISIONING_REQUESTS_V1BETA1 = (
+    ServedResource(  # the same objects at the older version, as a CRD serves both
+        plural="provisioningrequests",
+        group="autoscaling.x-k8s.io",
+        version="v1beta1",
+        kind="ProvisioningRequest",
+        namespaced=True,
+        store="provisioningrequests",
+        fields=_META_FIELDS,
+        subresources=frozenset({"status"}),
+        has_status=True,
+        custom=True,
+    )
+)
+POD_TEMPLATES = ServedResource(
+    plural="podtemplates",
+    group="",
+    version="v1",
+    kind="PodTemplate",
+    namespaced=True,
+    store="podtemplates",
+    fields=_META_FIELDS,
+)
+COSCHEDULING_POD_GROUPS = ServedResource(
+    plural="podgroups",
+    group="scheduling.x-k8s.io",
+    version="v1alpha1",
+    kind="PodGroup",
+    namespaced=True,
+    store="podgroups.scheduling.x-k8s.io",
+    fields=_META_FIELDS,
+    subresources=frozenset({"status"}),
+    has_status=True,
+    custom=True,
+)
+VOLCANO_POD_GROUPS = ServedResource(
+    plural="podgroups",
+    group="scheduling.volcano.sh",
+    version="v1beta1",
+    kind="PodGroup",
+    namespaced=True,
+    store="podgroups.scheduling.volcano.sh",
+    fields=_META_FIELDS,
+    subresources=frozenset({"status"}),
+    has_status=True,
+    custom=True,
+)
+SHORT_NAMES = {
+    "provisioningrequests": ["provreq", "provreqs"],
+    "pods": ["po"],
+    "nodes": ["no"],
+    "events": ["ev"],
+    "namespaces": ["ns"],
+    "persistentvolumeclaims": ["pvc"],
+    "persistentvolumes": ["pv"],
+    "poddisruptionbudgets": ["pdb"],
+    "daemonsets": ["ds"],
+    "storageclasses": ["sc"],
+}
+RESOURCES = {
+    (r.group, r.version, r.plural): r
+    for r in (
+        PODS,
+        NODES,
+        EVENTS,
+        _EVENTS_V1,
+        PDBS,
+        DAEMONSETS,
+        PVCS,
+        PVS,
+        STORAGE_CLASSES,
+        NAMESPACES,
+        PROVISIONING_REQUESTS,
+        _PROVISIONING_REQUESTS_V1BETA1,
+        POD_TEMPLATES,
+        COSCHEDULING_POD_GROUPS,
+        VOLCANO_POD_GROUPS,
+    )
+}
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class ApiError(Exception):
+    """Raised inside request handling; becomes a ``Status`` response."""
+
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        *,
+        reason: str | None = None,
+        details: JsonObj | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason if reason is not None else REASONS.get(code, "")
+        self.details = details
+        self.headers = headers or {}
+
+    def status(self) -> JsonObj:
+        return status_body(self.code, self.reason, self.message, self.details)
+
+
+def status_body(code: int, reason: str, message: str, details: JsonObj | None = None) -> JsonObj:
+    body: JsonObj = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details is not None:
+        body["details"] = details
+    return body
+
+
+def status_details(res: ServedResource, name: str, **extra: Any) -> JsonObj:
+    details: JsonObj = {"name": name}
+    if res.group:
+        details["group"] = res.group
+    details["kind"] = res.plural
+    details.update(extra)
+    return details
+
+
+def not_found(res: ServedResource, name: str) -> ApiError:
+    return ApiError(404, f'{res.group_resource} "{name}" not found', details=status_details(res, name))
+
+
+def conflict(res: ServedResource, name: str, message: str) -> ApiError:
+    return ApiError(
+        409,
+        f'Operation cannot be fulfilled on {res.group_resource} "{name}": {message}',
+        details=status_details(res, name),
+    )
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, message)
