@@ -4,7 +4,7 @@ with datetimes where the CLI prints ISO 8601 strings)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -187,6 +187,30 @@ def capacity_reservations_from_describe(
             ) from exc
         out[reservation.reservation_id] = reservation
     return out
+
+
+def reservation_ids_of(asg: AsgState, configured: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+    """The reservations a group launches into: its own CapacityReservationTarget's, then those the
+    config names for it (`node_groups[].capacity_reservation_ids`, by ASG name), each once."""
+    return tuple(dict.fromkeys((*asg.reservation_ids, *configured.get(asg.name, ()))))
+
+
+def with_reservations(
+    groups: Mapping[str, AsgState],
+    reservations: Mapping[str, CapacityReservation],
+    configured: Mapping[str, Sequence[str]],
+) -> dict[str, AsgState]:
+    """Each group with the described reservations it launches into; ids not described are left out
+    (a reservation that no longer exists holds no capacity)."""
+    return {
+        name: replace(
+            asg,
+            reservations=tuple(
+                reservations[r] for r in reservation_ids_of(asg, configured) if r in reservations
+            ),
+        )
+        for name, asg in groups.items()
+    }
 
 
 def _time(value: object) -> datetime | None:

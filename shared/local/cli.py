@@ -12,10 +12,15 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from shared.config import load_config
+from shared.config import ScalerConfig, load_config
 from shared.domain.errors import ConfigError, InputError
-from shared.domain.model import ScalerState, Snapshot
-from shared.formats.aws import asgs_from_describe
+from shared.domain.model import AsgState, ScalerState, Snapshot
+from shared.formats.aws import (
+    asgs_from_describe,
+    capacity_reservations_from_describe,
+    reservation_ids_of,
+    with_reservations,
+)
 from shared.formats.kubernetes import KubeObjects, nodes_from_list, objects_from_documents, pods_from_list
 from shared.formats.plan_output import explanation_to_text, plan_to_json, plan_to_table
 from shared.formats.state import state_from_json
@@ -105,6 +110,24 @@ def _snapshot_inputs(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _asgs(args: argparse.Namespace, config: ScalerConfig) -> dict[str, AsgState]:
+    """The groups of --asgs, with the capacity reservations of --reservations they launch into,
+    attached by the same rule as the fleet adapter's."""
+    groups = asgs_from_describe(_read_json(args.asgs), args.asgs)
+    if not args.reservations:
+        return groups
+    described = capacity_reservations_from_describe(_read_json(args.reservations), args.reservations)
+    configured = {g.asg_name: g.capacity_reservation_ids for g in config.node_groups}
+    for name, asg in sorted(groups.items()):
+        missing = [r for r in reservation_ids_of(asg, configured) if r not in described]
+        if missing:  # the reconcile would find none either if they no longer exist: say so, plan on
+            print(
+                f"{args.reservations}: {name} launches into {', '.join(missing)}: not described",
+                file=sys.stderr,
+            )
+    return with_reservations(groups, described, configured)
+
+
 def run_plan(args: argparse.Namespace) -> int:
     """`backlog-scaler plan`: read dumps, plan, print."""
     # One short process whose objects all live until it exits: the cyclic collector would only
@@ -113,7 +136,7 @@ def run_plan(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     snapshot = Snapshot(
         **_snapshot_inputs(args),
-        asgs=asgs_from_describe(_read_json(args.asgs), args.asgs),
+        asgs=_asgs(args, config),
         state=state_from_json(_read_json(args.state), args.state) if args.state else ScalerState(),
     )
     now = _parse_now(args.now)
@@ -160,6 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(any kubectl JSON: a List of mixed kinds or one object; pods and nodes may come from here too)",
     )
     p.add_argument("--asgs", required=True, help="aws autoscaling describe-auto-scaling-groups")
+    p.add_argument(
+        "--reservations",
+        metavar="FILE",
+        help="aws ec2 describe-capacity-reservations: the ODCRs and Capacity Blocks the groups launch "
+        "into (named by their CapacityReservationTarget or node_groups[].capacity_reservation_ids)",
+    )
     p.add_argument("--config", required=True, help="scaler config (YAML or JSON)")
     p.add_argument("--state", help="stored state: idle-since per node, backoff per group (JSON)")
     p.add_argument("--now", help="evaluate at this time (ISO 8601; default: now)")

@@ -30,6 +30,7 @@ from shared.config import AttritionConfig
 from shared.domain.model import Node, Pod, Snapshot, Taint, TaintEffect
 from shared.domain.plan import NodeMark, PodOutcome
 from shared.planner.context import Context, GroupView
+from shared.planner.gangs import pending_subject
 from shared.planner.safety import busy_pods, protection
 
 ATTRITION_TAINT_KEY = "backlog-scaler/attrition"
@@ -211,7 +212,7 @@ def _why_not(
     if not policy.enabled:
         return "consolidation by attrition is switched off"
     if arriving:
-        return f"pending pod {arriving[0]} fits only here: the room is needed"
+        return f"pending {pending_subject(arriving[0])} fits only here: the room is needed"
     if node.name in leaving:
         return _LEAVING
     if not schedulable:

@@ -90,7 +90,7 @@ def _gang_units(
     bound = bound_members(ctx, index) if gangs else {}
     units = []
     for gang_key, members in gangs.items():
-        whole = full_gang(members, sizes[gang_key], bound.get(gang_key, 0))
+        whole = full_gang(members, sizes[gang_key], bound.get(gang_key, 0), gang_key)
         if len(whole) == 1 and not bound.get(gang_key):
             units.append(Unit(whole, [ctx.request(whole[0].requests)]))  # a gang of one is a pod
             continue

@@ -38,17 +38,23 @@ STAND_IN_SEPARATOR = ":"
 MAX_GANG_SIZE = 10_000  # a bound on stand-ins: a malformed total count must not cost unbounded work
 
 
+# What follows the separator in a stand-in's name: gang members, or a request's pod set's pods.
+GANG_MEMBER = "member-"
+POD_SET = "podset"
+
+
 def is_stand_in(pod: Pod) -> bool:
     """A pod the planner made up (a gang member not created yet, a ProvisioningRequest's pod)."""
     return STAND_IN_SEPARATOR in pod.name
 
 
-def stand_ins(model: Pod, base: str, count: int, start: int = 0) -> list[Pod]:
-    """`count` copies of `model` named `<base>:<i>`, pending and unschedulable like a backlog pod."""
+def stand_ins(model: Pod, owner: str, kind: str, count: int, start: int = 0) -> list[Pod]:
+    """`count` copies of `model` named `<owner>:<kind><i>` (owner: the gang's or request's name),
+    pending and unschedulable like a backlog pod."""
     return [
         replace(
             model,
-            name=f"{base}{STAND_IN_SEPARATOR}{index}",
+            name=f"{owner}{STAND_IN_SEPARATOR}{kind}{index}",
             uid="",
             node_name=None,
             phase="Pending",
@@ -118,14 +124,36 @@ def largest_first(pods: list[Pod]) -> list[Pod]:
     )
 
 
-def full_gang(members: list[Pod], size: int | None, bound: int) -> list[Pod]:
-    """The pending members plus stand-ins for those not created yet, largest first."""
+def full_gang(members: list[Pod], size: int | None, bound: int, gang: str = "") -> list[Pod]:
+    """The pending members plus stand-ins for those not created yet (named after the gang
+    `namespace/name`), largest first."""
     ordered = largest_first(members)
     missing = (size or 0) - bound - len(members)
     if missing > 0:
         model = ordered[0]
-        ordered += stand_ins(model, f"{model.name}-member", missing, len(members))
+        owner = gang.partition("/")[2] or model.name
+        ordered += stand_ins(model, owner, GANG_MEMBER, missing, len(members))
     return ordered
+
+
+def pending_subject(key: str) -> str:
+    """How reasons name a pending pod: a stand-in by the gang or request it stands in for, never by
+    its made-up name."""
+    namespace, _, name = key.partition("/")
+    owner, separator, part = name.partition(STAND_IN_SEPARATOR)
+    if not separator:
+        return f"pod {key}"
+    if part.startswith(GANG_MEMBER):
+        return f"gang {namespace}/{owner} (a member not created yet)"
+    return f"provisioning request {namespace}/{owner}"
+
+
+def gang_summary(gang: str, members: Iterable[str]) -> str:
+    """A gang some new nodes are bought for, e.g. "gang research/llm (4 pods, 2 not created yet)"."""
+    keys = list(members)
+    missing = sum(1 for key in keys if STAND_IN_SEPARATOR in key.partition("/")[2])
+    not_created = f", {missing} not created yet" if missing else ""
+    return f"gang {gang} ({len(keys)} pods{not_created})"
 
 
 def nodes_needed(ctx: Context, view: GroupView, requests: Iterable[Request]) -> int | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from shared.config import ScalerConfig
@@ -11,7 +12,7 @@ from shared.domain.provisioning import RequestAnswer, RequestOutcome
 from shared.planner.attrition import marked_nodes, plan_attrition, without_marks
 from shared.planner.capacity import launch_clock_key, next_launch_clock
 from shared.planner.context import Context, GroupView, build_context
-from shared.planner.gangs import STAND_IN_SEPARATOR, is_stand_in
+from shared.planner.gangs import STAND_IN_SEPARATOR, gang_summary, is_stand_in
 from shared.planner.provisioning import answer_requests, prepare_requests
 from shared.planner.scale_down import ScaleDownResult, plan_scale_down, with_kept
 from shared.planner.scale_up import ScaleUpResult, plan_scale_up
@@ -42,15 +43,20 @@ def _group_reason(
     decrements: int,
     desired: int,
     requests: tuple[str, ...] = (),
+    gangs: Mapping[str, list[str]] | None = None,
 ) -> str:
     parts: list[str] = []
     if view.unavailable_reason:
         return view.unavailable_reason
-    scale_up = [p for p in pods if p.outcome is Outcome.SCALE_UP]
+    gangs = gangs or {}
+    in_gangs = {key for members in gangs.values() for key in members}
+    scale_up = [p for p in pods if p.outcome is Outcome.SCALE_UP and p.pod not in in_gangs]
     in_flight = [p for p in pods if p.outcome is Outcome.IN_FLIGHT]
     if new_nodes:
         gpus = sum(p.gpus for p in scale_up)
-        wanted = [f"{len(scale_up)} pending pod(s) ({gpus} GPUs)"] if scale_up or not requests else []
+        alone = scale_up or not (requests or gangs)
+        wanted = [f"{len(scale_up)} pending pod(s) ({gpus} GPUs)"] if alone else []
+        wanted += [gang_summary(gang, members) for gang, members in sorted(gangs.items())]
         wanted += [f"provisioning request {name}" for name in requests]
         parts.append(f"+{new_nodes} node(s) for " + " and ".join(wanted))
     if extra:
@@ -111,7 +117,9 @@ def _decide_group(
         min_size=view.min_size,
         max_size=view.max_size,
         reason=with_kept(
-            _group_reason(view, pods, new_nodes, extra, decrements, desired, requests),
+            _group_reason(
+                view, pods, new_nodes, extra, decrements, desired, requests, up.gangs_bought.get(view.name)
+            ),
             down.reasons.get(view.name, ()),
         ),
         new_nodes=new_nodes + extra,

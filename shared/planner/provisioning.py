@@ -61,7 +61,7 @@ from shared.domain.provisioning import (
     consumed_request,
 )
 from shared.planner.context import Context
-from shared.planner.gangs import largest_first, nodes_needed, stand_ins
+from shared.planner.gangs import POD_SET, largest_first, nodes_needed, stand_ins
 
 EXPIRY_SECONDS = 7 * 24 * 3600  # cluster-autoscaler's default expiration of a request never provisioned
 ACCEPTED_MESSAGE = "ProvisioningRequest is accepted by backlog-scaler"
@@ -169,7 +169,7 @@ def _stand_ins(
         covered = min(arrived, count)
         arrived -= covered
         model = template.pod
-        pods += stand_ins(model, f"{request.name}-{index}", count - covered, covered)
+        pods += stand_ins(model, request.name, f"{POD_SET}{index}-", count - covered, covered)
     return pods
 
 

@@ -123,6 +123,8 @@ class ScaleUpResult:
     saturated: set[str] = field(default_factory=set)  # groups at max with pods still waiting for them
     counted_on: dict[str, str] = field(default_factory=dict)  # pod -> registered node it is counted on
     scaled_up_in: dict[str, str] = field(default_factory=dict)  # pod -> group grown for it
+    # group -> gang -> its members (stand-ins too) on new nodes of the group, for the group's reason
+    gangs_bought: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     recalled: Recall = field(default_factory=Recall)
     pending: list[Pod] = field(default_factory=list)
 
@@ -513,6 +515,8 @@ def _fill_group(
             else:
                 outcome, reason = Outcome.SCALE_UP, f"needs a new {gb.view.name} node"
                 result.scaled_up_in[pod.key] = gb.view.name
+                if unit.gang and not unit.label:  # a gang, not a provisioning request (named apart)
+                    result.gangs_bought.setdefault(gb.view.name, {}).setdefault(unit.gang, []).append(pod.key)
             result.outcomes[pod.key] = PodOutcome(
                 pod.key, outcome, gb.view.name, reason, ReasonCode.PLACED, pod.requests.gpus
             )

@@ -4,7 +4,8 @@ sanitized, plus its DaemonSet pods; cloudprovider/aws/aws_manager.go buildNodeFr
 groups with no node yet).
 
 - allocatable: the config's `allocatable` when given; else the smallest of what the group's
-  registered nodes advertise; else the instance type's capacity minus the kubelet reservation
+  registered nodes advertise (Ready, past their startup taints, GPUs advertised if they should have
+  any: `gpu_not_advertised`); else the instance type's capacity minus the kubelet reservation
   of the EKS-optimized AMI (shared.planner.eks), or minus the config's explicit `node_reservation`;
 - labels: well-known labels, the labels every registered node of the group shares, cluster-
   autoscaler's `k8s.io/cluster-autoscaler/node-template/label/*` ASG tags, the config's labels;
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from shared.config import PolicyConfig, ScalerConfig
 from shared.domain.constraints import HOSTNAME, REGION, ZONE
 from shared.domain.model import AsgState, DaemonSet, InstanceType, Node, Taint, TaintEffect
-from shared.domain.resources import EMPTY, EPHEMERAL_STORAGE, PODS, Resources
+from shared.domain.resources import EMPTY, EPHEMERAL_STORAGE, GPU, PODS, Resources
 from shared.formats.quantity import quantity
 from shared.planner.eks import KUBELET_DEFAULT_MAX_PODS, node_allocatable
 from shared.planner.filters.node_ports import port_key
@@ -66,6 +67,27 @@ _ZONE_LABELS = frozenset(
 # An instance type says nothing about the root volume: unless a node or a tag tells, local
 # storage is not what limits placement.
 UNKNOWN_EPHEMERAL_STORAGE = 2**50
+
+
+# Labels that say a node has GPUs before the device plugin advertises them: cluster-autoscaler's AWS
+# GPULabel (cloudprovider/aws, `k8s.amazonaws.com/accelerator`) and NVIDIA GPU feature discovery's.
+GPU_LABELS = ("k8s.amazonaws.com/accelerator", "nvidia.com/gpu.present", "nvidia.com/gpu.count")
+
+
+def gpu_not_advertised(node: Node, known: Mapping[str, InstanceType], group_type: str | None) -> bool:
+    """A node that should have GPUs (GPU label, or an instance type with GPUs) but advertises none yet:
+    its drivers or device plugin are still coming up. cluster-autoscaler treats a node with the GPU
+    label and no nvidia.com/gpu allocatable as not ready (processors/customresources/gpu_processor.go
+    FilterOutNodesWithUnreadyResources, gpu.ResourceNvidiaGPU of utils/gpu), so it is never a
+    template (nodeinfosprovider/mixed_nodeinfos_processor.go isNodeGoodTemplateCandidate: ready,
+    stable, schedulable) and the group's template comes from the cloud provider's instance shape.
+    We also read the instance type, for nodes without the label."""
+    if node.allocatable.get(GPU) > 0:
+        return False
+    if any(node.labels.get(key) not in (None, "", "false", "0") for key in GPU_LABELS):
+        return True
+    shape = known.get(node.labels.get(INSTANCE_TYPE) or group_type or "")
+    return shape is not None and shape.capacity.get(GPU) > 0
 
 
 def is_startup_taint(taint: Taint, policy: PolicyConfig) -> bool:
@@ -252,12 +274,19 @@ def build_template(
     group = config.group(group_name)
     policy = config.policy
     single_zone = asg is not None and len(asg.availability_zones) == 1
-    usable = [n for n in registered if n.ready and not any(is_startup_taint(t, policy) for t in n.taints)]
     tag_labels, tag_taints, tag_resources = _tag_labels_taints_resources(asg.tags if asg else {})
     # What the group launches: the ASG's mixed-instances overrides, else the configured type.
     known = {**instance_types, **(asg.type_shapes if asg else {})}
     types = asg.instance_types if asg is not None and asg.instance_types else (group.instance_type,)
     types = tuple(t for t in types if t)
+    group_type = types[0] if len(types) == 1 else None
+    usable = [
+        n
+        for n in registered
+        if n.ready
+        and not any(is_startup_taint(t, policy) for t in n.taints)
+        and not gpu_not_advertised(n, known, group_type)
+    ]
     instance_type = known.get(types[0]) if len(types) == 1 else None
     architectures = {known[t].architecture for t in types if t in known}
 
@@ -297,6 +326,9 @@ def build_template(
         allocatable, source = _mixed_allocatable(config, types, usable, known, tag_resources)
     else:
         allocatable, source = _allocatable(config, group.shape, usable, instance_type, tag_resources)
+    gpu_pending = sum(1 for n in registered if n.ready and gpu_not_advertised(n, known, group_type))
+    if allocatable is None and gpu_pending:
+        source += f" ({gpu_pending} registered node(s) not advertising their GPUs yet)"
     if allocatable is not None and not allocatable.get(PODS):
         allocatable = allocatable + Resources.of({PODS: KUBELET_DEFAULT_MAX_PODS})
     template = Template(group.name, allocatable, labels, template_taints, source)

@@ -393,3 +393,103 @@ def test_provisioning_requests_are_always_in_the_json_and_answered_from_objects(
     assert "PROVISIONING REQUESTS (1)" in table
     row = next(line for line in table.splitlines() if line.startswith("research/llm"))
     assert "provisioned" in row and "v100" in row
+
+
+# Capacity reservations (--reservations: `aws ec2 describe-capacity-reservations` output)
+
+ODCR = {
+    "CapacityReservationId": "cr-0a1b2c3d4e5f60718",
+    "OwnerId": "123456789012",
+    "CapacityReservationArn": "arn:aws:ec2:us-west-2:123456789012:capacity-reservation/cr-0a1b2c3d4e5f60718",
+    "AvailabilityZoneId": "usw2-az1",
+    "InstanceType": "p4d.24xlarge",
+    "InstancePlatform": "Linux/UNIX",
+    "AvailabilityZone": "us-west-2a",
+    "Tenancy": "default",
+    "TotalInstanceCount": 7,
+    "AvailableInstanceCount": 4,
+    "EbsOptimized": True,
+    "EphemeralStorage": False,
+    "State": "active",
+    "StartDate": "2026-12-01T00:00:00+00:00",
+    "EndDateType": "unlimited",
+    "InstanceMatchCriteria": "targeted",
+    "CreateDate": "2026-11-30T18:00:00+00:00",
+    "Tags": [],
+    "CapacityAllocations": [{"AllocationType": "used", "Count": 3}],
+    "ReservationType": "default",
+}
+
+
+def _reserved_a100(tmp_path: Path, *, target: bool) -> list[str]:
+    """The example with --reservations, and the a100 group launching only into the ODCR: named by
+    its ASG's CapacityReservationTarget, or (launch-template target) by the config."""
+    asgs = json.loads((EXAMPLES / "asgs.json").read_text())
+    config = (EXAMPLES / "config.yaml").read_text()
+    a100 = next(g for g in asgs["AutoScalingGroups"] if g["AutoScalingGroupName"] == "research-a100")
+    spec: dict[str, Any] = {"CapacityReservationPreference": "capacity-reservations-only"}
+    if target:
+        spec["CapacityReservationTarget"] = {"CapacityReservationIds": [ODCR["CapacityReservationId"]]}
+    else:
+        config = config.replace(
+            "    asg_name: research-a100\n",
+            f"    asg_name: research-a100\n    capacity_reservation_ids: [{ODCR['CapacityReservationId']}]\n",
+        )
+    a100["CapacityReservationSpecification"] = spec
+    (tmp_path / "config.yaml").write_text(config)
+    args = list(ARGS)
+    args[args.index("--asgs") + 1] = _write(tmp_path / "asgs.json", asgs)
+    args[args.index("--config") + 1] = str(tmp_path / "config.yaml")
+    reservations = _write(tmp_path / "reservations.json", {"CapacityReservations": [ODCR]})
+    return [*args, "--reservations", reservations]
+
+
+@pytest.mark.parametrize("target", [True, False], ids=["asg-target", "config-ids"])
+def test_reservations_file_makes_plan_decide_as_the_reconcile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target: bool
+) -> None:
+    # Given the example, where the 4-pod gang goes to the cheaper v100, and an ODCR with 4 free
+    # p4d instances the a100 group launches into
+    args = _reserved_a100(tmp_path, target=target)
+    # When planning
+    assert main([*args, "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    groups = {g["name"]: g for g in json.loads(captured.out)["groups"]}
+    # Then the free reserved instances cost nothing: the gang goes to a100, v100 stays as it is
+    assert (groups["a100"]["current_desired"], groups["a100"]["desired"]) == (3, 7)
+    assert groups["v100"]["desired"] == 0
+    assert "4 free reserved instance(s), launches only there" in groups["a100"]["reason"]
+    assert captured.err == ""
+
+
+def test_a_reservation_missing_from_the_file_is_reported_and_holds_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the a100 group launching into the ODCR, and a reservations file without it
+    args = _reserved_a100(tmp_path, target=True)
+    args[-1] = _write(tmp_path / "other.json", {"CapacityReservations": []})
+    # When planning
+    assert main([*args, "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    # Then the reconcile's rule holds (an unknown reservation holds no capacity) and stderr says so
+    groups = {g["name"]: g for g in json.loads(captured.out)["groups"]}
+    assert groups["a100"]["desired"] == 3 and groups["v100"]["desired"] == 4
+    assert f"{args[-1]}: research-a100 launches into cr-0a1b2c3d4e5f60718: not described" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        ({"AutoScalingGroups": []}, "expected the output of describe-capacity-reservations"),
+        ({"CapacityReservations": [{"InstanceType": "p4d.24xlarge"}]}, "CapacityReservations[0]: malformed"),
+    ],
+)
+def test_a_bad_reservations_file_gives_a_one_line_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], document: object, expected: str
+) -> None:
+    args = _reserved_a100(tmp_path, target=True)
+    args[-1] = _write(tmp_path / "bad.json", document)
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert args[-1] in err and expected in err

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from shared.domain.plan import Outcome, ReasonCode
 from shared.planner import plan
-from tests.builders import NOW, asg, config, node, pod, snapshot
+from shared.planner.attrition import ATTRITION_TAINT_KEY
+from shared.planner.gangs import pending_subject
+from tests.builders import GPU_TAINT, NOW, asg, config, node, pod, snapshot
 from tests.builders_provisioning import pod_group, with_objects
 
 A100 = "research-a100"
@@ -108,3 +110,67 @@ def test_kueue_total_count_that_is_not_a_number_falls_back_to_the_pods_present()
     result = plan(snapshot(pods, [], [asg(A100, desired=0)]), config(), NOW)
     # Then the two pods are the gang
     assert result.group("a100").desired == 2
+
+
+# How reasons name gangs and their stand-ins (members not created yet)
+
+
+def test_group_reason_counts_the_whole_gang_with_its_members_not_created_yet() -> None:
+    # Given a Kueue pod group of four 8-GPU pods with two created so far, and one plain 8-GPU pod
+    gang = [pod(f"llm-4x8-{i}", gpus=8, **_kueue("llm-4x8", 4)) for i in range(2)]  # type: ignore[arg-type]
+    result = plan(snapshot([*gang, pod("solo", gpus=8)], [], [asg(A100, desired=0)]), config(), NOW)
+    # Then the group's reason names the gang with its full size, apart from the plain pod
+    decision = result.group("a100")
+    assert decision.desired == 5
+    assert decision.reason.startswith(
+        "+5 node(s) for 1 pending pod(s) (8 GPUs) and gang research/llm-4x8 (4 pods, 2 not created yet)"
+    )
+    # And no reason anywhere carries a stand-in's made-up name
+    assert all(":" not in p.pod and ":member" not in p.reason for p in result.pods)
+
+
+def test_group_reason_for_a_gang_alone() -> None:
+    # Given only a Volcano gang of minMember 4 with 3 pods created
+    pods = [pod(f"w{i}", gpus=8, annotations={"scheduling.k8s.io/group-name": "llm"}) for i in range(3)]
+    snap = with_objects(snapshot(pods, [], [asg(A100, desired=0)]), [pod_group("llm", 4, volcano=True)])
+    # When planning, Then the reason counts the gang, not its 3 real pods
+    reason = plan(snap, config(), NOW).group("a100").reason
+    assert reason.startswith("+4 node(s) for gang research/llm (4 pods, 1 not created yet)")
+    assert "pending pod(s)" not in reason
+
+
+def test_a_marked_node_kept_for_a_member_not_created_yet_names_the_gang() -> None:
+    # Given two nodes marked NoSchedule for attrition with 4 free GPUs each, the rest full, and a
+    # Kueue gang of two 4-GPU pods of which one exists
+    mark = {"key": ATTRITION_TAINT_KEY, "effect": "NoSchedule"}
+    nodes = [
+        node("n1", "i-1", taints=[GPU_TAINT]),
+        node("n2", "i-2", taints=[GPU_TAINT, mark]),
+        node("n3", "i-3", taints=[GPU_TAINT, mark]),
+    ]
+    used = [
+        pod("full", gpus=8, node="n1"),
+        pod("half-2", gpus=4, node="n2"),
+        pod("half-3", gpus=4, node="n3"),
+    ]
+    member = pod("llm-0", gpus=4, **_kueue("llm", 2))  # type: ignore[arg-type]
+    cfg = config(policy={"cordon_settle_seconds": 30, "attrition": {"effect": "NoSchedule"}})
+    group = asg(A100, desired=3, instances=["i-1", "i-2", "i-3"])
+    # When planning
+    result = plan(snapshot([*used, member], nodes, [group]), cfg, NOW)
+    # Then both marks are lifted; the node kept for the missing member names its gang, not a stand-in
+    reasons = sorted(m.reason for m in result.unmark)
+    assert reasons == [
+        "pending gang research/llm (a member not created yet) fits only here: the room is needed",
+        "pending pod research/llm-0 fits only here: the room is needed",
+    ]
+    assert result.group("a100").desired == 3
+
+
+def test_stand_ins_are_named_by_what_they_stand_for() -> None:
+    # Given the keys of a real pod, a gang's missing member and a ProvisioningRequest's pod
+    assert pending_subject("research/llm-0") == "pod research/llm-0"
+    assert pending_subject("research/llm:member-1") == "gang research/llm (a member not created yet)"
+    assert pending_subject("research/kueue-llm-2x8-prov:podset0-1") == (
+        "provisioning request research/kueue-llm-2x8-prov"
+    )

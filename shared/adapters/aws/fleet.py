@@ -27,7 +27,13 @@ from shared.domain.errors import FleetActionError, FleetReadError
 from shared.domain.model import AsgState, CapacityReservation, InstanceType
 from shared.domain.operations import FailureKind, ScalingFailure
 from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
-from shared.formats.aws import SIZE_CAPACITY_TYPES, asg_from_json, capacity_reservation_from_json, with_units
+from shared.formats.aws import (
+    SIZE_CAPACITY_TYPES,
+    asg_from_json,
+    capacity_reservation_from_json,
+    reservation_ids_of,
+    with_units,
+)
 
 if TYPE_CHECKING:
     from shared.config import ScalerConfig
@@ -357,9 +363,7 @@ class AsgFleet:
             region, {s for g in groups.values() if not g.availability_zones for s in g.subnet_ids}
         )
         shapes = self._instance_types({t for g in groups.values() for t in g.instance_types}, region)
-        wanted = {
-            g.name: (*g.reservation_ids, *self._reservation_ids.get(g.name, ())) for g in groups.values()
-        }
+        wanted = {g.name: reservation_ids_of(g, self._reservation_ids) for g in groups.values()}
         reservations = self._reservations(region, {r for ids in wanted.values() for r in ids})
         out: dict[str, AsgState] = {}
         for name, asg in groups.items():

@@ -19,6 +19,7 @@ from shared.local.sim.report import build_report, compare_document, report_table
 from shared.local.sim.scheduler import DEFAULT_SCORING, Scoring
 from shared.local.sim.trace import FORMATS, Trace, load_trace, parse_trace_time
 from shared.local.sim.workload import Sizing, default_sizing
+from shared.local.sim.world import WarmPool
 
 DESCRIPTION = """Replay a GPU job trace through the planner in simulated time and report waits, GPU-hours
 and cost. Simulated ASGs (boot delay, optional capacity caps), a gang-aware scheduler that filters with
@@ -146,6 +147,17 @@ def add_commands(commands: Any) -> None:
         help="EC2 runs at most N instances of GROUP; launches beyond fail (repeatable)",
     )
     p.add_argument(
+        "--warm-pool",
+        action="append",
+        default=[],
+        metavar="GROUP=N",
+        help="GROUP's ASG keeps N warm instances: a launch that takes one registers in --warm-boot-seconds, "
+        "and its replacement re-warms in a full boot (repeatable)",
+    )
+    p.add_argument(
+        "--warm-boot-seconds", type=_non_negative_int, default=60, help="warm instance taken -> registered"
+    )
+    p.add_argument(
         "--right-size",
         action="store_true",
         help="send each job without group/selector to the group of the smallest nodes that hold it",
@@ -180,7 +192,7 @@ def add_commands(commands: Any) -> None:
     p.set_defaults(func=run_simulate)
 
 
-def _capacity(items: list[str]) -> dict[str, int]:
+def _capacity(items: list[str], flag: str = "--capacity") -> dict[str, int]:
     caps: dict[str, int] = {}
     for item in items:
         group, sep, raw = item.partition("=")
@@ -189,7 +201,7 @@ def _capacity(items: list[str]) -> dict[str, int]:
         except ValueError:
             value = -1
         if not sep or not group or value < 0:
-            raise InputError(f"--capacity: expected GROUP=N with N >= 0, got {item!r}")
+            raise InputError(f"{flag}: expected GROUP=N with N >= 0, got {item!r}")
         caps[group] = value
     return caps
 
@@ -215,6 +227,10 @@ def _options(args: argparse.Namespace, sizing: Sizing) -> SimOptions:
         webhook_delay_seconds=args.webhook_delay_seconds,
         webhook=not args.no_webhook,
         capacity=_capacity(args.capacity),
+        warm_pools={
+            group: WarmPool(size, args.warm_boot_seconds)
+            for group, size in _capacity(args.warm_pool, "--warm-pool").items()
+        },
         sizing=sizing,
         every_tick=args.every_tick,
         right_size=args.right_size,
