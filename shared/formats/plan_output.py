@@ -145,6 +145,16 @@ def plan_to_table(
 ) -> str:
     """Groups (with the facts they were chosen or skipped on), actions, and every pending pod by
     name, grouped by outcome and reason. Long lists are folded unless `show_all`."""
+    lines = _groups_section(plan, groups)
+    lines += _actions_section(plan)
+    lines += _pods_section(plan, show_all=show_all, max_reasons=max_reasons, max_pods=max_pods)
+    lines += _requests_section(plan)
+    lines += _model_errors_section(plan)
+    return "\n".join(lines)
+
+
+def _groups_section(plan: Plan, groups: Sequence[GroupSummary]) -> list[str]:
+    """GROUPS: each group's desired change and facts, then the order they are tried in, and zones."""
     summaries = {s.name: s for s in groups}
     lines = ["GROUPS"]
     rows = [["NAME", "ASG", "DESIRED", "MIN", "MAX", "PRIORITY", "$/GPU-H", "BACKOFF UNTIL", "REASON"]]
@@ -168,6 +178,11 @@ def plan_to_table(
         zones = _zones_line(ordered_summaries)
         if zones:
             lines.append(zones)
+    return lines
+
+
+def _actions_section(plan: Plan) -> list[str]:
+    """ACTIONS: uncordons, cordons, marks lifted and put on, terminations."""
     actions = [["ACTION", "NODE", "INSTANCE", "GROUP", "REASON"]]
     for a in plan.uncordon:
         actions.append(["uncordon", a.node, "-", a.group, a.reason])
@@ -180,13 +195,14 @@ def plan_to_table(
     for t in plan.terminate:
         verb = "terminate" if t.decrement else "replace"
         actions.append([verb, t.node or "-", t.instance_id, t.group, t.reason])
-    lines.append("")
-    lines.append("ACTIONS")
-    lines += _table(actions) if len(actions) > 1 else ["none"]
-    lines.append("")
+    return ["", "ACTIONS", *(_table(actions) if len(actions) > 1 else ["none"]), ""]
+
+
+def _pods_section(plan: Plan, *, show_all: bool, max_reasons: int, max_pods: int) -> list[str]:
+    """PENDING PODS by outcome and reason, most pods first; folded unless `show_all`."""
     counts = Counter(p.outcome for p in plan.pods)
     summary_text = ", ".join(f"{counts[o]} {o}" for o in Outcome if counts[o])
-    lines.append(f"PENDING PODS ({len(plan.pods)}{': ' + summary_text if summary_text else ''})")
+    lines = [f"PENDING PODS ({len(plan.pods)}{': ' + summary_text if summary_text else ''})"]
     by_reason: dict[tuple[str, str, str], list[str]] = {}
     for p in plan.pods:
         by_reason.setdefault((str(p.outcome), p.group or "-", p.reason), []).append(p.pod)
@@ -200,30 +216,36 @@ def plan_to_table(
         rest = ordered[len(shown) :]
         folded = sum(len(p) for _, p in rest)
         lines.append(f"... and {len(rest)} more reasons ({folded} pods; use --all or --format json)")
-    if plan.provisioning_requests:
-        lines.append("")
-        lines.append(f"PROVISIONING REQUESTS ({len(plan.provisioning_requests)})")
-        rows = [["NAME", "CLASS", "OUTCOME", "GROUP", "NODES", "REASON"]]
-        for answer in plan.provisioning_requests:
-            rows.append(
-                [
-                    answer.request,
-                    answer.class_name,
-                    str(answer.outcome),
-                    answer.group or "-",
-                    str(answer.nodes),
-                    answer.reason,
-                ]
-            )
-        lines += _table(rows)
-    if plan.model_errors:
-        lines.append("")
-        lines.append("MODEL ERRORS (fits the scheduler did not use: no longer counted)")
-        rows = [["POD", "NODE", "COUNTED SINCE", "SCHEDULER SAID"]]
-        for e in plan.model_errors:
-            rows.append([e.pod, e.node, e.since.isoformat(), e.message or "-"])
-        lines += _table(rows)
-    return "\n".join(lines)
+    return lines
+
+
+def _requests_section(plan: Plan) -> list[str]:
+    """PROVISIONING REQUESTS and their answers (nothing when there are none)."""
+    if not plan.provisioning_requests:
+        return []
+    rows = [["NAME", "CLASS", "OUTCOME", "GROUP", "NODES", "REASON"]]
+    for answer in plan.provisioning_requests:
+        rows.append(
+            [
+                answer.request,
+                answer.class_name,
+                str(answer.outcome),
+                answer.group or "-",
+                str(answer.nodes),
+                answer.reason,
+            ]
+        )
+    return ["", f"PROVISIONING REQUESTS ({len(plan.provisioning_requests)})", *_table(rows)]
+
+
+def _model_errors_section(plan: Plan) -> list[str]:
+    """MODEL ERRORS: fits the scheduler did not use (nothing when there are none)."""
+    if not plan.model_errors:
+        return []
+    rows = [["POD", "NODE", "COUNTED SINCE", "SCHEDULER SAID"]]
+    for e in plan.model_errors:
+        rows.append([e.pod, e.node, e.since.isoformat(), e.message or "-"])
+    return ["", "MODEL ERRORS (fits the scheduler did not use: no longer counted)", *_table(rows)]
 
 
 def explanation_to_text(explanation: PodExplanation) -> str:

@@ -24,6 +24,7 @@ from shared.adapters.aws import clients
 from shared.adapters.aws.state_store import create_table
 from shared.config import ScalerConfig
 from shared.domain.errors import ConfigError
+from shared.local.sim.world import launchable
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -162,5 +163,4 @@ class CapacityShortage:
 
     def allowed(self, asg_name: str, running: int, wanted: int) -> int:
         """How many of `wanted` new instances EC2 launches for a group that runs `running`."""
-        cap = self._caps.get(asg_name)
-        return wanted if cap is None else max(0, min(wanted, cap - running))
+        return launchable(self._caps.get(asg_name), running, wanted)

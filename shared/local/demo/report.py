@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from shared.config import ScalerConfig
 from shared.local.demo.functions import Invocations
@@ -120,18 +120,7 @@ class DemoReport:
                 "utilisation": round(utilisation, 3) if utilisation is not None else None,
             },
             "cost": round(self.cost, 2),
-            "scale": {
-                "scale_ups": self.scale_ups,
-                "nodes_requested": self.nodes_requested,
-                "desired_set_back": self.desired_set_back,
-                "cordons": self.cordons,
-                "uncordons": self.uncordons,
-                "terminations": self.terminations,
-                "terminations_skipped": self.terminations_skipped,
-                "nodes_deleted": self.nodes_deleted,
-                "marks": self.marks,
-                "unmarks": self.unmarks,
-            },
+            "scale": self._scale_json(),
             "capacity": {
                 "launch_failures": self.launch_failures,
                 "backoffs": self.backoffs,
@@ -141,17 +130,7 @@ class DemoReport:
                 "instances_terminated": self.instances_terminated,
                 "busy_terminations": list(self.busy_terminations),
             },
-            "groups": {
-                name: {
-                    "nodes_launched": g.nodes_launched,
-                    "peak_instances": g.peak_instances,
-                    "gpu_hours_provisioned": round(g.gpu_hours_provisioned, 2),
-                    "gpu_hours_used": round(g.gpu_hours_used, 2),
-                    "cost": round(g.cost, 2),
-                    "jobs": g.jobs,
-                }
-                for name, g in self.groups.items()
-            },
+            "groups": {name: _group_json(g) for name, g in self.groups.items()},
             "provisioning_requests": {
                 name: {"state": state, "answer": answer} for name, (state, answer) in self.requests.items()
             },
@@ -162,6 +141,31 @@ class DemoReport:
             "wall_seconds": round(self.wall_seconds, 1),
             "speed": self.speed,
         }
+
+    def _scale_json(self) -> dict[str, int]:
+        return {
+            "scale_ups": self.scale_ups,
+            "nodes_requested": self.nodes_requested,
+            "desired_set_back": self.desired_set_back,
+            "cordons": self.cordons,
+            "uncordons": self.uncordons,
+            "terminations": self.terminations,
+            "terminations_skipped": self.terminations_skipped,
+            "nodes_deleted": self.nodes_deleted,
+            "marks": self.marks,
+            "unmarks": self.unmarks,
+        }
+
+
+def _group_json(g: GroupFigures) -> dict[str, Any]:
+    return {
+        "nodes_launched": g.nodes_launched,
+        "peak_instances": g.peak_instances,
+        "gpu_hours_provisioned": round(g.gpu_hours_provisioned, 2),
+        "gpu_hours_used": round(g.gpu_hours_used, 2),
+        "cost": round(g.cost, 2),
+        "jobs": g.jobs,
+    }
 
 
 def build_report(
@@ -181,32 +185,10 @@ def build_report(
     (name -> state, answer); the jobs of those admitted count as jobs of the scenario."""
     requests = dict(requests or {})
     admitted = sum(1 for state, _ in requests.values() if state == "admitted")
-    prices = {g.name: g.price_per_hour or 0.0 for g in config.node_groups}
-    groups = {name: GroupFigures() for name in world.group_names}
-    for instance in world.instances.values():
-        figures = groups[instance.group.name]
-        figures.nodes_launched += 1
-        hours = ((instance.terminated_at or end) - instance.launched_at).total_seconds() / HOUR
-        figures.gpu_hours_provisioned += hours * instance.group.gpus
-        figures.cost += hours * prices[instance.group.name]
-    for name, peak in world.peak_instances.items():
-        groups[name].peak_instances = peak
+    groups = _fleet_figures(config, world, end)
     runs = list(world.jobs.values())
     waits = sorted(int(r.wait_seconds) for r in runs if r.wait_seconds is not None)
-    used = 0.0
-    for run in runs:
-        if run.started_at is None:
-            continue
-        hours = ((run.finished_at or end) - run.started_at).total_seconds() / HOUR
-        used += hours * run.job.total_gpus
-        per_pod = hours * run.job.gpus
-        for group in run.groups:
-            groups[group].jobs += 1
-        for node in run.nodes:
-            node_group = world.group_of_node_name(node)
-            if node_group in groups:
-                groups[node_group].gpu_hours_used += per_pod
-    done = Counter((d.action.kind, d.action.status) for d in decisions)
+    used = _job_figures(world, groups, end)
     ups = [c.after - c.before for c in world.desired_changes if c.after > c.before]
     terminated = [i for i in world.instances.values() if i.terminated_at is not None]
     busy = [
@@ -228,16 +210,8 @@ def build_report(
         scale_ups=len(ups),
         nodes_requested=sum(ups),
         desired_set_back=sum(1 for c in world.desired_changes if c.set_back),
-        cordons=done[(ActionKind.CORDON, ActionStatus.DONE)],
-        uncordons=done[(ActionKind.UNCORDON, ActionStatus.DONE)],
-        terminations=done[(ActionKind.TERMINATE, ActionStatus.DONE)],
-        terminations_skipped=done[(ActionKind.TERMINATE, ActionStatus.SKIPPED)],
-        nodes_deleted=done[(ActionKind.DELETE_NODE, ActionStatus.DONE)],
-        marks=done[(ActionKind.MARK, ActionStatus.DONE)],
-        unmarks=done[(ActionKind.UNMARK, ActionStatus.DONE)],
         launch_failures=sum(world.launch_failures_emitted.values()),
-        backoffs=done[(ActionKind.BACKOFF, ActionStatus.DONE)],
-        backoffs_already_running=done[(ActionKind.BACKOFF, ActionStatus.SKIPPED)],
+        **_action_counts(decisions),
         instances_terminated=len(terminated),
         busy_terminations=busy,
         groups=groups,
@@ -253,6 +227,67 @@ def build_report(
     report.requests = requests
     report.failures = _failures(report)
     return report
+
+
+def _fleet_figures(config: ScalerConfig, world: World, end: datetime) -> dict[str, GroupFigures]:
+    """Per group: nodes launched, peak instances, GPU-hours provisioned and their on-demand cost."""
+    prices = {g.name: g.price_per_hour or 0.0 for g in config.node_groups}
+    groups = {name: GroupFigures() for name in world.group_names}
+    for instance in world.instances.values():
+        figures = groups[instance.group.name]
+        figures.nodes_launched += 1
+        hours = ((instance.terminated_at or end) - instance.launched_at).total_seconds() / HOUR
+        figures.gpu_hours_provisioned += hours * instance.group.gpus
+        figures.cost += hours * prices[instance.group.name]
+    for name, peak in world.peak_instances.items():
+        groups[name].peak_instances = peak
+    return groups
+
+
+def _job_figures(world: World, groups: dict[str, GroupFigures], end: datetime) -> float:
+    """Adds each group's jobs and GPU-hours used; returns the GPU-hours all jobs used."""
+    used = 0.0
+    for run in world.jobs.values():
+        if run.started_at is None:
+            continue
+        hours = ((run.finished_at or end) - run.started_at).total_seconds() / HOUR
+        used += hours * run.job.total_gpus
+        per_pod = hours * run.job.gpus
+        for group in run.groups:
+            groups[group].jobs += 1
+        for node in run.nodes:
+            node_group = world.group_of_node_name(node)
+            if node_group in groups:
+                groups[node_group].gpu_hours_used += per_pod
+    return used
+
+
+class _ActionCounts(TypedDict):
+    cordons: int
+    uncordons: int
+    terminations: int
+    terminations_skipped: int
+    nodes_deleted: int
+    marks: int
+    unmarks: int
+    backoffs: int
+    backoffs_already_running: int
+
+
+def _action_counts(decisions: Sequence[Decision]) -> _ActionCounts:
+    """The report's counts of the controller's actions, by kind and status."""
+    done = Counter((d.action.kind, d.action.status) for d in decisions)
+    return {
+        "cordons": done[(ActionKind.CORDON, ActionStatus.DONE)],
+        "uncordons": done[(ActionKind.UNCORDON, ActionStatus.DONE)],
+        "terminations": done[(ActionKind.TERMINATE, ActionStatus.DONE)],
+        "terminations_skipped": done[(ActionKind.TERMINATE, ActionStatus.SKIPPED)],
+        "nodes_deleted": done[(ActionKind.DELETE_NODE, ActionStatus.DONE)],
+        "marks": done[(ActionKind.MARK, ActionStatus.DONE)],
+        "unmarks": done[(ActionKind.UNMARK, ActionStatus.DONE)],
+        "backoffs": done[(ActionKind.BACKOFF, ActionStatus.DONE)],
+        "backoffs_already_running": done[(ActionKind.BACKOFF, ActionStatus.SKIPPED)],
+    }
 
 
 def _failures(report: DemoReport) -> list[str]:
@@ -285,11 +320,24 @@ def _duration(seconds: float | None) -> str:
 
 def summary_lines(report: DemoReport) -> list[str]:
     """The closing summary, one figure per line."""
-    data = report.to_json()
-    gpu = data["gpu_hours"]
+    rows = _run_rows(report) + _group_rows(report) + _closing_rows(report)
+    width = max(len(label) for label, _ in rows)
+    lines = ["", "summary"]
+    lines += [f"  {label:<{width}}  {value}" for label, value in rows]
+    lines.append("")
+    if report.passed:
+        lines.append("PASSED: every job ran, no busy node was terminated, no invocation failed")
+    else:
+        lines += [f"FAILED: {reason}" for reason in report.failures]
+    return lines
+
+
+def _run_rows(report: DemoReport) -> list[tuple[str, str]]:
+    """Jobs, waits, GPU-hours, cost, scaling, marks and capacity failures."""
+    gpu = report.to_json()["gpu_hours"]
     utilisation = f" ({gpu['utilisation']:.0%} used)" if gpu["utilisation"] is not None else ""
     longest = report.waits[-1] if report.waits else None
-    rows = [
+    return [
         (
             "jobs",
             f"{report.jobs_ran}/{report.jobs} ran to completion "
@@ -322,6 +370,11 @@ def summary_lines(report: DemoReport) -> list[str]:
             f"(+{report.backoffs_already_running} inside a running backoff)",
         ),
     ]
+
+
+def _group_rows(report: DemoReport) -> list[tuple[str, str]]:
+    """One row per group, then the ProvisioningRequests' states."""
+    rows: list[tuple[str, str]] = []
     for name, g in report.groups.items():
         rows.append(
             (
@@ -340,8 +393,13 @@ def summary_lines(report: DemoReport) -> list[str]:
                 + " (Kueue-style: capacity first, then the pods)",
             )
         )
+    return rows
+
+
+def _closing_rows(report: DemoReport) -> list[tuple[str, str]]:
+    """Safety, the function invocations, and the simulated and wall time."""
     busy = len(report.busy_terminations)
-    rows += [
+    return [
         ("busy nodes terminated", f"{busy} of {report.instances_terminated} terminated instances"),
         (
             "function invocations",
@@ -353,15 +411,6 @@ def summary_lines(report: DemoReport) -> list[str]:
             f"{_duration(report.simulated_seconds)} simulated in {report.wall_seconds:.1f}s wall",
         ),
     ]
-    width = max(len(label) for label, _ in rows)
-    lines = ["", "summary"]
-    lines += [f"  {label:<{width}}  {value}" for label, value in rows]
-    lines.append("")
-    if report.passed:
-        lines.append("PASSED: every job ran, no busy node was terminated, no invocation failed")
-    else:
-        lines += [f"FAILED: {reason}" for reason in report.failures]
-    return lines
 
 
 def write_plot(path: Path, samples: Sequence[Sample], groups: Sequence[str], *, title: str) -> None:

@@ -217,6 +217,54 @@ def _shape(group: NodeGroupConfig, allocatable: Resources, architecture: str) ->
     )
 
 
+def job_pod(job: DemoJob, name: str, now: datetime, scenario: Scenario, gang_label: str) -> Json:
+    """One of the job's pods, as its Job controller creates it (Pending, waiting for the scheduler)."""
+    labels = {JOB_LABEL: job.name, "app": "batch"}
+    if job.gang:
+        labels[gang_label] = job.name
+    requests = {
+        "cpu": str(int(scenario.cpu_per_gpu) * job.gpus),
+        "memory": _scale_quantity(scenario.memory_per_gpu, job.gpus),
+        GPU: str(job.gpus),
+    }
+    spec: Json = {
+        "restartPolicy": "Never",
+        "schedulerName": "default-scheduler",
+        "containers": [
+            {
+                "name": "main",
+                "image": "nvcr.io/nvidia/pytorch:24.10-py3",
+                "resources": {"requests": requests, "limits": {GPU: str(job.gpus)}},
+            }
+        ],
+        "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    if job.selector:
+        spec["nodeSelector"] = dict(job.selector)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": labels,
+            **({"annotations": dict(job.annotations)} if job.annotations else {}),
+            "creationTimestamp": timestamp(now),
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": job.name,
+                    "uid": f"job-{job.name}",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }
+
+
 class World:
     """The simulated cluster and EC2 around the scaler; `step(now)` advances it."""
 
@@ -254,51 +302,7 @@ class World:
             report.new_pods.append(pod)
 
     def _job_pod(self, job: DemoJob, name: str, now: datetime) -> Json:
-        scenario = self._scenario
-        labels = {JOB_LABEL: job.name, "app": "batch"}
-        if job.gang:
-            labels[self._gang_label] = job.name
-        requests = {
-            "cpu": str(int(scenario.cpu_per_gpu) * job.gpus),
-            "memory": _scale_quantity(scenario.memory_per_gpu, job.gpus),
-            GPU: str(job.gpus),
-        }
-        spec: Json = {
-            "restartPolicy": "Never",
-            "schedulerName": "default-scheduler",
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "nvcr.io/nvidia/pytorch:24.10-py3",
-                    "resources": {"requests": requests, "limits": {GPU: str(job.gpus)}},
-                }
-            ],
-            "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
-        }
-        if job.selector:
-            spec["nodeSelector"] = dict(job.selector)
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "namespace": NAMESPACE,
-                "labels": labels,
-                **({"annotations": dict(job.annotations)} if job.annotations else {}),
-                "creationTimestamp": timestamp(now),
-                "ownerReferences": [
-                    {
-                        "apiVersion": "batch/v1",
-                        "kind": "Job",
-                        "name": job.name,
-                        "uid": f"job-{job.name}",
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": spec,
-            "status": {"phase": "Pending"},
-        }
+        return job_pod(job, name, now, self._scenario, self._gang_label)
 
     def pod_template(self, job: DemoJob, name: str, now: datetime) -> Json:
         """A core/v1 PodTemplate of the job's pods (what a queue puts in a ProvisioningRequest)."""

@@ -103,6 +103,15 @@ def add_commands(commands: Any) -> None:
         help="replay a job trace through the planner (simulated time)",
         description=DESCRIPTION,
     )
+    _add_input_arguments(p)
+    _add_timing_arguments(p)
+    _add_world_arguments(p)
+    _add_output_arguments(p)
+    p.set_defaults(func=run_simulate)
+
+
+def _add_input_arguments(p: Any) -> None:
+    """The trace and its format, the output format, the configs."""
     p.add_argument("--trace", required=True, help="trace file (CSV)")
     p.add_argument(
         "--trace-format",
@@ -120,6 +129,10 @@ def add_commands(commands: Any) -> None:
     )
     p.add_argument("--config", required=True, help="scaler config (YAML or JSON)")
     p.add_argument("--compare", metavar="CONFIG2", help="also replay this config and show both side by side")
+
+
+def _add_timing_arguments(p: Any) -> None:
+    """Boot, device plugin, schedule and webhook delays."""
     p.add_argument("--boot-seconds", type=_non_negative_int, default=300, help="launch to node registered")
     p.add_argument(
         "--gpu-delay-seconds", type=_non_negative_int, default=0, help="node registered to GPUs advertised"
@@ -131,6 +144,10 @@ def add_commands(commands: Any) -> None:
         help="arrival to reconcile (default: the config's deployment.webhook_queue_delay_seconds)",
     )
     p.add_argument("--no-webhook", action="store_true", help="reconcile on the schedule only")
+
+
+def _add_world_arguments(p: Any) -> None:
+    """Which jobs are replayed, their sizes, EC2 capacity and warm pools, routing and the scheduler."""
     p.add_argument("--cluster", help="keep one virtual cluster (Philly `cluster`, generic CSV `cluster`)")
     p.add_argument("--start", help="keep jobs submitted at or after (ISO 8601, or seconds from the origin)")
     p.add_argument("--end", help="keep jobs submitted before (ISO 8601, or seconds from the origin)")
@@ -175,6 +192,10 @@ def add_commands(commands: Any) -> None:
         action="store_true",
         help="pods carry their job's duration as the backlog-scaler/expected-runtime-seconds annotation",
     )
+
+
+def _add_output_arguments(p: Any) -> None:
+    """Where the report and plot go, progress, and the options kept for other tools."""
     p.add_argument(
         "--out",
         metavar="DIR",
@@ -189,7 +210,6 @@ def add_commands(commands: Any) -> None:
         "--speed", type=float, help="accepted for the demo; simulate always runs as fast as possible"
     )
     p.add_argument("--every-tick", action="store_true", help="run the planner at every tick (slow; checks)")
-    p.set_defaults(func=run_simulate)
 
 
 def _capacity(items: list[str], flag: str = "--capacity") -> dict[str, int]:

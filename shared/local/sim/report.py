@@ -35,7 +35,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from shared.local.sim.engine import SimResult, at
+from shared.local.sim.engine import GroupResult, SimResult, at
 from shared.local.sim.trace import Trace
 from shared.local.sim.workload import MIB
 
@@ -56,34 +56,10 @@ def _hours(seconds: float) -> float:
 
 def build_report(result: SimResult, trace: Trace | None = None) -> dict[str, Any]:
     """The documented report document of one replay."""
-    waits = result.waits
     provisioned = result.provisioned_gpu_seconds
     priced = all(g.price_per_hour is not None for g in result.groups)
-    groups: dict[str, Any] = {}
-    total_cost = 0.0
-    for g in result.groups:
-        cost = g.node_seconds / HOUR * g.price_per_hour if g.price_per_hour is not None else None
-        total_cost += cost or 0.0
-        groups[g.name] = {
-            "gpus_per_node": g.gpus_per_node,
-            "price_per_hour": g.price_per_hour,
-            "node_hours": _hours(g.node_seconds),
-            "gpu_hours_provisioned": _hours(g.node_seconds * g.gpus_per_node),
-            "gpu_hours_used": _hours(g.busy_gpu_seconds),
-            "cost": round(cost, 2) if cost is not None else None,
-            "nodes_launched": g.launched,
-            "scale_ups": g.scale_ups,
-            "scale_downs": g.terminated,
-            "replaced": g.replaced,
-            "cordons": g.cordons,
-            "uncordons": g.uncordons,
-            "peak_nodes": g.peak_nodes,
-            "launch_failures": g.launch_failures,
-            "backoffs": g.backoffs,
-            "marks": g.marks,
-            "unmarks": g.unmarks,
-        }
-    options = result.options
+    groups = {g.name: _group_figures(g) for g in result.groups}
+    total_cost = sum((_cost(g) or 0.0 for g in result.groups), 0.0)
     report: dict[str, Any] = {
         "jobs": result.jobs,
         "jobs_started": result.started,
@@ -93,23 +69,8 @@ def build_report(result: SimResult, trace: Trace | None = None) -> dict[str, Any
         },
         "pods": result.pods,
         "fractional_gpu_jobs": result.fractional_jobs,
-        "wait_seconds": {
-            "mean": round(sum(waits) / len(waits), 1) if waits else None,
-            "p50": percentile(waits, 50),
-            "p95": percentile(waits, 95),
-            "p99": percentile(waits, 99),
-            "max": waits[-1] if waits else None,
-        },
-        "gpu_hours": {
-            "provisioned": _hours(provisioned),
-            "used": _hours(result.used_gpu_seconds),
-            "ideal": _hours(result.ideal_gpu_seconds),
-            "idle": _hours(provisioned - result.used_gpu_seconds),
-            "idle_booting": _hours(sum(g.booting_gpu_seconds for g in result.groups)),
-            "idle_empty_nodes": _hours(sum(g.empty_gpu_seconds for g in result.groups)),
-            "idle_fragmented": _hours(sum(g.fragmented_gpu_seconds for g in result.groups)),
-            "idle_held_by_marks": _hours(sum(g.held_gpu_seconds for g in result.groups)),
-        },
+        "wait_seconds": _wait_figures(result.waits),
+        "gpu_hours": _gpu_hours(result),
         "provisioned_over_ideal": (
             round(provisioned / result.ideal_gpu_seconds, 4) if result.ideal_gpu_seconds else None
         ),
@@ -134,27 +95,87 @@ def build_report(result: SimResult, trace: Trace | None = None) -> dict[str, Any
             "end": at(result.end).isoformat().replace("+00:00", "Z"),
             "seconds": result.end - result.start,
         },
-        "simulation": {
-            "config": result.config_name,
-            "wall_seconds": round(result.wall_seconds, 3),
-            "jobs_per_second": round(result.jobs / result.wall_seconds) if result.wall_seconds > 0 else None,
-            "planner_runs": result.plans,
-            "reconciles_skipped": result.skipped,
-            "stalled": result.stalled,
-            "boot_seconds": options.boot_seconds,
-            "gpu_delay_seconds": options.gpu_delay_seconds,
-            "tick_seconds": options.tick_seconds,
-            "webhook_delay_seconds": result.webhook_delay_seconds,
-            "cpu_per_gpu_millicores": result.sizing.cpu_per_gpu,
-            "memory_per_gpu_mib": result.sizing.memory_per_gpu // MIB,
-            "capacity": dict(options.capacity),
-            "right_size": options.right_size,
-            "scheduler_scoring": str(options.scoring),
-        },
+        "simulation": _simulation_figures(result),
     }
     if trace is not None:
         report["trace"] = {"source": trace.source, "format": trace.format, "notes": list(trace.notes)}
     return report
+
+
+def _cost(g: GroupResult) -> float | None:
+    return g.node_seconds / HOUR * g.price_per_hour if g.price_per_hour is not None else None
+
+
+def _group_figures(g: GroupResult) -> dict[str, Any]:
+    """One group's section of the report."""
+    cost = _cost(g)
+    return {
+        "gpus_per_node": g.gpus_per_node,
+        "price_per_hour": g.price_per_hour,
+        "node_hours": _hours(g.node_seconds),
+        "gpu_hours_provisioned": _hours(g.node_seconds * g.gpus_per_node),
+        "gpu_hours_used": _hours(g.busy_gpu_seconds),
+        "cost": round(cost, 2) if cost is not None else None,
+        "nodes_launched": g.launched,
+        "scale_ups": g.scale_ups,
+        "scale_downs": g.terminated,
+        "replaced": g.replaced,
+        "cordons": g.cordons,
+        "uncordons": g.uncordons,
+        "peak_nodes": g.peak_nodes,
+        "launch_failures": g.launch_failures,
+        "backoffs": g.backoffs,
+        "marks": g.marks,
+        "unmarks": g.unmarks,
+    }
+
+
+def _wait_figures(waits: list[int]) -> dict[str, Any]:
+    """Mean, percentiles and max of the sorted waits (None when no job started)."""
+    return {
+        "mean": round(sum(waits) / len(waits), 1) if waits else None,
+        "p50": percentile(waits, 50),
+        "p95": percentile(waits, 95),
+        "p99": percentile(waits, 99),
+        "max": waits[-1] if waits else None,
+    }
+
+
+def _gpu_hours(result: SimResult) -> dict[str, Any]:
+    """Provisioned, used, ideal and idle GPU-hours, the idle by cause."""
+    provisioned = result.provisioned_gpu_seconds
+    return {
+        "provisioned": _hours(provisioned),
+        "used": _hours(result.used_gpu_seconds),
+        "ideal": _hours(result.ideal_gpu_seconds),
+        "idle": _hours(provisioned - result.used_gpu_seconds),
+        "idle_booting": _hours(sum(g.booting_gpu_seconds for g in result.groups)),
+        "idle_empty_nodes": _hours(sum(g.empty_gpu_seconds for g in result.groups)),
+        "idle_fragmented": _hours(sum(g.fragmented_gpu_seconds for g in result.groups)),
+        "idle_held_by_marks": _hours(sum(g.held_gpu_seconds for g in result.groups)),
+    }
+
+
+def _simulation_figures(result: SimResult) -> dict[str, Any]:
+    """How the replay ran: its speed, planner runs, and the world's options."""
+    options = result.options
+    return {
+        "config": result.config_name,
+        "wall_seconds": round(result.wall_seconds, 3),
+        "jobs_per_second": round(result.jobs / result.wall_seconds) if result.wall_seconds > 0 else None,
+        "planner_runs": result.plans,
+        "reconciles_skipped": result.skipped,
+        "stalled": result.stalled,
+        "boot_seconds": options.boot_seconds,
+        "gpu_delay_seconds": options.gpu_delay_seconds,
+        "tick_seconds": options.tick_seconds,
+        "webhook_delay_seconds": result.webhook_delay_seconds,
+        "cpu_per_gpu_millicores": result.sizing.cpu_per_gpu,
+        "memory_per_gpu_mib": result.sizing.memory_per_gpu // MIB,
+        "capacity": dict(options.capacity),
+        "right_size": options.right_size,
+        "scheduler_scoring": str(options.scoring),
+    }
 
 
 # The figures `--compare` puts a difference and a percent on: (name, path in the report).

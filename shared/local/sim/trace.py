@@ -295,41 +295,69 @@ def load_trace(
         header = next(reader, None)
         if header is None:
             raise InputError(f"{source}: empty file (expected a CSV header)")
-        detected = detect_format(header)
-        if fmt == "auto":
-            if detected is None:
-                raise InputError(
-                    f"{source}: cannot tell the trace format from the header {','.join(header)!r}; "
-                    f"give --format ({'|'.join(FORMATS)})"
-                )
-            fmt = detected
-        if fmt not in _REQUIRED:
-            raise InputError(f"{source}: unknown trace format {fmt!r} (one of {', '.join(FORMATS)})")
-        names = {h.strip() for h in header}
-        missing = [c for c in _REQUIRED[fmt] if c not in names]
-        if fmt == "itp" and not {"submission_time", "submit_time"} & names:
-            missing.append("submission_time")
-        if missing:
-            raise InputError(f"{source}: {fmt} trace: missing column(s): {', '.join(missing)}")
+        fmt = _format_of(source, header, fmt)
         rows = _Rows(source, header, reader, lambda: reader.line_num)
-        notes: list[str] = []
         counts = _OpenbCounts()
-        if fmt == "philly":
-            parsed = list(_philly(rows))
-        elif fmt == "itp":
-            parsed = list(_itp(rows))
-        elif fmt == "openb":
-            parsed = list(_openb(rows, counts))
-        else:
-            parsed = list(_generic(rows))
+        parsed = _parse(fmt, rows, counts)
+    has_clusters = "cluster" in {h.strip() for h in header}
+    jobs = _select(source, fmt, parsed, has_clusters, cluster, start, end, limit)
+    return Trace(source, fmt, tuple(jobs), tuple(_notes(counts)), has_clusters)
+
+
+def _format_of(source: str, header: list[str], fmt: str) -> str:
+    """The trace's format (detected from the header for "auto"), its required columns checked."""
+    detected = detect_format(header)
+    if fmt == "auto":
+        if detected is None:
+            raise InputError(
+                f"{source}: cannot tell the trace format from the header {','.join(header)!r}; "
+                f"give --format ({'|'.join(FORMATS)})"
+            )
+        fmt = detected
+    if fmt not in _REQUIRED:
+        raise InputError(f"{source}: unknown trace format {fmt!r} (one of {', '.join(FORMATS)})")
+    names = {h.strip() for h in header}
+    missing = [c for c in _REQUIRED[fmt] if c not in names]
+    if fmt == "itp" and not {"submission_time", "submit_time"} & names:
+        missing.append("submission_time")
+    if missing:
+        raise InputError(f"{source}: {fmt} trace: missing column(s): {', '.join(missing)}")
+    return fmt
+
+
+def _parse(fmt: str, rows: _Rows, counts: _OpenbCounts) -> list[Job]:
+    if fmt == "philly":
+        return list(_philly(rows))
+    if fmt == "itp":
+        return list(_itp(rows))
+    if fmt == "openb":
+        return list(_openb(rows, counts))
+    return list(_generic(rows))
+
+
+def _notes(counts: _OpenbCounts) -> list[str]:
+    """What the reader skipped or rounded (OpenB pods)."""
+    notes: list[str] = []
     if counts.no_times:
         notes.append(f"{counts.no_times} pod(s) without creation/scheduled/deletion time skipped")
     if counts.cpu_only:
         notes.append(f"{counts.cpu_only} CPU-only pod(s) skipped")
     if counts.fractional:
         notes.append(f"{counts.fractional} fractional-GPU pod(s) (gpu_milli < 1000) rounded up to 1 GPU")
+    return notes
 
-    has_clusters = "cluster" in names
+
+def _select(
+    source: str,
+    fmt: str,
+    parsed: list[Job],
+    has_clusters: bool,
+    cluster: str | None,
+    start: int | None,
+    end: int | None,
+    limit: int | None,
+) -> list[Job]:
+    """One virtual cluster's jobs in the window [start, end), by submit time, the first `limit`."""
     jobs = parsed
     if cluster is not None:
         if not has_clusters:
@@ -345,4 +373,4 @@ def load_trace(
     jobs.sort(key=lambda j: j.submit)  # stable: row order breaks ties
     if limit is not None:
         jobs = jobs[:limit]
-    return Trace(source, fmt, tuple(jobs), tuple(notes), has_clusters)
+    return jobs

@@ -1,0 +1,379 @@
+"""The simulated world's objects: options, figures, and the groups, instances, nodes, jobs and pods."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+
+from shared.config import AttritionConfig, NodeGroupConfig, PolicyConfig
+from shared.domain.model import (
+    ANNOTATION_CORDONED_AT,
+    AsgInstance,
+    AsgState,
+    Node,
+    Pod,
+    Taint,
+)
+from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
+from shared.local.sim.scheduler import DEFAULT_SCORING, NodeClass, PodRequest, Scoring, Slot
+from shared.local.sim.trace import Job
+from shared.local.sim.workload import Sizing
+from shared.local.sim.world import WarmPool
+from shared.planner.eks import KUBELET_DEFAULT_MAX_PODS as DEFAULT_MAX_PODS
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+INF = math.inf
+NAMESPACE = "sim"
+DEFAULT_ASG_MAX_SIZE = 1000  # the ASG's MaxSize when the config sets no max_size
+STALL_SECONDS = 6 * 3600  # give up after this long without progress once no job runs or is to arrive
+
+ARRIVE, FINISH, REGISTER, GPUS_READY = range(4)
+NO_STRINGS: Mapping[str, str] = MappingProxyType({})
+DIMS = (GPU, CPU, MEMORY, PODS)  # the scheduler's vector order: [gpus, millicores, bytes, pod slots]
+BOOTING, EMPTY, FRAGMENTED, HELD = range(4)  # why provisioned GPUs are idle (HELD: by attrition marks)
+
+
+def at(seconds: int) -> datetime:
+    """Epoch seconds as an aware datetime."""
+    return EPOCH + timedelta(seconds=seconds)
+
+
+def epoch_seconds(when: datetime) -> int:
+    """An aware datetime as whole epoch seconds."""
+    return (when - EPOCH) // timedelta(seconds=1)
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """How the world around the planner behaves (not the scaler config: that is the thing tested)."""
+
+    boot_seconds: int = 300  # launch to Node registered
+    gpu_delay_seconds: int = 0  # Node registered to GPUs advertised by the device plugin
+    tick_seconds: int = 60  # the EventBridge schedule
+    webhook_delay_seconds: int | None = None  # None: the config's deployment.webhook_queue_delay_seconds
+    webhook: bool = True  # reconcile after job arrivals too
+    capacity: Mapping[str, int] = field(default_factory=dict)  # group -> most instances EC2 gives
+    sizing: Sizing | None = None  # None: default_sizing(config)
+    asg_max_size: int = DEFAULT_ASG_MAX_SIZE
+    every_tick: bool = False  # run the planner at every opportunity (no skipping)
+    # Route each job without group/selector to the group of the smallest nodes that hold it whole
+    # (the largest nodes for gangs), as an admission policy adding a nodeSelector by GPU count would.
+    right_size: bool = False
+    record_series: bool = True  # keep the time series for the plot
+    stall_seconds: int = STALL_SECONDS
+    scoring: Scoring = DEFAULT_SCORING  # how the simulated scheduler ranks feasible nodes
+    # Pods carry their job's duration as the expected-runtime annotation (a user's exact estimate).
+    runtime_estimates: bool = False
+    warm_pools: Mapping[str, WarmPool] = field(default_factory=dict)  # group -> its ASG's warm pool
+
+
+@dataclass
+class GroupResult:
+    """Figures of one node group over the replay."""
+
+    name: str
+    gpus_per_node: int
+    price_per_hour: float | None
+    node_seconds: int = 0  # instance running time, launch to termination (boot included)
+    busy_gpu_seconds: int = 0
+    launched: int = 0
+    terminated: int = 0  # scale-down terminations (desired decremented)
+    replaced: int = 0  # instances replaced (never registered in time)
+    scale_ups: int = 0  # reconciles that raised desired
+    cordons: int = 0
+    uncordons: int = 0
+    peak_nodes: int = 0  # most instances at once (booting included)
+    launch_failures: int = 0
+    backoffs: int = 0
+    # Provisioned GPU time that ran nothing, by why (with busy time they sum to the provisioned):
+    booting_gpu_seconds: int = 0  # launched, not registered or GPUs not advertised yet
+    empty_gpu_seconds: int = 0  # on nodes running no pod (idle, or cordoned before termination)
+    fragmented_gpu_seconds: int = 0  # free GPUs of nodes that run some pod (unmarked)
+    held_gpu_seconds: int = 0  # free GPUs beside running pods on nodes marked for attrition
+    marks: int = 0  # attrition taints put on
+    unmarks: int = 0  # attrition taints lifted
+    busy_terminations_refused: int = 0  # planned terminations of nodes running pods, not applied
+    pods_lost: int = 0  # pods still running on a node when it was terminated
+
+
+@dataclass
+class Series:
+    """Change points over time: pending GPUs, and per group provisioned and busy GPUs."""
+
+    groups: tuple[str, ...]
+    times: list[int] = field(default_factory=list)
+    pending: list[int] = field(default_factory=list)
+    provisioned: list[list[int]] = field(default_factory=list)  # per group
+    busy: list[list[int]] = field(default_factory=list)  # per group
+    idle: list[tuple[int, int, int, int]] = field(default_factory=list)  # booting, empty, fragm., held
+
+
+@dataclass
+class SimResult:
+    """Raw figures of one replay; `shared.local.sim.report` turns them into the report."""
+
+    config_name: str
+    options: SimOptions
+    jobs: int
+    pods: int
+    started: int
+    waits: list[int]  # seconds, one per started job, sorted
+    ideal_gpu_seconds: int  # every job's GPUs x duration
+    used_gpu_seconds: int  # GPU time of pods that ran
+    groups: list[GroupResult]
+    start: int
+    end: int
+    wall_seconds: float
+    plans: int  # planner runs
+    skipped: int  # reconcile opportunities skipped because the plan could not differ
+    stalled: bool  # stopped early: nothing running or to arrive, and no progress for the stall limit
+    not_started: dict[str, int]  # reason code -> jobs never started
+    fractional_jobs: int
+    series: Series | None
+    sizing: Sizing
+    webhook_delay_seconds: int | None
+    attrition: AttritionConfig = field(default_factory=AttritionConfig)
+
+    @property
+    def provisioned_gpu_seconds(self) -> int:
+        return sum(g.node_seconds * g.gpus_per_node for g in self.groups)
+
+
+class SimGroup:
+    """A node group: its simulated ASG, node shape, stored state and figures."""
+
+    __slots__ = (
+        "alive",
+        "allocatable",
+        "allocatable_booting",
+        "asg_cache",
+        "asg_name",
+        "backoff_until",
+        "busy_gpus",
+        "capacity",
+        "classes",
+        "config",
+        "desired",
+        "failures",
+        "free_shape",
+        "gpus_per_node",
+        "idle_seconds",
+        "index",
+        "instances",
+        "labels",
+        "last_failure",
+        "last_scale_down",
+        "last_scale_up",
+        "max_size",
+        "min_size",
+        "name",
+        "result",
+        "taints",
+    )
+
+    def __init__(
+        self, index: int, config: NodeGroupConfig, shape: Resources, options: SimOptions, policy: PolicyConfig
+    ) -> None:
+        self.index = index
+        self.config = config
+        self.name: str = config.name
+        self.asg_name: str = config.asg_name
+        self.labels: Mapping[str, str] = MappingProxyType(dict(config.labels))
+        self.taints = config.domain_taints
+        if shape.get(PODS) == 0:
+            shape = shape + Resources.of({PODS: DEFAULT_MAX_PODS})
+        self.allocatable = shape
+        self.allocatable_booting = Resources(tuple((k, v) for k, v in shape.items if k != GPU))
+        self.free_shape = (shape.gpus, shape.get(CPU), shape.get(MEMORY), shape.get(PODS))
+        self.gpus_per_node = shape.gpus
+        self.idle_seconds: int = (
+            config.idle_seconds if config.idle_seconds is not None else policy.idle_seconds
+        )
+        self.min_size = 0
+        self.max_size: int = config.max_size if config.max_size is not None else options.asg_max_size
+        self.desired = 0
+        self.capacity: int | None = options.capacity.get(self.name)
+        self.instances: dict[str, SimInstance] = {}  # alive ones
+        self.alive = 0
+        self.busy_gpus = 0
+        self.last_scale_up: int | None = None
+        self.last_scale_down: int | None = None
+        self.backoff_until: int | None = None
+        self.failures = 0
+        self.last_failure: int | None = None
+        self.asg_cache: AsgState | None = None
+        self.result = GroupResult(self.name, self.gpus_per_node, config.price_per_hour)
+        self.classes: dict[tuple[Taint | None, bool], NodeClass] = {}
+
+    def node_class(self, mark: Taint | None, cordoned: bool) -> NodeClass:
+        """What the scheduler's static filters see of a node of the group (one object per kind)."""
+        found = self.classes.get((mark, cordoned))
+        if found is None:
+            taints = self.taints if mark is None else (*self.taints, mark)
+            found = self.classes[(mark, cordoned)] = NodeClass(self.labels, taints, cordoned)
+        return found
+
+    def vector(self, gpus_ready: bool) -> tuple[int, int, int, int]:
+        """Allocatable as the scheduler's vector; no GPUs until the device plugin advertises them."""
+        gpus, cpu, memory, pods = self.free_shape
+        return (gpus if gpus_ready else 0, cpu, memory, pods)
+
+
+class SimInstance:
+    """An EC2 instance of a group; `node` once it registered."""
+
+    __slots__ = ("asg", "group", "instance_id", "launched_at", "node")
+
+    def __init__(self, instance_id: str, group: SimGroup, launched_at: int) -> None:
+        self.instance_id = instance_id
+        self.group = group
+        self.launched_at = launched_at
+        self.node: SimNode | None = None
+        self.asg = AsgInstance(instance_id)
+
+
+class SimNode:
+    """A registered node: free room [gpus, millicores, bytes, pod slots], pods, cordon."""
+
+    __slots__ = (
+        "_domain",
+        "accounted",
+        "cordoned_at",
+        "created_at",
+        "free",
+        "gpus_ready",
+        "group",
+        "instance",
+        "name",
+        "pods",
+        "seen_idle",
+        "slot",
+        "taint",
+    )
+
+    def __init__(self, name: str, instance: SimInstance, created_at: int, gpus_ready: bool) -> None:
+        self.name = name
+        self.instance = instance
+        self.group = instance.group
+        self.created_at = created_at
+        self.gpus_ready = gpus_ready
+        self.cordoned_at: int | None = None
+        self.taint: Taint | None = None  # the scaler's attrition mark, when it carries one
+        vector = self.group.vector(gpus_ready)
+        self.slot = Slot(name, (created_at, name), self.group.node_class(None, False), vector, list(vector))
+        self.free = self.slot.free  # the scheduler's free room: [gpus, millicores, bytes, pod slots]
+        self.pods = 0  # live pods bound here
+        self.accounted = created_at  # GPU time of this node is accounted up to here
+        self.seen_idle: bool | None = None  # idleness the last plan saw (None: not seen yet)
+        self._domain: Node | None = None
+
+    def idle_gpus(self) -> tuple[int, int]:
+        """(why, how many) of this node's GPUs run nothing right now."""
+        if not self.gpus_ready:
+            return BOOTING, self.group.gpus_per_node
+        if self.pods == 0:
+            return EMPTY, self.group.gpus_per_node
+        return (HELD if self.taint is not None else FRAGMENTED), self.free[0]
+
+    def account(self, now: int) -> None:
+        """Add the unused GPU time since the last accounting to the group's waste figures."""
+        elapsed = now - self.accounted
+        if elapsed:
+            result = self.group.result
+            cause, gpus = self.idle_gpus()
+            if cause == BOOTING:
+                result.booting_gpu_seconds += elapsed * gpus
+            elif cause == EMPTY:
+                result.empty_gpu_seconds += elapsed * gpus
+            elif cause == HELD:
+                result.held_gpu_seconds += elapsed * gpus
+            else:
+                result.fragmented_gpu_seconds += elapsed * gpus
+            self.accounted = now
+
+    def node_class(self) -> NodeClass:
+        return self.group.node_class(self.taint, self.cordoned_at is not None)
+
+    def forget_domain(self) -> None:
+        """Its GPUs, cordon or mark changed: the domain Node is built anew when next read."""
+        self._domain = None
+
+    @property
+    def schedulable(self) -> bool:
+        return self.gpus_ready and self.cordoned_at is None
+
+    def domain(self) -> Node:
+        if self._domain is None:
+            created = at(self.created_at)
+            cordoned = self.cordoned_at is not None
+            self._domain = Node(
+                name=self.name,
+                instance_id=self.instance.instance_id,
+                allocatable=self.group.allocatable if self.gpus_ready else self.group.allocatable_booting,
+                labels=self.group.labels,
+                annotations=(
+                    MappingProxyType({ANNOTATION_CORDONED_AT: at(self.cordoned_at).isoformat()})
+                    if self.cordoned_at is not None
+                    else NO_STRINGS
+                ),
+                taints=self.group.taints if self.taint is None else (*self.group.taints, self.taint),
+                unschedulable=cordoned,
+                ready=True,
+                ready_changed_at=created,
+                created_at=created,
+            )
+        return self._domain
+
+
+class SimJob:
+    """A trace job with its pods, the groups its selector admits, start and finish."""
+
+    __slots__ = ("allowed", "finish", "gpus", "index", "job", "pods", "requests", "seen", "start", "vecs")
+
+    def __init__(self, index: int, job: Job) -> None:
+        self.index = index
+        self.job = job
+        self.gpus = job.gpus
+        self.pods: list[SimPod] = []
+        self.vecs: list[tuple[int, int, int, int]] = []
+        self.requests: list[PodRequest] = []
+        self.allowed: tuple[bool, ...] = ()
+        self.start: int | None = None
+        self.finish: int | None = None
+        self.seen = -1  # the plan (epoch) that last saw this job pending
+
+
+class SimPod:
+    """One pod of a job: its pending domain Pod and the node it runs on."""
+
+    __slots__ = ("gpus", "key", "node", "pending")
+
+    def __init__(self, pending: Pod) -> None:
+        self.pending = pending
+        self.key = pending.key
+        self.gpus = pending.requests.gpus
+        self.node: SimNode | None = None
+
+
+def at_or_none(seconds: int | None) -> datetime | None:
+    return at(seconds) if seconds is not None else None
+
+
+def running(pending: Pod, node_name: str) -> Pod:
+    """The pending pod, bound to `node_name` and running."""
+    return Pod(
+        namespace=pending.namespace,
+        name=pending.name,
+        requests=pending.requests,
+        phase="Running",
+        node_name=node_name,
+        scheduling=pending.scheduling,
+        labels=pending.labels,
+        annotations=pending.annotations,
+        owner_kind=pending.owner_kind,
+        created_at=pending.created_at,
+        uid=pending.uid,
+    )
