@@ -151,16 +151,7 @@ def _plan_group(
         return [], lifted
     spare = _spare(view, policy, gpus_per_node)
     removable = max(0, len(view.nodes) - view.min_size)
-    candidates.sort(
-        key=lambda c: (
-            c.node.name not in marked,
-            c.used,
-            c.remaining,
-            c.busy,
-            -(c.node.created_at.timestamp() if c.node.created_at else 0.0),
-            c.node.name,
-        )
-    )
+    candidates.sort(key=lambda c: _cheapest_to_empty(c, marked))
     chosen: list[tuple[str, str]] = []
     kept = sum(1 for n in view.nodes if n.name in marked and n.unschedulable)  # cordoned, still marked
     full = False  # the first candidate that cannot be marked ends the marked prefix
@@ -177,6 +168,12 @@ def _plan_group(
                 (name, f"its room is needed: {pool} free GPU(s) unmarked, {spare} kept for new pods")
             )
     return chosen, lifted
+
+
+def _cheapest_to_empty(cand: _Candidate, marked: frozenset[str]) -> tuple[object, ...]:
+    """Already marked first, then fewest GPUs in use, least known remaining work, fewest busy pods, newest."""
+    created = cand.node.created_at.timestamp() if cand.node.created_at else 0.0
+    return (cand.node.name not in marked, cand.used, cand.remaining, cand.busy, -created, cand.node.name)
 
 
 def mark_blocker(node: Node | None, pods: Sequence[Pod]) -> str | None:

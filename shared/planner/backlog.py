@@ -98,6 +98,24 @@ def _gang_units(
     return units
 
 
+def _left_alone(ctx: Context, pod: Pod) -> PodOutcome | None:
+    """The outcome of a pending pod the policy or the scheduler says not to plan for, else None."""
+    policy = ctx.config.policy
+    if policy.pod_priority_cutoff is not None and pod.priority < policy.pod_priority_cutoff:
+        reason = f"priority {pod.priority} is below the cutoff {policy.pod_priority_cutoff}"
+        return _skip(pod, reason, ReasonCode.BELOW_PRIORITY_CUTOFF)
+    if pod.nominated_node:
+        # The scheduler preempts victims on that node for this pod; room is on its way.
+        reason = f"nominated for {pod.nominated_node} by preemption: the scheduler is freeing room there"
+        group = ctx.group_of_node.get(pod.nominated_node)
+        name = group.name if group else None
+        return PodOutcome(pod.key, Outcome.EXISTING, name, reason, ReasonCode.NOMINATED, pod.requests.gpus)
+    if policy.new_pod_delay_seconds and not ctx.older_than(pod.created_at, policy.new_pod_delay_seconds):
+        reason = f"younger than {policy.new_pod_delay_seconds}s: left to the scheduler first"
+        return _skip(pod, reason, ReasonCode.TOO_YOUNG)
+    return None
+
+
 def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list[Pod]]:
     """Pending pods that may trigger a scale-up, as units in First Fit Decreasing order.
 
@@ -115,26 +133,9 @@ def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list
     for pod in ctx.snapshot.pods:
         if not pod.is_pending_unschedulable or pod.key in requests.consumers:
             continue
-        if policy.pod_priority_cutoff is not None and pod.priority < policy.pod_priority_cutoff:
-            reason = f"priority {pod.priority} is below the cutoff {policy.pod_priority_cutoff}"
-            skipped[pod.key] = _skip(pod, reason, ReasonCode.BELOW_PRIORITY_CUTOFF)
-            continue
-        if pod.nominated_node:
-            # The scheduler preempts victims on that node for this pod; room is on its way.
-            reason = f"nominated for {pod.nominated_node} by preemption: the scheduler is freeing room there"
-            group = ctx.group_of_node.get(pod.nominated_node)
-            skipped[pod.key] = PodOutcome(
-                pod.key,
-                Outcome.EXISTING,
-                group.name if group else None,
-                reason,
-                ReasonCode.NOMINATED,
-                pod.requests.gpus,
-            )
-            continue
-        if policy.new_pod_delay_seconds and not ctx.older_than(pod.created_at, policy.new_pod_delay_seconds):
-            reason = f"younger than {policy.new_pod_delay_seconds}s: left to the scheduler first"
-            skipped[pod.key] = _skip(pod, reason, ReasonCode.TOO_YOUNG)
+        outcome = _left_alone(ctx, pod)
+        if outcome is not None:
+            skipped[pod.key] = outcome
             continue
         mark = index.mark(pod)
         if mark:

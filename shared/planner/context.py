@@ -111,6 +111,44 @@ class Context:
         return since is not None and self.now - since >= timedelta(seconds=seconds)
 
 
+def _group_view(
+    snapshot: Snapshot,
+    config: ScalerConfig,
+    group_config: NodeGroupConfig,
+    nodes_by_instance: Mapping[str, Node],
+    now: datetime,
+) -> GroupView:
+    """One configured group joined with its ASG, its registered nodes and its instances without one."""
+    asg = snapshot.asgs.get(group_config.asg_name)
+    state = snapshot.state.groups.get(group_config.name, GroupState())
+    registered: list[Node] = []
+    unregistered: list[AsgInstance] = []
+    for instance in asg.live_instances if asg else ():
+        node = nodes_by_instance.get(instance.instance_id)
+        if node is None:
+            unregistered.append(instance)
+        else:
+            registered.append(node)
+    registered.sort(key=lambda n: n.name)
+    unregistered.sort(key=lambda i: i.instance_id)
+    capacity = group_capacity(asg, snapshot.state.instances_first_seen, config.policy, now)
+    template = build_template(
+        config, group_config.name, asg, registered, snapshot.instance_types, snapshot.daemonsets
+    )
+    return GroupView(
+        config=group_config,
+        asg=asg,
+        template=template,
+        state=state,
+        # Launches that never came are a capacity failure, as a failed scaling activity is.
+        in_backoff=(state.backoff_until is not None and state.backoff_until > now)
+        or capacity.launches_overdue is not None,
+        nodes=registered,
+        unregistered=unregistered,
+        capacity=capacity,
+    )
+
+
 def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Context:
     """Join config, ASGs, nodes and pods into the indexes the planning rules read."""
     nodes_by_instance = {n.instance_id: n for n in snapshot.nodes if n.instance_id}
@@ -122,39 +160,11 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
             if pod.keeps_node_busy(config.policy.pod_priority_cutoff):
                 busy.add(pod.node_name)
 
-    groups: list[GroupView] = []
-    group_of_node: dict[str, GroupView] = {}
-    for group_config in config.node_groups:
-        asg = snapshot.asgs.get(group_config.asg_name)
-        state = snapshot.state.groups.get(group_config.name, GroupState())
-        registered: list[Node] = []
-        unregistered: list[AsgInstance] = []
-        for instance in asg.live_instances if asg else ():
-            node = nodes_by_instance.get(instance.instance_id)
-            if node is None:
-                unregistered.append(instance)
-            else:
-                registered.append(node)
-        registered.sort(key=lambda n: n.name)
-        unregistered.sort(key=lambda i: i.instance_id)
-        capacity = group_capacity(asg, snapshot.state.instances_first_seen, config.policy, now)
-        view = GroupView(
-            config=group_config,
-            asg=asg,
-            template=build_template(
-                config, group_config.name, asg, registered, snapshot.instance_types, snapshot.daemonsets
-            ),
-            state=state,
-            # Launches that never came are a capacity failure, as a failed scaling activity is.
-            in_backoff=(state.backoff_until is not None and state.backoff_until > now)
-            or capacity.launches_overdue is not None,
-            nodes=registered,
-            unregistered=unregistered,
-            capacity=capacity,
-        )
-        groups.append(view)
-        for node in registered:
-            group_of_node[node.name] = view
+    groups = [
+        _group_view(snapshot, config, group_config, nodes_by_instance, now)
+        for group_config in config.node_groups
+    ]
+    group_of_node = {node.name: view for view in groups for node in view.nodes}
 
     # Distinct resource vectors only: pods and nodes share a handful of shapes.
     vectors = {id(n.allocatable): n.allocatable for n in snapshot.nodes}

@@ -107,23 +107,8 @@ class Placer:
         excluded: frozenset[str],
     ) -> tuple[Bins, int] | None:
         """First node of `nodes` (static filters cached per scope and spec) that passes every filter."""
-        # Static filters read the pod's node constraints, volumes and DRA claims; never its labels
-        # nor its inter-pod rules, so all the replicas of all the apps of a spec share one list.
-        constraints = pod.constraints
-        key = (id(scope), pod.namespace, id(pod.scheduling), constraints.claims, constraints.resource_claims)
         state = self.sim.state(pod)
-        found = self._candidates.get(key)
-        if found is None:
-            found = self._candidates[key] = _Candidates(
-                pod, [item for item in nodes() if self.sim.static(pod, state, item[0]) is None]
-            )
-        # What makes a node dead for good: the request's size, the pod's own constraints, and the
-        # existing anti-affinity terms that match its labels (not the labels themselves).
-        existing = tuple(id(c) for _, c in state.affinity.existing_anti) if state.affinity else ()
-        progress = self._progress.get((key, id(constraints), request, existing))
-        if progress is None:
-            full = self._full.setdefault((key, request), set())
-            progress = self._progress[(key, id(constraints), request, existing)] = _Progress(full=full)
+        found, progress = self._lookup(pod, request, scope, nodes, state)
         listed = found.nodes
         dims = self.ctx.dims
         allowed = _allowed_domains(state.spread) if state.spread is not None else ()
@@ -159,6 +144,33 @@ class Placer:
                     progress.start += 1
             index += 1
         return None
+
+    def _lookup(
+        self,
+        pod: Pod,
+        request: Request,
+        scope: object,
+        nodes: Callable[[], list[tuple[SimNode, Bins, int]]],
+        state: PodState,
+    ) -> tuple[_Candidates, _Progress]:
+        """The nodes passing the pod's static filters and how far earlier pods of its kind got in them."""
+        # Static filters read the pod's node constraints, volumes and DRA claims; never its labels
+        # nor its inter-pod rules, so all the replicas of all the apps of a spec share one list.
+        constraints = pod.constraints
+        key = (id(scope), pod.namespace, id(pod.scheduling), constraints.claims, constraints.resource_claims)
+        found = self._candidates.get(key)
+        if found is None:
+            found = self._candidates[key] = _Candidates(
+                pod, [item for item in nodes() if self.sim.static(pod, state, item[0]) is None]
+            )
+        # What makes a node dead for good: the request's size, the pod's own constraints, and the
+        # existing anti-affinity terms that match its labels (not the labels themselves).
+        existing = tuple(id(c) for _, c in state.affinity.existing_anti) if state.affinity else ()
+        progress = self._progress.get((key, id(constraints), request, existing))
+        if progress is None:
+            full = self._full.setdefault((key, request), set())
+            progress = self._progress[(key, id(constraints), request, existing)] = _Progress(full=full)
+        return found, progress
 
     def _scan(
         self,

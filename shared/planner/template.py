@@ -273,7 +273,6 @@ def build_template(
     """The template node of one configured group."""
     group = config.group(group_name)
     policy = config.policy
-    single_zone = asg is not None and len(asg.availability_zones) == 1
     tag_labels, tag_taints, tag_resources = _tag_labels_taints_resources(asg.tags if asg else {})
     # What the group launches: the ASG's mixed-instances overrides, else the configured type.
     known = {**instance_types, **(asg.type_shapes if asg else {})}
@@ -287,9 +286,37 @@ def build_template(
         and not any(is_startup_taint(t, policy) for t in n.taints)
         and not gpu_not_advertised(n, known, group_type)
     ]
-    instance_type = known.get(types[0]) if len(types) == 1 else None
-    architectures = {known[t].architecture for t in types if t in known}
+    labels = _template_labels(config, group_name, asg, types, known, usable or registered)
+    labels.update(tag_labels)
+    labels.update(group.labels)
+    taints = _template_taints(config, group_name, registered, tag_taints)
 
+    if len(types) > 1 and group.shape is None:
+        allocatable, source = _mixed_allocatable(config, types, usable, known, tag_resources)
+    else:
+        instance_type = known.get(types[0]) if len(types) == 1 else None
+        allocatable, source = _allocatable(config, group.shape, usable, instance_type, tag_resources)
+    gpu_pending = sum(1 for n in registered if n.ready and gpu_not_advertised(n, known, group_type))
+    if allocatable is None and gpu_pending:
+        source += f" ({gpu_pending} registered node(s) not advertising their GPUs yet)"
+    if allocatable is not None and not allocatable.get(PODS):
+        allocatable = allocatable + Resources.of({PODS: KUBELET_DEFAULT_MAX_PODS})
+    template = Template(group.name, allocatable, labels, taints, source)
+    return with_daemonsets(template, daemonsets)
+
+
+def _template_labels(
+    config: ScalerConfig,
+    group_name: str,
+    asg: AsgState | None,
+    types: tuple[str, ...],
+    known: Mapping[str, InstanceType],
+    sources: list[Node],
+) -> dict[str, str]:
+    """The labels a new node of the group will carry, before the tags' and the config's own."""
+    group = config.group(group_name)
+    single_zone = asg is not None and len(asg.availability_zones) == 1
+    architectures = {known[t].architecture for t in types if t in known}
     labels: dict[str, str] = {"kubernetes.io/os": "linux", REGION: config.region_of(group)}
     if len(architectures) == 1 and len(architectures) == len(types):
         labels["kubernetes.io/arch"] = architectures.pop()
@@ -307,32 +334,24 @@ def build_template(
         if any(r.is_capacity_block for r in asg.reservations):
             capacity_type = "CAPACITY_BLOCK"  # a managed node group of capacity type CAPACITY_BLOCK
         labels["eks.amazonaws.com/capacityType"] = capacity_type
-    shared = _shared_labels(usable or registered, single_zone)
+    shared = _shared_labels(sources, single_zone)
     if len(types) > 1:  # what its registered nodes share by type, the next launch may not
         shared = {k: v for k, v in shared.items() if k not in _TYPE_LABELS}
     labels.update(shared)
     labels.setdefault("kubernetes.io/arch", "amd64")
-    labels.update(tag_labels)
-    labels.update(group.labels)
+    return labels
 
+
+def _template_taints(
+    config: ScalerConfig, group_name: str, registered: list[Node], tag_taints: Iterable[Taint]
+) -> tuple[Taint, ...]:
+    """The taints a new node keeps once it is ready: not the transient or startup ones."""
     taints: dict[tuple[str, str], Taint] = {}
-    for taint in (*_shared_taints(registered), *tag_taints, *group.domain_taints):
-        if taint.key in _TRANSIENT_TAINTS or is_startup_taint(taint, policy):
+    for taint in (*_shared_taints(registered), *tag_taints, *config.group(group_name).domain_taints):
+        if taint.key in _TRANSIENT_TAINTS or is_startup_taint(taint, config.policy):
             continue
         taints[(taint.key, taint.effect)] = taint
-    template_taints = tuple(sorted(taints.values(), key=lambda t: (t.key, t.effect)))
-
-    if len(types) > 1 and group.shape is None:
-        allocatable, source = _mixed_allocatable(config, types, usable, known, tag_resources)
-    else:
-        allocatable, source = _allocatable(config, group.shape, usable, instance_type, tag_resources)
-    gpu_pending = sum(1 for n in registered if n.ready and gpu_not_advertised(n, known, group_type))
-    if allocatable is None and gpu_pending:
-        source += f" ({gpu_pending} registered node(s) not advertising their GPUs yet)"
-    if allocatable is not None and not allocatable.get(PODS):
-        allocatable = allocatable + Resources.of({PODS: KUBELET_DEFAULT_MAX_PODS})
-    template = Template(group.name, allocatable, labels, template_taints, source)
-    return with_daemonsets(template, daemonsets)
+    return tuple(sorted(taints.values(), key=lambda t: (t.key, t.effect)))
 
 
 def with_daemonsets(template: Template, daemonsets: tuple[DaemonSet, ...]) -> Template:
