@@ -29,11 +29,12 @@ Dry run: each write is recorded as DRY_RUN and reported done to the caller; noth
 
 Adding a kind of write is one method here (and an `ActionKind`): build the port call as a zero-argument
 callable and hand it to `_write` with the kind, the target, the group and the reason, saying whether
-it is destructive (fenced before its batch; refused after a failed read). For example a node taint:
+it is destructive (fenced before its batch; refused after a failed read). `unmark` below is the
+smallest example:
 
-    def taint(self, node: str, taint: Taint, group: str, reason: str) -> bool:
-        return self._write(ActionKind.TAINT, node, group, reason,
-                           partial(self._cluster.taint_node, node, taint), destructive=False)
+    def unmark(self, node: str, key: str, group: str, reason: str) -> bool:
+        return self._write(ActionKind.UNMARK, node, group, reason,
+                           partial(self._cluster.untaint_node, node, key), destructive=False)
 
 The method returns True when done (or, in dry run, would be attempted); the caller never catches.
 """

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from shared.domain.constraints import NO_CONSTRAINTS, PodConstraints
+from shared.domain.keys import namespaced_key
 from shared.domain.labels import Requirement
 from shared.domain.resources import EMPTY, Resources
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
@@ -123,7 +124,7 @@ class Pod:
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return namespaced_key(self.namespace, self.name)
 
     @property
     def is_daemonset(self) -> bool:
@@ -423,7 +424,7 @@ class DaemonSet:
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return namespaced_key(self.namespace, self.name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
 
+from shared.domain.keys import namespaced_key
 from shared.domain.model import Pod
 
 PROVISIONING_API_GROUP = "autoscaling.x-k8s.io"
@@ -76,7 +77,7 @@ class PodGroup:
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return namespaced_key(self.namespace, self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,7 @@ class PodTemplate:
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return namespaced_key(self.namespace, self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +144,7 @@ class ProvisioningRequest:
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return namespaced_key(self.namespace, self.name)
 
     def condition(self, type_: str) -> Condition | None:
         """The condition of that type, if set."""
@@ -166,7 +167,7 @@ def consumed_request(pod: Pod) -> str | None:
     name = pod.annotations.get(ANNOTATION_CONSUME_REQUEST) or pod.annotations.get(
         ANNOTATION_CONSUME_REQUEST_LEGACY
     )
-    return f"{pod.namespace}/{name}" if name else None
+    return namespaced_key(pod.namespace, name) if name else None
 
 
 class RequestOutcome(StrEnum):
@@ -205,4 +206,4 @@ class ConditionUpdate:
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return namespaced_key(self.namespace, self.name)

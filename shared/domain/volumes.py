@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from shared.domain.keys import namespaced_key
 from shared.domain.labels import Requirement
 
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})
@@ -23,7 +24,7 @@ class PersistentVolumeClaim:
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return namespaced_key(self.namespace, self.name)
 
 
 @dataclass(frozen=True, slots=True)

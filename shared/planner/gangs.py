@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from shared.config import PolicyConfig
+from shared.domain.keys import namespaced_key
 from shared.domain.model import Pod
 from shared.domain.provisioning import (
     ANNOTATION_KUEUE_TOTAL_COUNT,
@@ -85,17 +86,18 @@ class GangIndex:
         labels, annotations = pod.labels, pod.annotations
         name = labels.get(LABEL_KUEUE_POD_GROUP)
         if name:
-            return GangMark(f"{pod.namespace}/{name}", _count(annotations.get(ANNOTATION_KUEUE_TOTAL_COUNT)))
+            key = namespaced_key(pod.namespace, name)
+            return GangMark(key, _count(annotations.get(ANNOTATION_KUEUE_TOTAL_COUNT)))
         name = annotations.get(ANNOTATION_VOLCANO_GROUP)
         if name:
-            key = f"{pod.namespace}/{name}"
+            key = namespaced_key(pod.namespace, name)
             return GangMark(key, self._min_member.get((PodGroupKind.VOLCANO, key)))
         name = labels.get(LABEL_COSCHEDULING_GROUP)
         if name:
-            key = f"{pod.namespace}/{name}"
+            key = namespaced_key(pod.namespace, name)
             return GangMark(key, self._min_member.get((PodGroupKind.COSCHEDULING, key)))
         name = labels.get(self._label) if self._label else None
-        return GangMark(f"{pod.namespace}/{name}", None) if name else None
+        return GangMark(namespaced_key(pod.namespace, name), None) if name else None
 
 
 def _count(raw: str | None) -> int | None:

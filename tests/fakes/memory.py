@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared.adapters.kubernetes.cluster import taints_with, taints_without
+from shared.adapters.kubernetes.writes import TaintEdit, edited_taints
 from shared.config import PolicyConfig
 from shared.domain.errors import (
     ConflictError,
@@ -166,11 +167,6 @@ def _iso(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _parsed(items: Iterable[Any], parse: Callable[[Json], Any]) -> tuple[Any, ...]:
-    """Domain objects as stored, JSON through the real parser (a fresh copy: callers cannot alias)."""
-    return tuple(parse(copy.deepcopy(item)) if isinstance(item, dict) else item for item in items)
-
-
 def _json_key(obj: Json, *, namespaced: bool) -> str:
     meta = obj["metadata"]
     return f"{meta.get('namespace') or 'default'}/{meta['name']}" if namespaced else meta["name"]
@@ -287,33 +283,23 @@ class FakeCluster(Faults):
 
     @_recorded
     def list_nodes(self) -> tuple[Node, ...]:
-        with self._lock:
-            items = [copy.deepcopy(n) for n in self.nodes.values()]
-        return tuple(node_from_json(n) for n in items)
+        return self._listed(self.nodes, node_from_json)
 
     @_recorded
     def list_daemonsets(self) -> tuple[DaemonSet, ...]:
-        with self._lock:
-            items = list(self.daemonsets.values())
-        return _parsed(items, daemonset_from_json)
+        return self._listed(self.daemonsets, daemonset_from_json)
 
     @_recorded
     def list_persistent_volume_claims(self) -> tuple[PersistentVolumeClaim, ...]:
-        with self._lock:
-            items = list(self.pvcs.values())
-        return _parsed(items, pvc_from_json)
+        return self._listed(self.pvcs, pvc_from_json)
 
     @_recorded
     def list_persistent_volumes(self) -> tuple[PersistentVolume, ...]:
-        with self._lock:
-            items = list(self.pvs.values())
-        return _parsed(items, pv_from_json)
+        return self._listed(self.pvs, pv_from_json)
 
     @_recorded
     def list_storage_classes(self) -> tuple[StorageClass, ...]:
-        with self._lock:
-            items = list(self.storage_classes.values())
-        return _parsed(items, storage_class_from_json)
+        return self._listed(self.storage_classes, storage_class_from_json)
 
     @_recorded
     def list_namespaces(self) -> Mapping[str, Mapping[str, str]]:
@@ -326,13 +312,18 @@ class FakeCluster(Faults):
 
     @_recorded
     def list_pod_templates(self) -> tuple[PodTemplate, ...]:
-        with self._lock:
-            items = [copy.deepcopy(t) for t in self.pod_templates.values()]
-        return tuple(pod_template_from_json(t) for t in items)
+        return self._listed(self.pod_templates, pod_template_from_json)
 
     @_recorded
     def list_pod_groups(self) -> tuple[PodGroup, ...]:
         return self._custom_objects((COSCHEDULING_API_GROUP, VOLCANO_API_GROUP), pod_group_from_json)
+
+    def _listed(self, store: Mapping[str, Any], parse: Callable[[Json], Any]) -> tuple[Any, ...]:
+        """Every object of `store`, JSON through the real parser (domain objects as stored), copied
+        under the lock: callers cannot alias it, nor see a write half done."""
+        with self._lock:
+            items = [copy.deepcopy(o) if isinstance(o, dict) else o for o in store.values()]
+        return tuple(parse(o) if isinstance(o, dict) else o for o in items)
 
     def _custom_objects(self, groups: tuple[str, ...], parse: Callable[[Json], Any]) -> tuple[Any, ...]:
         with self._lock:
@@ -391,15 +382,13 @@ class FakeCluster(Faults):
         what: str,
         name: str,
         resource_version: str | None,
-        edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None],
+        edit: TaintEdit,
     ) -> None:
         with self._lock:
             obj = self.nodes.get(name)
             if obj is None:
                 raise NotFoundError(f"{what}: HTTP 404")
-            if resource_version and obj["metadata"]["resourceVersion"] != resource_version:
-                raise ConflictError(f"{what}: HTTP 409")
-            taints = edit([dict(t) for t in obj["spec"].get("taints") or ()])
+            taints = edited_taints(obj, resource_version, edit, what)
             if taints is not None:
                 obj["spec"]["taints"] = taints
                 self._touch(obj)

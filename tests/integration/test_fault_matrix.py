@@ -20,6 +20,7 @@ from botocore.awsrequest import AWSResponse
 
 from functions.force_scale_down import handler as force_scale_down
 from shared.adapters.aws import clients
+from shared.domain.model import ANNOTATION_CORDONED_AT
 from tests.builders import iso, pod
 from tests.fakes.memory import FakeLambdaContext
 from tests.integration import test_e2e_handlers as e2e
@@ -121,14 +122,20 @@ def test_access_denied_on_one_group_lets_the_other_group_scale_in_the_same_run(
     assert told == {"train-h"}
 
 
+def cordoned_long_ago(cluster: Cluster, name: str) -> str:
+    """An idle a100 node the scaler cordoned 5 minutes ago (its termination is due); its instance id."""
+    [instance] = cluster.launch(cluster.a100, 1)
+    cordoned_at = {ANNOTATION_CORDONED_AT: iso(cluster.now - timedelta(minutes=5))}
+    cluster.register(name, instance, unschedulable=True, annotations=cordoned_at)
+    return instance
+
+
 def test_a_terminate_whose_response_is_lost_is_reported_and_not_repeated(
     cluster: Cluster, aws_fault: Callable[[str, str, Fault], None]
 ) -> None:
     # Given an idle node the scaler cordoned long ago; its termination goes through but the
     # response is lost (the client sees a 500 after the instance already went)
-    [instance] = cluster.launch(cluster.a100, 1)
-    cordoned_at = {"backlog-scaler/cordoned-at": iso(cluster.now - timedelta(minutes=5))}
-    cluster.register("idle", instance, unschedulable=True, annotations=cordoned_at)
+    cordoned_long_ago(cluster, "idle")
     autoscaling = boto3.client("autoscaling", region_name=REGION)
 
     def lost(params: dict[str, Any]) -> dict[str, Any] | None:
@@ -254,9 +261,7 @@ def test_a_lease_taken_over_mid_run_stops_every_write_after_it(
 ) -> None:
     # Given an idle node cordoned long ago (to terminate), an idle h100 node past its idle time (to
     # cordon) and a pod pending for a100 (to scale up)
-    [old] = cluster.launch(cluster.a100, 1)
-    cordoned_at = {"backlog-scaler/cordoned-at": iso(cluster.now - timedelta(minutes=5))}
-    cluster.register("old", old, unschedulable=True, annotations=cordoned_at)
+    cordoned_long_ago(cluster, "old")
     [idle] = cluster.launch(cluster.h100, 1)
     cluster.register("idle", idle, gpu="h100")
     run_reconcile(cluster)  # notes idle-since of "idle" (and terminates "old")

@@ -18,12 +18,12 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared import constants
 from shared.adapters.aws import clients
 from shared.adapters.aws.clients import BOTO_ERRORS, AwsClient, error_code, scaler_error
-from shared.domain.errors import FleetActionError, FleetReadError
+from shared.domain.errors import FleetActionError, FleetReadError, ScalerError
 from shared.domain.model import AsgState, CapacityReservation, InstanceType
 from shared.domain.operations import FailureKind, ScalingFailure
 from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 ClientFactory = Callable[[str, str], AwsClient]
 """Builds the client of (service, region); `clients.client` in production, moto or Stubber in tests."""
+_Parsed = TypeVar("_Parsed")  # what one EC2 list entry parses to
 
 # API limits: DescribeAutoScalingGroups pages hold at most 100 groups, DescribeScalingActivities 100
 # activities, DescribeInstanceTypes accepts 100 types per call.
@@ -271,9 +272,7 @@ class AsgFleet:
                     )
                 )
         except BOTO_ERRORS as exc:
-            raise scaler_error(
-                exc, FleetReadError, f"scaling activities of {asg.name}", throttled=FleetReadError
-            ) from exc
+            raise _read_error(exc, f"scaling activities of {asg.name}") from exc
         except (KeyError, TypeError) as exc:
             raise FleetReadError(f"scaling activities of {asg.name}: malformed activity: {exc!r}") from exc
         return tuple(failures)
@@ -350,7 +349,7 @@ class AsgFleet:
                     asg = asg_from_json(item, region)
                     out[asg.name] = asg
         except BOTO_ERRORS as exc:
-            raise scaler_error(exc, FleetReadError, what, throttled=FleetReadError) from exc
+            raise _read_error(exc, what) from exc
         except (KeyError, TypeError, ValueError) as exc:
             raise FleetReadError(f"{what}: malformed group: {exc!r}") from exc
         return self._complete(region, out)
@@ -391,9 +390,7 @@ class AsgFleet:
                 )
                 found = {str(s["SubnetId"]): str(s["AvailabilityZone"]) for p in pages for s in p["Subnets"]}
             except BOTO_ERRORS as exc:
-                raise scaler_error(
-                    exc, FleetReadError, f"describe subnets {batch}", throttled=FleetReadError
-                ) from exc
+                raise _read_error(exc, f"describe subnets {batch}") from exc
             except (KeyError, TypeError) as exc:
                 raise FleetReadError(f"describe subnets {batch}: malformed subnet: {exc!r}") from exc
             with self._lock:
@@ -405,32 +402,14 @@ class AsgFleet:
 
     def _reservations(self, region: str, ids: set[str]) -> dict[str, CapacityReservation]:
         """The named capacity reservations as they are now; unknown ids are absent."""
-        wanted = sorted(ids)
-        out: dict[str, CapacityReservation] = {}
-        for start in range(0, len(wanted), RESERVATIONS_PER_CALL):
-            batch = wanted[start : start + RESERVATIONS_PER_CALL]
-            ec2 = self._client("ec2", region)
-            try:
-                out.update(_describe_reservations(ec2, batch))
-            except BOTO_ERRORS as exc:
-                if not error_code(exc).startswith("InvalidCapacityReservationId"):
-                    raise scaler_error(
-                        exc,
-                        FleetReadError,
-                        f"describe capacity reservations {batch}",
-                        throttled=FleetReadError,
-                    ) from exc
-                # One unknown id fails the whole call: ask one by one to keep the others.
-                for reservation_id in batch:
-                    try:
-                        out.update(_describe_reservations(ec2, [reservation_id]))
-                    except BOTO_ERRORS as single:
-                        if not error_code(single).startswith("InvalidCapacityReservationId"):
-                            raise scaler_error(
-                                single, FleetReadError, f"describe capacity reservation {reservation_id}"
-                            ) from single
-                        logger.warning("capacity reservation %s does not exist", reservation_id)
-        return out
+        ec2 = self._client("ec2", region)
+        return _describe_known(
+            lambda batch: _describe_reservations(ec2, batch),
+            sorted(ids),
+            RESERVATIONS_PER_CALL,
+            lambda code: code.startswith("InvalidCapacityReservationId"),
+            "capacity reservation",
+        )
 
     def _instance_types(self, instance_types: Iterable[str], region: str) -> dict[str, InstanceTypeInfo]:
         region = region or self._default_region
@@ -448,35 +427,13 @@ class AsgFleet:
 
     def _fetch_instance_types(self, region: str, names: Sequence[str]) -> dict[str, InstanceTypeInfo]:
         ec2 = self._client("ec2", region)
-        out: dict[str, InstanceTypeInfo] = {}
-        for start in range(0, len(names), INSTANCE_TYPES_PER_CALL):
-            batch = list(names[start : start + INSTANCE_TYPES_PER_CALL])
-            try:
-                out.update(_describe_instance_types(ec2, batch))
-            except BOTO_ERRORS as exc:
-                if error_code(exc) != "InvalidInstanceType":
-                    raise scaler_error(
-                        exc, FleetReadError, f"describe instance types {batch}", throttled=FleetReadError
-                    ) from exc
-                # One unknown name fails the whole call: ask type by type to keep the known ones.
-                if len(batch) > 1:
-                    out.update(self._fetch_instance_types_one_by_one(ec2, batch))
-        return out
-
-    def _fetch_instance_types_one_by_one(
-        self, ec2: AwsClient, names: Sequence[str]
-    ) -> dict[str, InstanceTypeInfo]:
-        out: dict[str, InstanceTypeInfo] = {}
-        for name in names:
-            try:
-                out.update(_describe_instance_types(ec2, [name]))
-            except BOTO_ERRORS as exc:
-                if error_code(exc) == "InvalidInstanceType":
-                    continue  # unknown types are absent from the result
-                raise scaler_error(
-                    exc, FleetReadError, f"describe instance type {name}", throttled=FleetReadError
-                ) from exc
-        return out
+        return _describe_known(
+            lambda batch: _describe_instance_types(ec2, batch),
+            names,
+            INSTANCE_TYPES_PER_CALL,
+            lambda code: code == "InvalidInstanceType",
+            "instance type",
+        )
 
     def _client(self, service: str, region: str) -> AwsClient:
         return self._client_factory(service, region or self._default_region)
@@ -490,27 +447,72 @@ class AsgFleet:
             return tuple(sorted({*self._asg_regions.values(), self._default_region} - {""}))
 
 
-def _describe_instance_types(ec2: AwsClient, names: list[str]) -> dict[str, InstanceTypeInfo]:
-    out: dict[str, InstanceTypeInfo] = {}
-    try:
-        for page in ec2.get_paginator("describe_instance_types").paginate(InstanceTypes=names):
-            for item in page["InstanceTypes"]:
-                info = instance_type_from_json(item)
-                out[info.instance_type] = info
-    except (KeyError, TypeError, ValueError) as exc:
-        raise FleetReadError(f"describe instance types {names}: malformed entry: {exc!r}") from exc
+def _describe_known(
+    describe: Callable[[list[str]], dict[str, _Parsed]],
+    ids: Sequence[str],
+    per_call: int,
+    is_unknown: Callable[[str], bool],
+    noun: str,
+) -> dict[str, _Parsed]:
+    """`describe` of `ids`, `per_call` at a time; unknown ids are absent from the result."""
+    # One unknown id fails the whole call (InvalidInstanceType, InvalidCapacityReservationId.NotFound),
+    # so that batch is asked one id at a time to keep the known ones.
+    out: dict[str, _Parsed] = {}
+    for start in range(0, len(ids), per_call):
+        batch = list(ids[start : start + per_call])
+        try:
+            out.update(describe(batch))
+        except BOTO_ERRORS as exc:
+            if not is_unknown(error_code(exc)):
+                raise _read_error(exc, f"describe {noun} {batch}") from exc
+            if len(batch) > 1:
+                for one in batch:
+                    out.update(_describe_known(describe, [one], 1, is_unknown, noun))
+            else:
+                logger.warning("%s %s does not exist", noun, batch[0])
     return out
 
 
+def _read_error(exc: BaseException, what: str) -> ScalerError:
+    """The FleetReadError of a failed read: the Fleet port folds throttling into it (no ThrottledError)."""
+    return scaler_error(exc, FleetReadError, what, throttled=FleetReadError)
+
+
+def _describe_instance_types(ec2: AwsClient, names: list[str]) -> dict[str, InstanceTypeInfo]:
+    pages = ec2.get_paginator("describe_instance_types").paginate(InstanceTypes=names)
+    return _parsed_by_key(
+        (item for page in pages for item in page["InstanceTypes"]),
+        instance_type_from_json,
+        lambda info: info.instance_type,
+        f"describe instance types {names}",
+    )
+
+
 def _describe_reservations(ec2: AwsClient, ids: list[str]) -> dict[str, CapacityReservation]:
-    out: dict[str, CapacityReservation] = {}
+    pages = ec2.get_paginator("describe_capacity_reservations").paginate(CapacityReservationIds=ids)
+    return _parsed_by_key(
+        (item for page in pages for item in page["CapacityReservations"]),
+        capacity_reservation_from_json,
+        lambda reservation: reservation.reservation_id,
+        f"describe capacity reservations {ids}",
+    )
+
+
+def _parsed_by_key(
+    items: Iterable[dict[str, Any]],
+    parse: Callable[[dict[str, Any]], _Parsed],
+    key_of: Callable[[_Parsed], str],
+    what: str,
+) -> dict[str, _Parsed]:
+    """Each EC2 list entry parsed, by its key; a malformed entry (or page) is a FleetReadError."""
+    # The items are a lazy walk of the pages, so a page missing its list key is caught here too.
+    out: dict[str, _Parsed] = {}
     try:
-        for page in ec2.get_paginator("describe_capacity_reservations").paginate(CapacityReservationIds=ids):
-            for item in page["CapacityReservations"]:
-                reservation = capacity_reservation_from_json(item)
-                out[reservation.reservation_id] = reservation
+        for item in items:
+            parsed = parse(item)
+            out[key_of(parsed)] = parsed
     except (KeyError, TypeError, ValueError) as exc:
-        raise FleetReadError(f"describe capacity reservations {ids}: malformed entry: {exc!r}") from exc
+        raise FleetReadError(f"{what}: malformed entry: {exc!r}") from exc
     return out
 
 

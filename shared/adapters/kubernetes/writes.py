@@ -42,6 +42,26 @@ def taints_without(taints: list[dict[str, Any]], key: str) -> list[dict[str, Any
     return None if len(kept) == len(taints) else kept
 
 
+TaintEdit = Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None]
+"""An edit of a Node's spec.taints (`taints_with`, `taints_without`): None when already as wanted."""
+
+
+def edited_taints(
+    node: dict[str, Any], resource_version: str | None, edit: TaintEdit, what: str
+) -> list[dict[str, Any]] | None:
+    """The Node's spec.taints after `edit` (a copy; None: already as wanted); a ConflictError when
+    `resource_version` is given and the node's is another (it changed since that read)."""
+    current = node_resource_version(node)
+    if resource_version and current != resource_version:
+        raise ConflictError(f"{what}: the node changed since it was read ({resource_version}, now {current})")
+    return edit([dict(t) for t in (node.get("spec") or {}).get("taints") or ()])
+
+
+def node_resource_version(node: dict[str, Any]) -> str:
+    """metadata.resourceVersion of a Node as JSON ("" when absent)."""
+    return str((node.get("metadata") or {}).get("resourceVersion") or "")
+
+
 def _rfc3339(at: datetime) -> str:
     if at.tzinfo is None:
         raise ValueError("timestamps sent to Kubernetes must be timezone-aware")
@@ -88,49 +108,25 @@ class ClusterWriter:
         what: str,
         name: str,
         resource_version: str | None,
-        edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None],
+        edit: TaintEdit,
     ) -> None:
         # kubectl taint reads the node, edits the list and sends it whole (spec.taints has no merge
         # key, so a strategic merge replaces it like a JSON merge patch does); the read's
         # resourceVersion in the patch makes a concurrent edit a 409 instead of a lost update. The raw
         # list is kept, so fields the domain model drops (timeAdded of NoExecute taints) survive.
-        timeout = self._caller.timeout
-        body = self._caller.call(
-            what,
-            lambda: body_of(self._core.read_node(name, _preload_content=False, _request_timeout=timeout)),
-            failure=ClusterActionError,
-        )
-        document = decode_json(body, what)
-        metadata = document.get("metadata") or {}
-        current = str(metadata.get("resourceVersion") or "")
-        if resource_version and current != resource_version:
-            raise ConflictError(
-                f"{what}: the node changed since it was read ({resource_version}, now {current})"
-            )
-        taints = edit([dict(t) for t in (document.get("spec") or {}).get("taints") or ()])
+        document = decode_json(self._request(what, self._core.read_node, name), what)
+        taints = edited_taints(document, resource_version, edit, what)
         if taints is None:
             return  # already as wanted
         patch: dict[str, Any] = {"spec": {"taints": taints}}
-        if current:
+        if current := node_resource_version(document):
             patch["metadata"] = {"resourceVersion": current}
         self._patch_node(what, name, patch)
 
     def _patch_node(self, what: str, name: str, patch: dict[str, Any]) -> None:
         # Without _content_type, kubernetes 37.0.1 sends a dict body as a strategic merge patch; a
         # JSON merge patch (RFC 7386) says exactly what we mean, null deletes included.
-        self._caller.call(
-            what,
-            lambda: body_of(
-                self._core.patch_node(
-                    name,
-                    patch,
-                    _content_type=MERGE_PATCH,
-                    _preload_content=False,
-                    _request_timeout=self._caller.timeout,
-                )
-            ),
-            failure=ClusterActionError,
-        )
+        self._request(what, self._core.patch_node, name, patch, _content_type=MERGE_PATCH)
 
     def set_provisioning_request_conditions(self, update: ConditionUpdate) -> None:
         """Merge-patch `status.conditions` through the status subresource, the uid as precondition."""
@@ -141,22 +137,16 @@ class ClusterWriter:
             "metadata": metadata,
             "status": {"conditions": [condition_to_json(c) for c in update.conditions]},
         }
-        self._caller.call(
+        self._request(
             f"set conditions of provisioning request {update.key}",
-            lambda: body_of(
-                self._custom.patch_namespaced_custom_object_status(
-                    PROVISIONING_API_GROUP,
-                    update.version,
-                    update.namespace,
-                    "provisioningrequests",
-                    update.name,
-                    patch,
-                    _content_type=MERGE_PATCH,
-                    _preload_content=False,
-                    _request_timeout=self._caller.timeout,
-                )
-            ),
-            failure=ClusterActionError,
+            self._custom.patch_namespaced_custom_object_status,
+            PROVISIONING_API_GROUP,
+            update.version,
+            update.namespace,
+            "provisioningrequests",
+            update.name,
+            patch,
+            _content_type=MERGE_PATCH,
         )
 
     def evict(self, namespace: str, name: str) -> None:
@@ -181,29 +171,28 @@ class ClusterWriter:
 
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         """Delete a pod, bypassing PodDisruptionBudgets; a missing pod is success."""
-        with contextlib.suppress(NotFoundError):
-            self._caller.call(
-                f"delete pod {namespace}/{name}",
-                lambda: body_of(
-                    self._core.delete_namespaced_pod(
-                        name,
-                        namespace,
-                        grace_period_seconds=grace_seconds,
-                        _preload_content=False,
-                        _request_timeout=self._caller.timeout,
-                    )
-                ),
-                failure=ClusterActionError,
-            )
+        self._delete(
+            f"delete pod {namespace}/{name}",
+            self._core.delete_namespaced_pod,
+            name,
+            namespace,
+            grace_period_seconds=grace_seconds,
+        )
 
     def delete_node(self, name: str) -> None:
         """Delete a Node object; a missing node is success."""
+        self._delete(f"delete node {name}", self._core.delete_node, name)
+
+    def _delete(self, what: str, request: Callable[..., object], *args: object, **kwargs: object) -> None:
+        with contextlib.suppress(NotFoundError):  # the object is gone already: what the delete wanted
+            self._request(what, request, *args, **kwargs)
+
+    def _request(self, what: str, request: Callable[..., object], *args: object, **kwargs: object) -> bytes:
+        """`request(*args, **kwargs)` of the generated client, its raw body read; a failure is a
+        ClusterActionError (or what `ApiCaller.call` maps its status to)."""
         timeout = self._caller.timeout
-        with contextlib.suppress(NotFoundError):
-            self._caller.call(
-                f"delete node {name}",
-                lambda: body_of(
-                    self._core.delete_node(name, _preload_content=False, _request_timeout=timeout)
-                ),
-                failure=ClusterActionError,
-            )
+        return self._caller.call(
+            what,
+            lambda: body_of(request(*args, _preload_content=False, _request_timeout=timeout, **kwargs)),
+            failure=ClusterActionError,
+        )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from shared.domain.keys import namespaced_key
 from shared.domain.volumes import NodeSelectorTerms, PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.planner.filters.framework import Reason
 
@@ -77,7 +78,7 @@ def volume_demand(namespace: str, claim_names: tuple[str, ...], volumes: Volumes
     terms: list[tuple[NodeSelectorTerms, str]] = []
     zones: list[tuple[str, frozenset[str]]] = []
     for name in claim_names:
-        claim = volumes.claims.get(f"{namespace}/{name}")
+        claim = volumes.claims.get(namespaced_key(namespace, name))
         if claim is None:
             return VolumeDemand(unresolvable=f'persistentvolumeclaim "{name}" not found')
         if claim.volume_name:
