@@ -9,8 +9,14 @@ scale-down takes them as usual.
 The rules, per group of GPU nodes, level-triggered (each run decides the whole marked set anew):
 - Candidates: registered, Ready, schedulable nodes with free GPUs, not protected from scale-down,
   not receiving a pending pod in this plan and not being cordoned or terminated by it.
-- Order (cheapest to empty first): nodes already marked (no churn), then fewest GPUs in use, then
-  fewest busy pods, then the newest, then the name.
+- Order (cheapest to empty first): nodes already marked (no churn), then the least expected
+  remaining work, then fewest GPUs in use, then fewest busy pods, then the newest, then the name.
+  A node's remaining work is its busy pods' latest expected end: a pod's
+  `backlog-scaler/expected-runtime-seconds` where it has one, else as long again as it has run
+  (on heavy-tailed batch traces a job's expected remaining time grows with its age, so a node
+  whose jobs are old stays anyway and its free GPUs are the ones to fill). Measured on the Philly
+  replay against ordering by GPUs in use first: 1.149 vs 1.163 x ideal GPU-hours under
+  LeastAllocated, 1.123 vs 1.135 under MostAllocated (README, "Benchmarks").
 - Marks go to a prefix of that order: while the free GPUs left on unmarked nodes stay at least the
   spare the policy keeps for new pods (`attrition.spare_gpus`, default one node's GPUs, plus the
   group's headroom nodes' GPUs), and never on more nodes than the group can lose above its min size.
@@ -22,7 +28,6 @@ The rules, per group of GPU nodes, level-triggered (each run decides the whole m
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -74,7 +79,7 @@ class _Candidate:
     used: int
     busy: int
     free: int
-    remaining: float  # seconds until its last busy pod is expected to end (inf: not known)
+    remaining: float  # seconds until its last busy pod is expected to end (see _remaining)
 
 
 def plan_attrition(
@@ -171,9 +176,9 @@ def _plan_group(
 
 
 def _cheapest_to_empty(cand: _Candidate, marked: frozenset[str]) -> tuple[object, ...]:
-    """Already marked first, then fewest GPUs in use, least known remaining work, fewest busy pods, newest."""
+    """Already marked first, then least expected remaining work, fewest GPUs in use and busy pods, newest."""
     created = cand.node.created_at.timestamp() if cand.node.created_at else 0.0
-    return (cand.node.name not in marked, cand.used, cand.remaining, cand.busy, -created, cand.node.name)
+    return (cand.node.name not in marked, cand.remaining, cand.used, cand.busy, -created, cand.node.name)
 
 
 def mark_blocker(node: Node | None, pods: Sequence[Pod]) -> str | None:
@@ -234,11 +239,17 @@ def _mark_reason(cand: _Candidate, pool: int, spare: int) -> str:
 
 
 def _remaining(ctx: Context, pods: list[Pod]) -> float:
-    """Seconds until the last of `pods` is expected to end; inf unless every one has an estimate."""
+    """Seconds until the last of `pods` is expected to end (0 for none).
+
+    A pod with a valid `backlog-scaler/expected-runtime-seconds` is expected to end that long after
+    its creation (not before now); any other is expected to run as long again as it has run so far,
+    the estimate for a heavy-tailed run time when nothing else is known. A pod without a creation
+    time counts as just started.
+    """
     latest = 0.0
     for pod in pods:
+        elapsed = (ctx.now - pod.created_at).total_seconds() if pod.created_at is not None else 0.0
         raw = pod.annotations.get(ANNOTATION_EXPECTED_RUNTIME)
-        if pod.created_at is None or raw is None or not raw.isdigit():
-            return math.inf
-        latest = max(latest, (pod.created_at - ctx.now).total_seconds() + int(raw))
+        runtime = int(raw) if raw is not None and raw.isdigit() else 2 * elapsed
+        latest = max(latest, runtime - elapsed)
     return latest

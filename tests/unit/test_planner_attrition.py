@@ -64,21 +64,38 @@ def test_the_nodes_cheapest_to_empty_are_marked_while_spare_room_stays_unmarked(
     assert result.group("a100").desired == 4 and result.cordon == () and result.terminate == ()
 
 
-def test_ties_go_to_the_least_remaining_work_then_the_newest_node() -> None:
-    # Given three nodes with 1 GPU in use each, n1's job expected to end in 10 minutes, the others unknown
+def test_the_least_expected_remaining_work_goes_first_then_the_newest_node() -> None:
+    # Given three nodes with 1 GPU in use each: n1's job started 5 minutes ago and is expected to run
+    # 15 minutes (10 left); n2's and n3's jobs carry no estimate and have run for 2 hours
     nodes = nodes_with({"n1": 1, "n2": 1, "n3": 1})
+    two_hours_ago = NOW - timedelta(hours=2)
     pods = [
         pod("job-n1", gpus=1, node="n1", annotations={ANNOTATION_EXPECTED_RUNTIME: "900"}),
-        pod("job-n2", gpus=1, node="n2"),
-        pod("job-n3", gpus=1, node="n3"),
+        pod("job-n2", gpus=1, node="n2", created=two_hours_ago),
+        pod("job-n3", gpus=1, node="n3", created=two_hours_ago),
     ]
     cfg = attrition(spare_gpus=7)
 
     # When planned with room for two marks (21 free GPUs, 7 kept)
     result = plan(snapshot(pods, nodes, group(3)), cfg, NOW)
 
-    # Then n1 (known to end soon) goes first, then n3 (the newest)
+    # Then n1 (known to end soon) goes first, then n3 (the newest of two expected to run 2 more hours)
     assert [m.node for m in result.mark] == ["n1", "n3"]
+
+
+def test_a_node_whose_jobs_have_run_long_is_filled_rather_than_marked() -> None:
+    # Given "old" running one 1-GPU job for 3 days and "young" three 1-GPU jobs started 10 minutes ago
+    nodes = nodes_with({"old": 1, "young": 3})
+    pods = [pod("job-old", gpus=1, node="old", created=NOW - timedelta(days=3))] + [
+        pod(f"job-young-{i}", gpus=1, node="young", created=NOW - timedelta(minutes=10)) for i in range(3)
+    ]
+
+    # When planned with room for one mark (7 + 5 free GPUs, 7 kept)
+    result = plan(snapshot(pods, nodes, group(2)), attrition(spare_gpus=7), NOW)
+
+    # Then the young node is marked although it uses more GPUs: a job that has run for 3 days is
+    # expected to run on, so the old node stays anyway and its free GPUs are the ones to fill
+    assert [m.node for m in result.mark] == ["young"]
 
 
 def test_no_mark_when_the_free_room_is_what_new_pods_need() -> None:
