@@ -69,11 +69,13 @@ def group_capacity(
     first_seen: Mapping[str, datetime],
     policy: PolicyConfig,
     now: datetime,
+    instance_type: str = "",
 ) -> GroupCapacity:
     """The facts of one group; `first_seen` is the stored first-seen map (it holds the launch clocks).
 
     The reservations are those the fleet adapter attached to the group (its own target ids and the
-    configured `capacity_reservation_ids` of its launch template)."""
+    configured `capacity_reservation_ids` of its launch template); `instance_type` is the configured
+    one, for a group whose ASG names no instance types of its own."""
     if asg is None:
         return GroupCapacity()
     blocked: list[str] = []
@@ -85,8 +87,11 @@ def group_capacity(
             " is unknown"
         )
     clock, overdue = _launch_clock(asg, first_seen, policy, now)
-    active = [r for r in asg.reservations if r.state == "active"]
+    types = asg.instance_types or ((instance_type,) if instance_type else ())
+    active = [r for r in asg.reservations if r.state == "active" and _launches_into(asg, types, r)]
     free, only, cordon = _reservations(asg, active, policy, now, blocked)
+    if asg.reservations and only and not free:
+        blocked.extend(_mismatches(asg, types))
     return GroupCapacity(
         growth_blocked="; ".join(blocked) or None,
         terminate_blocked="its Terminate process is suspended: nodes are cordoned, never terminated"
@@ -114,6 +119,27 @@ def _launch_clock(
     return since, (
         f"{missing} launch(es) asked for since {since.isoformat()} produced no instance within {deadline}s"
     )
+
+
+def _launches_into(asg: AsgState, types: tuple[str, ...], reservation: CapacityReservation) -> bool:
+    """Whether an instance of the group can run in the reservation: EC2 matches a reservation by
+    instance type and Availability Zone (an unknown list of the group's matches anything)."""
+    type_ok = not types or reservation.instance_type in types
+    zone_ok = not asg.availability_zones or reservation.availability_zone in asg.availability_zones
+    return type_ok and zone_ok
+
+
+def _mismatches(asg: AsgState, types: tuple[str, ...]) -> list[str]:
+    """Why reservations attached to the group give it nothing: their type or zone is not the group's."""
+    launches = (
+        f"{', '.join(types) or 'its instance types'} in {', '.join(asg.availability_zones) or 'its zones'}"
+    )
+    return [
+        f"capacity reservation {r.reservation_id} holds {r.instance_type} in {r.availability_zone}, but the"
+        f" group launches {launches}"
+        for r in asg.reservations
+        if not _launches_into(asg, types, r)
+    ]
 
 
 def _reservations(

@@ -131,7 +131,9 @@ def _group_view(
             registered.append(node)
     registered.sort(key=lambda n: n.name)
     unregistered.sort(key=lambda i: i.instance_id)
-    capacity = group_capacity(asg, snapshot.state.instances_first_seen, config.policy, now)
+    capacity = group_capacity(
+        asg, snapshot.state.instances_first_seen, config.policy, now, group_config.instance_type
+    )
     template = build_template(
         config, group_config.name, asg, registered, snapshot.instance_types, snapshot.daemonsets
     )

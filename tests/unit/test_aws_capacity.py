@@ -403,6 +403,34 @@ def test_free_capacity_block_is_used_first_then_the_backlog_spills_to_priced_gro
     assert "2 free reserved instance(s), launches only there" in result.group("block").reason
 
 
+def test_a_reservation_of_another_instance_type_or_zone_gives_the_group_nothing() -> None:
+    # Given a group launching only into a p5.48xlarge Capacity Block in us-west-2a, and a cheaper group
+    cheap = zoned(asg("research-cheap", desired=0), "us-west-2a")
+    pods = [pod(f"p{i}", gpus=8) for i in range(2)]
+    for instance_type, zone in (("g6e.48xlarge", "us-west-2a"), ("p5.48xlarge", "us-west-2b")):
+        # When the group launches another instance type, or in another zone
+        block = zoned(asg("research-block", desired=0), zone)
+        cfg = configured(
+            group(
+                "block", 98.0, instance_type=instance_type, capacity_reservation_ids=["cr-0123456789abcdef0"]
+            ),
+            group("cheap", 400.0),
+        )
+        snap = reserved(
+            capacity_reservation_from_json(BLOCK_JSON), snapshot(pods, [], [block, cheap]), "research-block"
+        )
+        result = plan(snap, cfg, NOW)
+        # Then EC2 would place none of its instances in the block: it cannot grow and says why, and
+        # the backlog goes to the dearer group
+        assert result.group("block").desired == 0
+        assert result.group("cheap").desired == 2
+        reason = result.group("block").reason
+        assert (
+            "capacity reservation cr-0123456789abcdef0 holds p5.48xlarge in us-west-2a, but the group"
+            f" launches {instance_type} in {zone}"
+        ) in reason, reason
+
+
 def test_odcr_with_on_demand_fallback_competes_at_its_price_once_the_reservation_is_used() -> None:
     # Given a group preferring its ODCR (1 free) then On-Demand at 50/h, and a group at 40/h
     odcr = {
