@@ -101,12 +101,15 @@ class _Pool:
         self.size, self.boot, self.idle = size, boot, idle
         self.nodes: list[_Node] = []  # creation order
         self.paid = 0  # node-seconds, boot included
+        self.empty = 0  # node-seconds of nodes running nothing (waiting out `idle` or reused)
+        self.launches = 0
 
     def expire(self, now: int) -> None:
         kept: list[_Node] = []
         for node in self.nodes:
             if node.empty_since is not None and node.empty_since + self.idle <= now:
                 self.paid += node.empty_since + self.idle - node.born + self.boot
+                self.empty += self.idle
             else:
                 kept.append(node)
         self.nodes = kept
@@ -114,6 +117,7 @@ class _Pool:
     def launch(self, now: int) -> _Node:
         node = _Node(born=now, size=self.size, free=self.size)
         self.nodes.append(node)
+        self.launches += 1
         return node
 
     def close(self) -> None:
@@ -131,7 +135,13 @@ def _pool_sizes(scenario: str, gpus: int) -> tuple[int, int, int]:
     return 8, whole, rest
 
 
-def replay(jobs: Sequence[Job], scenario: str, rule: Rule, boot: int, idle: int) -> float:
+@dataclass(frozen=True)
+class Replayed:
+    ratio: float  # provisioned over ideal GPU-seconds
+    fragmented_hours: float  # free GPU-hours beside running jobs
+
+
+def replay(jobs: Sequence[Job], scenario: str, rule: Rule, boot: int, idle: int) -> Replayed:
     """Provisioned over ideal GPU-seconds when every job is placed by `rule` at its submit time."""
     sizes = (8,) if scenario == "one-group" else POOLS
     pools = {size: _Pool(size, boot, idle) for size in sizes}
@@ -158,6 +168,8 @@ def replay(jobs: Sequence[Job], scenario: str, rule: Rule, boot: int, idle: int)
             fitting = [n for n in pool.nodes if n.free >= last and id(n) not in taken]
             placed.append((rule(fitting, last, now, end) if fitting else pool.launch(now), last))
         for node, gpus in placed:
+            if node.empty_since is not None:
+                pool.empty += now - node.empty_since
             node.free -= gpus
             node.empty_since = None
             node.last_end = max(node.last_end, end)
@@ -169,11 +181,12 @@ def replay(jobs: Sequence[Job], scenario: str, rule: Rule, boot: int, idle: int)
         node.free += gpus
         if node.free == node.size:
             node.empty_since = done
-    paid = 0
+    paid = overhead = 0
     for pool in pools.values():
         pool.close()
         paid += pool.paid * pool.size
-    return paid / ideal if ideal else 0.0
+        overhead += (pool.empty + pool.launches * pool.boot) * pool.size
+    return Replayed(paid / ideal if ideal else 0.0, (paid - ideal - overhead) / 3600)
 
 
 def migration_floor(jobs: Sequence[Job], scenario: str) -> float:
@@ -219,22 +232,29 @@ def main() -> int:
         f"trace: {path} ({len(jobs):,} jobs); boot {args.boot_seconds}s, idle {args.idle}s; no queue, no"
         f" reconcile loop; baseline: {BASELINE}"
     )
-    print(f"{'scenario':<10} {'placement':<17} {'prov/ideal':>10} {'vs base':>8} {'wall_s':>7}")
+    header = f"{'scenario':<10} {'placement':<17} {'prov/ideal':>10} {'vs base':>8}"
+    print(f"{header} {'frag':>8} {'frag x':>7} {'wall_s':>7}")
     for scenario in ("one-group", "pools"):
         started = time.perf_counter()
-        floor = migration_floor(jobs, scenario)
-        figures = [("migration floor", floor, time.perf_counter() - started)]
+        rows = [
+            ("migration floor", Replayed(migration_floor(jobs, scenario), 0.0), time.perf_counter() - started)
+        ]
         for name, rule in RULES:
             started = time.perf_counter()
-            ratio = replay(jobs, scenario, rule, args.boot_seconds, args.idle)
-            figures.append((name, ratio, time.perf_counter() - started))
-        base = dict((n, r) for n, r, _ in figures)[BASELINE]
-        for name, ratio, wall in figures:
-            print(f"{scenario:<10} {name:<17} {ratio:>10.3f} {ratio / base:>8.3f} {wall:>7.1f}", flush=True)
+            replayed = replay(jobs, scenario, rule, args.boot_seconds, args.idle)
+            rows.append((name, replayed, time.perf_counter() - started))
+        base = next(r for n, r, _ in rows if n == BASELINE)
+        for name, row, wall in rows:
+            frag_x = row.fragmented_hours / base.fragmented_hours if base.fragmented_hours else 0.0
+            print(
+                f"{scenario:<10} {name:<17} {row.ratio:>10.3f} {row.ratio / base.ratio:>8.3f}"
+                f" {row.fragmented_hours:>8,.0f} {frag_x:>7.2f} {wall:>7.1f}",
+                flush=True,
+            )
     print(
         "prov/ideal: GPU-seconds of nodes (launch to removal, boot included) over the jobs' GPU-seconds."
-        " Rows above the migration floor are what no eviction allows; `clairvoyant` is what exact run"
-        " times would allow."
+        " frag: free GPU-hours beside running jobs (the floor has none). Rows above the migration floor"
+        " are what no eviction allows; `clairvoyant` is what exact run times would allow."
     )
     return 0
 
