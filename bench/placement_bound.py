@@ -36,10 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shared.domain.errors import InputError
-from shared.local.sim.trace import Job, load_trace
+from bench.trace_input import add_trace_arguments, read_trace
+from shared.local.sim.trace import Job
 
-DEFAULT_TRACE = "../shared/traces/philly.csv"
 POOLS = (1, 4, 8)
 
 
@@ -211,21 +210,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "trace", nargs="?", default=DEFAULT_TRACE, help=f"Philly trace CSV (default {DEFAULT_TRACE})"
-    )
-    parser.add_argument("--limit", type=int, help="only the first N jobs")
+    add_trace_arguments(parser)
     parser.add_argument("--idle", type=int, default=600, help="seconds an emptied node is kept")
     parser.add_argument("--boot-seconds", type=int, default=300, help="seconds of its GPUs a launch costs")
     args = parser.parse_args()
     path = Path(args.trace)
-    if not path.exists():
-        print(f"placement_bound: trace {path} not found (the Philly trace is not shipped; pass its path)")
-        return 2
-    try:
-        trace = load_trace(path, "philly", limit=args.limit)
-    except InputError as exc:
-        print(f"placement_bound: {exc}")
+    trace = read_trace(path, args.limit, "placement_bound")
+    if trace is None:
         return 2
     jobs = sorted(trace.jobs, key=lambda j: (j.submit, j.job_id))
     print(

@@ -28,14 +28,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.trace_input import add_trace_arguments, read_trace
 from shared.config import ScalerConfig, parse_config
-from shared.domain.errors import InputError
 from shared.local.sim.engine import SimOptions, SimResult, Simulation
 from shared.local.sim.report import build_report
 from shared.local.sim.scheduler import Scoring
-from shared.local.sim.trace import Trace, load_trace
+from shared.local.sim.trace import Trace
 
-DEFAULT_TRACE = "../shared/traces/philly.csv"
 BASELINE = ("one-group", Scoring.FIRST_FIT, "off")
 OFF = "off"
 EFFECTS = ("PreferNoSchedule", "NoSchedule")
@@ -226,10 +225,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "trace", nargs="?", default=DEFAULT_TRACE, help=f"Philly trace CSV (default {DEFAULT_TRACE})"
-    )
-    parser.add_argument("--limit", type=int, help="replay only the first N jobs")
+    add_trace_arguments(parser)
     parser.add_argument("--idle", type=int, default=600, help="idle_seconds")
     parser.add_argument("--boot-seconds", type=int, default=300)
     parser.add_argument("--max-size", type=int, default=400, help="of the 8-GPU group")
@@ -249,14 +245,9 @@ def main() -> int:
     if args.scenario is not None and "pools" not in args.scenario:
         args.no_pools = True
     path = Path(args.trace_option or args.trace)
-    if not path.exists():
-        print(f"sim_bench: trace {path} not found (the Philly trace is not shipped; pass its path)")
-        return 2
     started = time.perf_counter()
-    try:
-        trace = load_trace(path, "philly", limit=args.limit)
-    except InputError as exc:
-        print(f"sim_bench: {exc}")
+    trace = read_trace(path, args.limit, "sim_bench")
+    if trace is None:
         return 2
     print(
         f"trace: {path} ({len(trace.jobs):,} jobs, loaded in {time.perf_counter() - started:.2f}s); boot "
