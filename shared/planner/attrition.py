@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from shared.config import AttritionConfig
+from shared.domain.durations import short_duration
 from shared.domain.model import Node, Pod, Snapshot, Taint, TaintEffect
 from shared.domain.plan import NodeMark, PodOutcome
 from shared.planner.context import Context, GroupView
@@ -233,8 +234,10 @@ def _mark_reason(cand: _Candidate, pool: int, spare: int) -> str:
     room = f"({pool} free GPU(s) stay on unmarked nodes, {spare} kept for new pods)"
     if not cand.busy:
         return f"runs no job: new pods go elsewhere so idle scale-down can take it {room}"
+    ends = short_duration(cand.remaining)
     return (
-        f"{cand.used}/{cand.gpus} GPUs in use: new pods go elsewhere so it empties as its jobs finish {room}"
+        f"{cand.used}/{cand.gpus} GPUs in use, its jobs expected to end within {ends}: new pods go"
+        f" elsewhere so it empties as its jobs finish {room}"
     )
 
 

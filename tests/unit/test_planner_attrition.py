@@ -96,6 +96,7 @@ def test_a_node_whose_jobs_have_run_long_is_filled_rather_than_marked() -> None:
     # Then the young node is marked although it uses more GPUs: a job that has run for 3 days is
     # expected to run on, so the old node stays anyway and its free GPUs are the ones to fill
     assert [m.node for m in result.mark] == ["young"]
+    assert "3/8 GPUs in use, its jobs expected to end within 10m00s" in result.mark[0].reason
 
 
 def test_no_mark_when_the_free_room_is_what_new_pods_need() -> None:

@@ -35,6 +35,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from shared.domain.durations import short_duration
 from shared.local.sim.engine import GroupResult, SimResult, at
 from shared.local.sim.trace import Trace
 from shared.local.sim.workload import MIB
@@ -235,16 +236,7 @@ def compare_document(baseline: dict[str, Any], candidate: dict[str, Any]) -> dic
 
 
 def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    if seconds < 86400:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+    return "-" if seconds is None else short_duration(seconds)
 
 
 def _number(value: float | None, digits: int = 2) -> str:
