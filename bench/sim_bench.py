@@ -22,6 +22,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,6 +223,21 @@ def targets(runs: dict[tuple[str, Scoring, str], Figures], effect: str, boot: in
     return lines
 
 
+def _replays(
+    trace: Trace, plan: list[tuple[str, Scoring, str]], args: argparse.Namespace
+) -> Iterator[Figures]:
+    """The replays' figures in plan order, `args.jobs` replays at a time (each in its own process:
+    the replay is deterministic, so the figures are the same; only wall_s grows with contention)."""
+    if args.jobs <= 1:
+        for run in plan:
+            yield replay(trace, *run, args)
+        return
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(replay, trace, *run, args) for run in plan]
+        for future in futures:
+            yield future.result()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -230,6 +247,12 @@ def main() -> int:
     parser.add_argument("--boot-seconds", type=int, default=300)
     parser.add_argument("--max-size", type=int, default=400, help="of the 8-GPU group")
     parser.add_argument("--scoring", type=Scoring, nargs="+", default=list(Scoring))
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="replays run at once, one process each (default 1: wall_s comparable)",
+    )
     parser.add_argument("--attrition", nargs="+", default=[OFF, *EFFECTS], choices=(OFF, *EFFECTS))
     parser.add_argument("--no-pools", action="store_true", help="skip the 1/4/8-GPU pools scenario")
     parser.add_argument("--trace", dest="trace_option", help="the trace (same as the positional argument)")
@@ -260,8 +283,7 @@ def main() -> int:
         plan += [("pools", Scoring.LEAST_ALLOCATED, a) for a in (OFF, EFFECTS[0]) if a in args.attrition]
     runs: dict[tuple[str, Scoring, str], Figures] = {}
     print(_header(), flush=True)
-    for scenario, scoring, attrition in plan:
-        fig = replay(trace, scenario, scoring, attrition, args)
+    for fig in _replays(trace, plan, args):
         runs[fig.key] = fig
         print(_row(fig, runs, args.boot_seconds), flush=True)
     for effect in EFFECTS:
