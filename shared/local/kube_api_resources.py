@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -64,18 +64,35 @@ def now_rfc3339() -> str:
 # --------------------------------------------------------------------------- resources
 
 
+_META_FIELDS: dict[str, tuple[str, ...]] = {
+    "metadata.name": ("metadata", "name"),
+    "metadata.namespace": ("metadata", "namespace"),
+}
+_NAME_FIELD: dict[str, tuple[str, ...]] = {"metadata.name": ("metadata", "name")}
+_STATUS = frozenset({"status"})
+
+
 @dataclass(frozen=True)
 class ServedResource:
     plural: str
     group: str  # "" for the core group
     version: str
     kind: str
-    namespaced: bool
-    store: str
-    fields: dict[str, tuple[str, ...]]  # supported field selectors -> path in the object
+    namespaced: bool = True
+    store: str = ""  # the store the objects live in ("": the plural)
+    fields: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(_META_FIELDS))
+    # supported field selectors -> path in the object
     subresources: frozenset[str] = frozenset()
-    has_status: bool = False  # main-resource writes keep the stored status
     custom: bool = False  # a CustomResourceDefinition's: metadata.generation, no strategic merge patch
+
+    def __post_init__(self) -> None:
+        if not self.store:
+            object.__setattr__(self, "store", self.plural)
+
+    @property
+    def has_status(self) -> bool:
+        """Main-resource writes keep the stored status (the status subresource owns it)."""
+        return "status" in self.subresources
 
     @property
     def api_version(self) -> str:
@@ -87,10 +104,6 @@ class ServedResource:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
-_META_FIELDS: dict[str, tuple[str, ...]] = {
-    "metadata.name": ("metadata", "name"),
-    "metadata.namespace": ("metadata", "namespace"),
-}
 _EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     **_META_FIELDS,
     "involvedObject.kind": ("involvedObject", "kind"),
@@ -107,12 +120,10 @@ _EVENT_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 PODS = ServedResource(
-    plural="pods",
-    group="",
-    version="v1",
-    kind="Pod",
-    namespaced=True,
-    store="pods",
+    "pods",
+    "",
+    "v1",
+    "Pod",
     fields={
         **_META_FIELDS,
         "spec.nodeName": ("spec", "nodeName"),
@@ -125,160 +136,72 @@ PODS = ServedResource(
         "status.nominatedNodeName": ("status", "nominatedNodeName"),
     },
     subresources=frozenset({"eviction", "status"}),
-    has_status=True,
 )
 NODES = ServedResource(
-    plural="nodes",
-    group="",
-    version="v1",
-    kind="Node",
+    "nodes",
+    "",
+    "v1",
+    "Node",
     namespaced=False,
-    store="nodes",
-    fields={"metadata.name": ("metadata", "name"), "spec.unschedulable": ("spec", "unschedulable")},
-    subresources=frozenset({"status"}),
-    has_status=True,
+    fields={**_NAME_FIELD, "spec.unschedulable": ("spec", "unschedulable")},
+    subresources=_STATUS,
 )
-EVENTS = ServedResource(
-    plural="events",
-    group="",
-    version="v1",
-    kind="Event",
-    namespaced=True,
-    store="events",
-    fields=_EVENT_FIELDS,
-)
-_EVENTS_V1 = ServedResource(  # shares the store of core/v1 events, as on the real server
-    plural="events",
-    group="events.k8s.io",
-    version="v1",
-    kind="Event",
-    namespaced=True,
-    store="events",
-    fields=_META_FIELDS,
-)
-PDBS = ServedResource(
-    plural="poddisruptionbudgets",
-    group="policy",
-    version="v1",
-    kind="PodDisruptionBudget",
-    namespaced=True,
-    store="poddisruptionbudgets",
-    fields=_META_FIELDS,
-    subresources=frozenset({"status"}),
-    has_status=True,
-)
-DAEMONSETS = ServedResource(
-    plural="daemonsets",
-    group="apps",
-    version="v1",
-    kind="DaemonSet",
-    namespaced=True,
-    store="daemonsets",
-    fields=_META_FIELDS,
-    subresources=frozenset({"status"}),
-    has_status=True,
-)
-PVCS = ServedResource(
-    plural="persistentvolumeclaims",
-    group="",
-    version="v1",
-    kind="PersistentVolumeClaim",
-    namespaced=True,
-    store="persistentvolumeclaims",
-    fields=_META_FIELDS,
-    subresources=frozenset({"status"}),
-    has_status=True,
-)
+EVENTS = ServedResource("events", "", "v1", "Event", fields=_EVENT_FIELDS)
+# events.k8s.io/v1 shares the store of core/v1 events, as on the real server.
+_EVENTS_V1 = replace(EVENTS, group="events.k8s.io", fields=dict(_META_FIELDS))
+PDBS = ServedResource("poddisruptionbudgets", "policy", "v1", "PodDisruptionBudget", subresources=_STATUS)
+DAEMONSETS = ServedResource("daemonsets", "apps", "v1", "DaemonSet", subresources=_STATUS)
+PVCS = ServedResource("persistentvolumeclaims", "", "v1", "PersistentVolumeClaim", subresources=_STATUS)
 PVS = ServedResource(
-    plural="persistentvolumes",
-    group="",
-    version="v1",
-    kind="PersistentVolume",
+    "persistentvolumes",
+    "",
+    "v1",
+    "PersistentVolume",
     namespaced=False,
-    store="persistentvolumes",
-    fields={"metadata.name": ("metadata", "name")},
-    subresources=frozenset({"status"}),
-    has_status=True,
+    fields=_NAME_FIELD,
+    subresources=_STATUS,
 )
 STORAGE_CLASSES = ServedResource(
-    plural="storageclasses",
-    group="storage.k8s.io",
-    version="v1",
-    kind="StorageClass",
-    namespaced=False,
-    store="storageclasses",
-    fields={"metadata.name": ("metadata", "name")},
+    "storageclasses", "storage.k8s.io", "v1", "StorageClass", namespaced=False, fields=_NAME_FIELD
 )
 NAMESPACES = ServedResource(
-    plural="namespaces",
-    group="",
-    version="v1",
-    kind="Namespace",
+    "namespaces",
+    "",
+    "v1",
+    "Namespace",
     namespaced=False,
-    store="namespaces",
-    fields={"metadata.name": ("metadata", "name"), "status.phase": ("status", "phase")},
-    subresources=frozenset({"status"}),
-    has_status=True,
+    fields={**_NAME_FIELD, "status.phase": ("status", "phase")},
+    subresources=_STATUS,
 )
 # The CRDs of gang schedulers and of cluster-autoscaler's ProvisioningRequest API, with the status
 # subresource their CRDs declare (kubebuilder:subresource:status).
 PROVISIONING_REQUESTS = ServedResource(
-    plural="provisioningrequests",
-    group="autoscaling.x-k8s.io",
-    version="v1",
-    kind="ProvisioningRequest",
-    namespaced=True,
-    store="provisioningrequests",
-    fields=_META_FIELDS,
-    subresources=frozenset({"status"}),
-    has_status=True,
+    "provisioningrequests",
+    "autoscaling.x-k8s.io",
+    "v1",
+    "ProvisioningRequest",
+    subresources=_STATUS,
     custom=True,
 )
-_PROVISIONING_REQUESTS_V1BETA1 = (
-    ServedResource(  # the same objects at the older version, as a CRD serves both
-        plural="provisioningrequests",
-        group="autoscaling.x-k8s.io",
-        version="v1beta1",
-        kind="ProvisioningRequest",
-        namespaced=True,
-        store="provisioningrequests",
-        fields=_META_FIELDS,
-        subresources=frozenset({"status"}),
-        has_status=True,
-        custom=True,
-    )
-)
-POD_TEMPLATES = ServedResource(
-    plural="podtemplates",
-    group="",
-    version="v1",
-    kind="PodTemplate",
-    namespaced=True,
-    store="podtemplates",
-    fields=_META_FIELDS,
-)
+# The same objects at the older version, as a CRD serves both.
+_PROVISIONING_REQUESTS_V1BETA1 = replace(PROVISIONING_REQUESTS, version="v1beta1")
+POD_TEMPLATES = ServedResource("podtemplates", "", "v1", "PodTemplate")
 COSCHEDULING_POD_GROUPS = ServedResource(
-    plural="podgroups",
-    group="scheduling.x-k8s.io",
-    version="v1alpha1",
-    kind="PodGroup",
-    namespaced=True,
+    "podgroups",
+    "scheduling.x-k8s.io",
+    "v1alpha1",
+    "PodGroup",
     store="podgroups.scheduling.x-k8s.io",
-    fields=_META_FIELDS,
-    subresources=frozenset({"status"}),
-    has_status=True,
+    subresources=_STATUS,
     custom=True,
 )
 VOLCANO_POD_GROUPS = ServedResource(
-    plural="podgroups",
-    group="scheduling.volcano.sh",
-    version="v1beta1",
-    kind="PodGroup",
-    namespaced=True,
+    "podgroups",
+    "scheduling.volcano.sh",
+    "v1beta1",
+    "PodGroup",
     store="podgroups.scheduling.volcano.sh",
-    fields=_META_FIELDS,
-    subresources=frozenset({"status"}),
-    has_status=True,
+    subresources=_STATUS,
     custom=True,
 )
 SHORT_NAMES = {
