@@ -195,22 +195,24 @@ def asg(
     }
 
 
+def a100_group(**extra: Any) -> dict[str, Any]:
+    """The config entry of the a100 group (8-GPU nodes behind research-a100), with `extra` keys."""
+    return {
+        "name": "a100",
+        "asg_name": "research-a100",
+        "allocatable": {"cpu": "95", "memory": "1100Gi", "nvidia.com/gpu": "8", "pods": "110"},
+        "labels": {"gpu": "a100"},
+        "taints": [GPU_TAINT],
+        **extra,
+    }
+
+
 def config(**overrides: Any) -> ScalerConfig:
     """A one-group config (a100, 8 GPUs per node, max 16); keyword arguments replace top-level keys."""
     doc: dict[str, Any] = {
         "cluster_name": "research",
         "region": "us-west-2",
-        "node_groups": [
-            {
-                "name": "a100",
-                "asg_name": "research-a100",
-                "allocatable": {"cpu": "95", "memory": "1100Gi", "nvidia.com/gpu": "8", "pods": "110"},
-                "labels": {"gpu": "a100"},
-                "taints": [GPU_TAINT],
-                "price_per_hour": 32.77,
-                "max_size": 16,
-            }
-        ],
+        "node_groups": [a100_group(price_per_hour=32.77, max_size=16)],
         "policy": {"cordon_settle_seconds": 30},
     }
     for key, value in overrides.items():

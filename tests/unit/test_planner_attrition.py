@@ -12,7 +12,7 @@ from typing import Any
 from shared.domain.plan import Outcome
 from shared.planner import plan
 from shared.planner.attrition import ANNOTATION_EXPECTED_RUNTIME, ATTRITION_TAINT_KEY
-from tests.builders import GPU_TAINT, NOW, asg, config, node, pod, snapshot
+from tests.builders import GPU_TAINT, NOW, a100_group, asg, config, node, pod, snapshot
 
 A100 = "research-a100"
 MARK = {"key": ATTRITION_TAINT_KEY, "effect": "PreferNoSchedule"}
@@ -108,18 +108,7 @@ def test_no_mark_when_the_free_room_is_what_new_pods_need() -> None:
 def test_headroom_nodes_add_to_the_spare_room() -> None:
     # Given no spare GPUs but one headroom node: 8 spare GPUs again, the first test's answer
     cfg = config(
-        node_groups=[
-            {
-                "name": "a100",
-                "asg_name": A100,
-                "allocatable": {"cpu": "95", "memory": "1100Gi", "nvidia.com/gpu": "8", "pods": "110"},
-                "labels": {"gpu": "a100"},
-                "taints": [GPU_TAINT],
-                "max_size": 16,
-                "headroom_nodes": 1,
-            }
-        ],
-        policy={"attrition": {"spare_gpus": 0}},
+        node_groups=[a100_group(max_size=16, headroom_nodes=1)], policy={"attrition": {"spare_gpus": 0}}
     )
     result = run({"n1": 7, "n2": 2, "n3": 1, "n4": 3}, cfg=cfg)
     assert [m.node for m in result.mark] == ["n3"]  # 19 - 7 = 12 >= 8; then 12 - 6 = 6 < 8

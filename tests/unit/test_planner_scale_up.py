@@ -8,7 +8,7 @@ from shared.domain.model import GroupState, InstanceType, ScalerState
 from shared.domain.plan import Outcome, ReasonCode
 from shared.domain.resources import Resources
 from shared.planner import plan
-from tests.builders import GPU_TAINT, NOW, asg, config, node, pod, snapshot
+from tests.builders import GPU_TAINT, NOW, a100_group, asg, config, node, pod, snapshot
 
 A100 = "research-a100"
 
@@ -17,15 +17,7 @@ def two_groups(**a100: object) -> object:
     """a100 ($32.77, prio 0) and v100 ($24.48, prio 0), both 8-GPU nodes."""
     return config(
         node_groups=[
-            {
-                "name": "a100",
-                "asg_name": A100,
-                "allocatable": {"cpu": "95", "memory": "1100Gi", "nvidia.com/gpu": "8", "pods": "110"},
-                "labels": {"gpu": "a100"},
-                "taints": [GPU_TAINT],
-                "price_per_hour": 32.77,
-                **a100,
-            },
+            a100_group(price_per_hour=32.77, **a100),
             {
                 "name": "v100",
                 "asg_name": "research-v100",
