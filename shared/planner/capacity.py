@@ -122,8 +122,10 @@ def _launch_clock(
 
 
 def _launches_into(asg: AsgState, types: tuple[str, ...], reservation: CapacityReservation) -> bool:
-    """Whether an instance of the group can run in the reservation: EC2 matches a reservation by
-    instance type and Availability Zone (an unknown list of the group's matches anything)."""
+    """Whether an instance of the group can run in the reservation: EC2 uses a reservation for
+    instances of its instance type, platform, tenancy and Availability Zone (EC2 User Guide,
+    "Capacity Reservations"); type and zone are what a group's instances can differ in here. An
+    unknown list of the group's matches anything."""
     type_ok = not types or reservation.instance_type in types
     zone_ok = not asg.availability_zones or reservation.availability_zone in asg.availability_zones
     return type_ok and zone_ok
