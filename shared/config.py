@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from shared.domain.errors import ConfigError
 from shared.domain.model import Taint, TaintEffect
+from shared.domain.quantity import resources as parse_resources
 from shared.domain.resources import Resources
-from shared.formats.quantity import resources as parse_resources
 
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveInt = Annotated[int, Field(gt=0)]

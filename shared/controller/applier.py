@@ -63,7 +63,7 @@ from shared.domain.errors import (
 from shared.domain.model import AsgState, Node, Pod, Taint
 from shared.domain.operations import ClusterEvent, DrainIntent, Lease
 from shared.domain.provisioning import ConditionUpdate
-from shared.planner.safety import Backoff, next_backoff
+from shared.domain.safety import Backoff, next_backoff
 from shared.ports import Cluster, Fleet, StateStore
 from shared.reporting import ActionKind, ActionRecord, ActionStatus, Reporter
 

@@ -54,7 +54,7 @@ from shared.domain.operations import (
     MAX_REQUESTED_BY_LENGTH,
     DrainIntent,
 )
-from shared.planner.safety import busy_pods, desired_to_set, protection
+from shared.domain.safety import busy_pods, desired_to_set, protection
 from shared.reporting import ActionKind, ActionRecord, ActionStatus
 
 DEFAULT_GRACE_SECONDS = 300

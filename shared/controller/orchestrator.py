@@ -34,8 +34,8 @@ from shared.controller.report import PodEvents, ReconcileResult, RunInfo, RunSta
 from shared.domain.errors import AuthError, LeaseHeldError, ReadError, ScalerError, ThrottledError
 from shared.domain.model import GroupState, Node, Pod, PodMemory, ScalerState
 from shared.domain.plan import Plan
+from shared.domain.safety import cordon_blocker, desired_to_set, termination_blocker
 from shared.planner import plan as make_plan
-from shared.planner.safety import cordon_blocker, desired_to_set, termination_blocker
 from shared.reporting import ActionKind, ActionStatus
 
 

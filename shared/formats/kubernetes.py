@@ -43,9 +43,9 @@ from shared.domain.provisioning import (
     PodTemplate,
     ProvisioningRequest,
 )
+from shared.domain.quantity import quantity
 from shared.domain.resources import Resources
 from shared.domain.volumes import NodeSelectorTerms, PersistentVolume, PersistentVolumeClaim, StorageClass
-from shared.formats.quantity import quantity
 
 _PROVIDER_ID = re.compile(r"^aws:///[^/]*/(i-[0-9a-f]+)$")
 _EFFECTS = {e.value: e for e in TaintEffect}

@@ -22,12 +22,12 @@ from shared.formats.aws import (
     with_reservations,
 )
 from shared.formats.kubernetes import KubeObjects, nodes_from_list, objects_from_documents, pods_from_list
-from shared.formats.plan_output import explanation_to_text, plan_to_json, plan_to_table
 from shared.formats.state import state_from_json
 from shared.local.demo import cli as demo_cli
+from shared.local.explain import explain_pod, group_summaries
+from shared.local.plan_output import explanation_to_text, plan_to_json, plan_to_table
 from shared.local.sim import cli as sim_cli
 from shared.planner import plan
-from shared.planner.explain import explain_pod, group_summaries
 from shared.webhook_auth import admission_path_token, secret_value
 
 

@@ -35,9 +35,9 @@ from shared.config import AttritionConfig
 from shared.domain.durations import short_duration
 from shared.domain.model import Node, Pod, Snapshot, Taint, TaintEffect
 from shared.domain.plan import NodeMark, PodOutcome
+from shared.domain.safety import busy_pods, protection
 from shared.planner.context import Context, GroupView
 from shared.planner.gangs import pending_subject
-from shared.planner.safety import busy_pods, protection
 
 ATTRITION_TAINT_KEY = "backlog-scaler/attrition"
 # A pod's expected run time in seconds, from its creation (a user's estimate, as Slurm's --time):

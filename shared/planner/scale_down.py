@@ -10,8 +10,8 @@ from datetime import datetime
 
 from shared.domain.model import Node
 from shared.domain.plan import NodeAction, Termination
+from shared.domain.safety import protection
 from shared.planner.context import Context, GroupView
-from shared.planner.safety import protection
 
 
 @dataclass

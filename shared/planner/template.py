@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from shared.config import PolicyConfig, ScalerConfig
 from shared.domain.constraints import HOSTNAME, REGION, ZONE
 from shared.domain.model import AsgState, DaemonSet, InstanceType, Node, Taint, TaintEffect
+from shared.domain.quantity import quantity
 from shared.domain.resources import EMPTY, EPHEMERAL_STORAGE, GPU, PODS, Resources
-from shared.formats.quantity import quantity
 from shared.planner.eks import KUBELET_DEFAULT_MAX_PODS, node_allocatable
 from shared.planner.filters.node_ports import port_key
 from shared.planner.simulation import static_reason

@@ -58,6 +58,7 @@ from shared.domain.provisioning import (
     ProvisioningRequest,
 )
 from shared.domain.resources import Resources
+from shared.domain.safety import Backoff, is_counted, next_backoff
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.formats.aws import asg_from_json
 from shared.formats.kubernetes import (
@@ -72,7 +73,6 @@ from shared.formats.kubernetes import (
     pvc_from_json,
     storage_class_from_json,
 )
-from shared.planner.safety import Backoff, is_counted, next_backoff
 from shared.reporting import ActionRecord, LogLevel, MetricUnit
 
 Json = dict[str, Any]

@@ -21,7 +21,7 @@ from shared.domain.model import (
     Snapshot,
 )
 from shared.domain.plan import Plan
-from shared.formats.plan_output import plan_to_json
+from shared.local.plan_output import plan_to_json
 from shared.planner import plan
 from tests.builders import GPU_TAINT, NOW, asg, config, iso, node, pod, snapshot
 

@@ -14,11 +14,11 @@ from shared.domain.plan import Plan
 from shared.domain.resources import Resources
 from shared.formats.aws import capacity_reservation_from_json
 from shared.formats.kubernetes import pv_from_json, pvc_from_json
-from shared.formats.plan_output import plan_to_table
+from shared.local.explain import explain_pod, group_summaries
+from shared.local.plan_output import plan_to_table
 from shared.planner import plan
 from shared.planner.capacity import launch_clock_key
 from shared.planner.context import build_context
-from shared.planner.explain import explain_pod, group_summaries
 from tests.builders import GPU_TAINT, NOW, asg, node, pod, snapshot
 
 A100 = {"cpu": "95", "memory": "1100Gi", "nvidia.com/gpu": "8", "pods": "110"}

@@ -24,9 +24,9 @@ from shared.domain.model import AsgInstance, AsgState, DaemonSet, PodMemory, Sna
 from shared.domain.operations import DrainIntent, EventType, FailureKind, ScalingFailure
 from shared.domain.plan import ModelError, Plan, Termination
 from shared.domain.resources import Resources
+from shared.domain.safety import cordon_blocker, desired_to_set, termination_blocker
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.formats.kubernetes import node_from_json, pod_from_json
-from shared.planner.safety import cordon_blocker, desired_to_set, termination_blocker
 from shared.reporting import ActionKind, ActionStatus
 from tests.builders import GPU_TAINT, NOW, asg, config, iso, node, pod
 from tests.fakes.memory import FakeCluster, FakeFleet, FakeWorld

@@ -48,7 +48,7 @@ from shared.config import PolicyConfig
 from shared.domain.errors import ActionError, ConflictError, LeaseHeldError, ReadError, ScalerError
 from shared.domain.model import GroupState, NodeState, PodMemory, ScalerState
 from shared.domain.operations import DrainIntent, Lease
-from shared.planner.safety import Backoff, is_counted, next_backoff
+from shared.domain.safety import Backoff, is_counted, next_backoff
 
 logger = logging.getLogger(__name__)
 

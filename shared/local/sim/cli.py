@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from shared.config import ScalerConfig, load_config
 from shared.domain.errors import InputError
-from shared.formats.quantity import quantity
+from shared.domain.quantity import quantity
 from shared.local.sim.engine import SimOptions, SimResult, at, simulate
 from shared.local.sim.report import build_report, compare_document, report_table
 from shared.local.sim.scheduler import DEFAULT_SCORING, Scoring

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from shared.domain.safety import Backoff, is_counted, next_backoff
 from shared.local.sim.entities import (
     BOOTING,
     GPUS_READY,
@@ -16,7 +17,6 @@ from shared.local.sim.entities import (
 from shared.local.sim.state import SimState
 from shared.local.sim.store import StateStore
 from shared.local.sim.world import BootModel, launchable, take_warm
-from shared.planner.safety import Backoff, is_counted, next_backoff
 
 
 class Fleet:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shared.domain.plan import NodeMark, Outcome, Plan
-from shared.planner.explain import GroupSummary, PodExplanation
+from shared.local.explain import GroupSummary, PodExplanation
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
