@@ -346,7 +346,9 @@ def big_group(instances: int, *, max_size: int = 5_000) -> AsgState:
 def test_target_above_the_groups_max_size_is_refused_by_the_choice() -> None:
     group = big_group(2, max_size=4)
     with pytest.raises(InvalidRequestError, match="above the max size 4") as caught:
-        choose(ForceScaleDownRequest(group="a100", target=5), group, candidates_of(group, [], [], None, now=NOW))
+        choose(
+            ForceScaleDownRequest(group="a100", target=5), group, candidates_of(group, [], [], None, now=NOW)
+        )
     assert caught.value.fields == ("target",)
 
 

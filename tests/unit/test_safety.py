@@ -100,4 +100,7 @@ def test_protection_is_the_same_for_the_planner_the_revalidation_and_the_forced_
     from shared.formats.aws import asg_from_json
 
     candidates = candidates_of(asg_from_json(group), [n1, disabled], [guarded], -10, now=NOW)
-    assert [c.protection for c in candidates] == [protection(n1, [guarded], None), protection(disabled, [], None)]
+    assert [c.protection for c in candidates] == [
+        protection(n1, [guarded], None),
+        protection(disabled, [], None),
+    ]
