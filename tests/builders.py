@@ -42,8 +42,16 @@ def pod(
     priority: int | None = None,
     init_requests: list[dict[str, str]] | None = None,
     overhead: dict[str, str] | None = None,
+    pod_requests: dict[str, str] | None = None,
+    deleted: datetime | None = None,
+    grace_seconds: int | None = None,
+    nominated: str | None = None,
 ) -> dict[str, Any]:
-    """A Pod as `kubectl get pod -o json` shows it. Unbound pods default to Pending/Unschedulable."""
+    """A Pod as `kubectl get pod -o json` shows it. Unbound pods default to Pending/Unschedulable.
+
+    `pod_requests`: pod-level `spec.resources.requests` (PodLevelResources); `deleted`: its
+    deletionTimestamp; `grace_seconds`: spec.terminationGracePeriodSeconds; `nominated`:
+    status.nominatedNodeName."""
     requests: dict[str, str] = {
         "cpu": cpu or str(max(1, gpus * 6)),
         "memory": memory or f"{max(4, gpus * 48)}Gi",
@@ -60,6 +68,9 @@ def pod(
     }
     if annotations:
         meta["annotations"] = annotations
+    if deleted is not None:
+        meta["deletionTimestamp"] = iso(deleted)
+        meta["deletionGracePeriodSeconds"] = 30 if grace_seconds is None else grace_seconds
     if owner_kind:
         meta["ownerReferences"] = [
             {"apiVersion": "v1", "kind": owner_kind, "name": f"{name}-owner", "uid": "o", "controller": True}
@@ -78,6 +89,10 @@ def pod(
         ]
     if overhead:
         spec["overhead"] = overhead
+    if pod_requests:
+        spec["resources"] = {"requests": pod_requests, "limits": pod_requests}
+    if grace_seconds is not None:
+        spec["terminationGracePeriodSeconds"] = grace_seconds
     if node_selector:
         spec["nodeSelector"] = node_selector
     if affinity is not None:
@@ -92,6 +107,8 @@ def pod(
         spec["nodeName"] = node
     phase = phase or ("Running" if node else "Pending")
     status: dict[str, Any] = {"phase": phase}
+    if nominated:
+        status["nominatedNodeName"] = nominated
     if unschedulable is None:
         unschedulable = node is None and phase == "Pending"
     if unschedulable:
@@ -126,8 +143,9 @@ def node(
     annotations: dict[str, str] | None = None,
     created: datetime | None = None,
     zone: str = "us-west-2a",
+    deleted: datetime | None = None,
 ) -> dict[str, Any]:
-    """A Node as `kubectl get node -o json` shows it."""
+    """A Node as `kubectl get node -o json` shows it (`deleted`: its deletionTimestamp)."""
     allocatable = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "400Gi"}
     if gpus:
         allocatable["nvidia.com/gpu"] = str(gpus)
@@ -141,6 +159,8 @@ def node(
     }
     if annotations:
         meta["annotations"] = annotations
+    if deleted is not None:
+        meta["deletionTimestamp"] = iso(deleted)
     spec: dict[str, Any] = {
         "providerID": f"aws:///{zone}/{instance_id}",
         "taints": taints if taints is not None else [GPU_TAINT],
@@ -171,9 +191,17 @@ def asg(
     max_size: int = 16,
     lifecycle: dict[str, str] | None = None,
     cluster: str = "research",
+    protected: list[str] | None = None,
+    new_instances_protected: bool = False,
+    weights: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """One group of `aws autoscaling describe-auto-scaling-groups`."""
-    return {
+    """One group of `aws autoscaling describe-auto-scaling-groups`.
+
+    `protected`: instances with ProtectedFromScaleIn; `new_instances_protected`: the group's
+    NewInstancesProtectedFromScaleIn; `weights`: MixedInstancesPolicy overrides (instance type ->
+    WeightedCapacity), `desired`/`min_size`/`max_size` then in units, instances of the first type."""
+    kind = next(iter(weights)) if weights else "p4d.24xlarge"
+    group: dict[str, Any] = {
         "AutoScalingGroupName": name,
         "AutoScalingGroupARN": (
             f"arn:aws:autoscaling:us-west-2:123456789012:autoScalingGroup:x:autoScalingGroupName/{name}"
@@ -187,12 +215,24 @@ def asg(
                 "AvailabilityZone": "us-west-2a",
                 "LifecycleState": (lifecycle or {}).get(i, "InService"),
                 "HealthStatus": "Healthy",
-                "InstanceType": "p4d.24xlarge",
+                "InstanceType": kind,
+                "ProtectedFromScaleIn": i in (protected or ()),
+                **({"WeightedCapacity": str(weights[kind])} if weights else {}),
             }
             for i in instances or []
         ],
+        "NewInstancesProtectedFromScaleIn": new_instances_protected,
         "Tags": [{"Key": "backlog-scaler/cluster", "Value": cluster}],
     }
+    if weights:
+        group["MixedInstancesPolicy"] = {
+            "LaunchTemplate": {
+                "LaunchTemplateSpecification": {"LaunchTemplateName": "gpu", "Version": "$Latest"},
+                "Overrides": [{"InstanceType": t, "WeightedCapacity": str(w)} for t, w in weights.items()],
+            },
+            "InstancesDistribution": {"OnDemandBaseCapacity": 0, "OnDemandPercentageAboveBaseCapacity": 100},
+        }
+    return group
 
 
 def a100_group(**extra: Any) -> dict[str, Any]:

@@ -54,7 +54,7 @@ from shared.domain.operations import (
     MAX_REQUESTED_BY_LENGTH,
     DrainIntent,
 )
-from shared.domain.safety import busy_pods, desired_to_set, protection
+from shared.domain.safety import busy_pods, desired_to_set, protection, scale_in_protection
 from shared.reporting import ActionKind, ActionRecord, ActionStatus
 
 DEFAULT_GRACE_SECONDS = 300
@@ -116,7 +116,9 @@ class ForceScaleDownRequest(BaseModel):
     )
     dry_run: StrictBool | None = None  # None: the function's own dry-run setting
     grace_seconds: Annotated[StrictInt, Field(ge=0, le=MAX_GRACE_SECONDS)] = DEFAULT_GRACE_SECONDS
-    force: StrictBool = False  # after the grace, delete pods that PodDisruptionBudgets still protect
+    # After the grace, delete pods that PodDisruptionBudgets still protect; and take instances the
+    # operator protected from scale-in (safety.scale_in_protection), refused without it.
+    force: StrictBool = False
     requested_by: Annotated[StrictStr, Field(max_length=MAX_REQUESTED_BY_LENGTH)] = ""
 
     @model_validator(mode="before")
@@ -216,11 +218,18 @@ class Candidate:
 
 
 def candidates_of(
-    asg: AsgState, nodes: Iterable[Node], pods: Iterable[Pod], priority_cutoff: int | None
+    asg: AsgState,
+    nodes: Iterable[Node],
+    pods: Iterable[Pod],
+    priority_cutoff: int | None,
+    *,
+    now: datetime,
+    force: bool = False,
 ) -> list[Candidate]:
     """Every live instance of the group joined with its node and the pods keeping that node busy.
 
     `priority_cutoff` is the policy's pod_priority_cutoff: pods below it do not keep a node busy.
+    `force`: the request's; it waives the scale-in protection the operator set (safety.protection).
     """
     by_instance = {n.instance_id: n for n in nodes if n.instance_id}
     on_node: dict[str, list[Pod]] = {}
@@ -231,10 +240,15 @@ def candidates_of(
     for instance in asg.live_instances:
         node = by_instance.get(instance.instance_id)
         if node is None:
-            out.append(Candidate(instance, None))
+            out.append(
+                Candidate(
+                    instance, None, protection=scale_in_protection(instance.instance_id, asg, force=force)
+                )
+            )
             continue
         here = on_node.get(node.name, ())
-        out.append(Candidate(instance, node, tuple(busy_pods(here, priority_cutoff)), protection(node, here)))
+        busy = tuple(busy_pods(here, priority_cutoff, now))
+        out.append(Candidate(instance, node, busy, protection(node, here, asg, force=force)))
     return out
 
 
@@ -300,7 +314,13 @@ def choose(
                 f"request: nodes: not nodes of group {request.group} (ASG {asg.name}): {named}{more}",
                 ("nodes",),
             )
-        wanted = rank(by_name[n] for n in request.nodes if n not in draining)
+        wanted = []
+        for candidate in rank(by_name[n] for n in request.nodes if n not in draining):
+            protected = scale_in_protection(candidate.instance.instance_id, asg, force=request.force)
+            if protected:
+                refused.append(Refusal(candidate.name, f"{protected}: say force to remove it"))
+            else:
+                wanted.append(candidate)
     else:
         assert request.target is not None
         wanted = []
@@ -402,7 +422,10 @@ def _first_pass(deps: Deps, run: RunInfo, request: ForceScaleDownRequest) -> For
     draining = frozenset(read.existing.nodes) if read.existing else frozenset()
     cutoff = deps.config.policy.pod_priority_cutoff
     choice = choose(
-        request, read.asg, candidates_of(read.asg, read.nodes, read.pods, cutoff), draining=draining
+        request,
+        read.asg,
+        candidates_of(read.asg, read.nodes, read.pods, cutoff, now=run.started_at, force=request.force),
+        draining=draining,
     )
     progress = DrainProgress()
     applier, now = run.applier, run.started_at
@@ -688,7 +711,8 @@ def _step_node(
 def _workload(deps: Deps, applier: Applier, node: str, group: str) -> list[Pod] | None:
     """A fresh read of the pods keeping `node` busy; None when the read failed (recorded)."""
     try:
-        return busy_pods(deps.ports.cluster.list_pods_on_node(node), deps.config.policy.pod_priority_cutoff)
+        pods = deps.ports.cluster.list_pods_on_node(node)
+        return busy_pods(pods, deps.config.policy.pod_priority_cutoff, deps.clock.now())
     except (AuthError, ReadError, ThrottledError) as exc:
         _read_failed(applier, exc, node, group, DrainProgress())
         return None

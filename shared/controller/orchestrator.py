@@ -128,7 +128,7 @@ def _apply(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
     _terminate(deps, run, plan, gathered)
     force_scale_down.continue_drains(deps, run, gathered)
     _set_desired(deps, run, plan, gathered)
-    _cordon(deps, run, plan, gathered.draining)
+    _cordon(deps, run, plan, gathered)
     _uncordon(run.applier, plan, gathered.draining)
     apply_marks(run.applier, plan, gathered.draining, partial(_fresh, deps, run.applier))
     answer_requests(run.applier, plan, run.tally.failed_groups)
@@ -157,7 +157,11 @@ def _terminate(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None
         asg = gathered.asgs[deps.config.group(group).asg_name]
         if termination.node is not None:
             fresh = _fresh(deps, run.applier, termination.node)
-            blocker = fresh if isinstance(fresh, str) else termination_blocker(termination, cutoff, *fresh)
+            blocker = (
+                fresh
+                if isinstance(fresh, str)
+                else termination_blocker(termination, cutoff, run.started_at, asg, *fresh)
+            )
             if blocker:
                 run.applier.note(
                     ActionKind.TERMINATE,
@@ -238,14 +242,15 @@ def _refresh_groups(deps: Deps, run: RunInfo, groups: list[str]) -> bool:
     return True
 
 
-def _cordon(deps: Deps, run: RunInfo, plan: Plan, draining: frozenset[str]) -> None:
+def _cordon(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
     cutoff = deps.config.policy.pod_priority_cutoff
     for action in plan.cordon:
-        if action.node in draining:
+        if action.node in gathered.draining:
             continue
+        asg = gathered.asgs.get(deps.config.group(action.group).asg_name)
         fresh = _fresh(deps, run.applier, action.node)
         node = None if isinstance(fresh, str) else fresh[0]
-        blocker = fresh if isinstance(fresh, str) else cordon_blocker(cutoff, *fresh)
+        blocker = fresh if isinstance(fresh, str) else cordon_blocker(cutoff, run.started_at, asg, *fresh)
         if blocker or node is None:
             run.applier.note(
                 ActionKind.CORDON,

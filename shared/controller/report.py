@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -109,9 +109,7 @@ class Tally:
 
     def after_removals(self, group: str, asg: AsgState) -> AsgState:
         """The group as it stands after this run's terminations (as AWS will report it)."""
-        removed = self.removed.get(group, set())
-        instances = tuple(i for i in asg.instances if i.instance_id not in removed)
-        return replace(asg, desired=asg.desired - self.decrements[group], instances=instances)
+        return asg.after_terminations(frozenset(self.removed.get(group, ())), self.decrements[group])
 
 
 def skipped(trigger: str, status: RunStatus, dry_run: bool, now: datetime, detail: str) -> ReconcileResult:

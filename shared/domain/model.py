@@ -7,8 +7,8 @@ times as aware datetimes). Parsing from the real wire formats lives in `shared.f
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from enum import StrEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -29,6 +29,11 @@ ANNOTATION_SCALE_DOWN_DISABLED = "backlog-scaler/scale-down-disabled"
 ANNOTATION_CA_SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 ANNOTATION_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 ANNOTATION_MIRROR = "kubernetes.io/config.mirror"
+
+# v1.DefaultTerminationGracePeriodSeconds, and cluster-autoscaler's PodLongTerminatingExtraThreshold
+# (utils/drain/drain.go): a pod this far past deletionTimestamp + its grace is treated as deleted.
+DEFAULT_TERMINATION_GRACE_SECONDS = 30
+LONG_TERMINATING_MARGIN = timedelta(seconds=30)
 
 _NO_STRINGS: Mapping[str, str] = MappingProxyType({})
 
@@ -121,6 +126,8 @@ class Pod:
     constraints: PodConstraints = NO_CONSTRAINTS  # inter-pod, port, volume and DRA constraints
     nominated_node: str | None = None  # status.nominatedNodeName: preemption is under way there
     scheduler_message: str = ""  # PodScheduled condition message: the scheduler's own words
+    deleted_at: datetime | None = None  # metadata.deletionTimestamp: the pod is terminating
+    termination_grace_seconds: int = DEFAULT_TERMINATION_GRACE_SECONDS  # spec.terminationGracePeriodSeconds
 
     @property
     def key(self) -> str:
@@ -140,12 +147,32 @@ class Pod:
 
     @property
     def is_pending_unschedulable(self) -> bool:
-        """In the backlog: Pending, unbound, and marked Unschedulable by the scheduler."""
-        return self.phase == "Pending" and not self.node_name and self.unschedulable and not self.is_daemonset
+        """In the backlog: Pending, unbound, marked Unschedulable by the scheduler, and not being
+        deleted (a terminating pod will never be scheduled; its owner's replacement is the backlog)."""
+        return (
+            self.phase == "Pending"
+            and not self.node_name
+            and self.unschedulable
+            and not self.is_daemonset
+            and self.deleted_at is None
+        )
 
-    def keeps_node_busy(self, priority_cutoff: int | None) -> bool:
-        """A pod that makes its node busy: live, neither a DaemonSet nor a mirror pod, and not
-        "expendable" (priority below the cutoff; cluster-autoscaler's expendable-pods-priority-cutoff).
+    def is_long_terminating(self, now: datetime) -> bool:
+        """Deleted, and still here more than LONG_TERMINATING_MARGIN past its grace period (a hung
+        GPU driver, a kubelet that lost its node): cluster-autoscaler's IsPodLongTerminating
+        (cluster-autoscaler/utils/drain/drain.go), which then treats the pod as deleted. Like it,
+        the grace is added to deletionTimestamp, which already includes it: conservative."""
+        if self.deleted_at is None:
+            return False
+        return (
+            self.deleted_at + timedelta(seconds=self.termination_grace_seconds) + LONG_TERMINATING_MARGIN
+            < now
+        )
+
+    def keeps_node_busy(self, priority_cutoff: int | None, now: datetime) -> bool:
+        """A pod that makes its node busy: live, neither a DaemonSet nor a mirror pod, not
+        "expendable" (priority below the cutoff; cluster-autoscaler's expendable-pods-priority-cutoff),
+        and not stuck terminating (`is_long_terminating`).
 
         The one home of this rule: the planner, the re-validation, the drains and the fakes call it.
         """
@@ -154,6 +181,7 @@ class Pod:
             and not self.is_daemonset
             and not self.is_mirror
             and (priority_cutoff is None or self.priority >= priority_cutoff)
+            and not self.is_long_terminating(now)
         )
 
     @property
@@ -174,6 +202,7 @@ class Node:
     ready_changed_at: datetime | None = None
     created_at: datetime | None = None
     resource_version: str = ""
+    deleting: bool = False  # metadata.deletionTimestamp is set: the Node object is going away
 
     @property
     def cordoned_at(self) -> datetime | None:
@@ -196,6 +225,11 @@ class Node:
             self.annotations.get(ANNOTATION_SCALE_DOWN_DISABLED) == "true"
             or self.annotations.get(ANNOTATION_CA_SCALE_DOWN_DISABLED) == "true"
         )
+
+    @property
+    def do_not_disrupt(self) -> bool:
+        """Karpenter's node-level `karpenter.sh/do-not-disrupt: "true"` (the same key as the pod's)."""
+        return self.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true"
 
 
 # Instance lifecycle states (Auto Scaling user guide, "Amazon EC2 Auto Scaling instance lifecycle").
@@ -221,6 +255,7 @@ class AsgInstance:
     availability_zone: str = ""
     instance_type: str = ""
     weighted_capacity: int | None = None  # units it counts for in a weighted group (None: unweighted)
+    protected_from_scale_in: bool = False  # ProtectedFromScaleIn (see safety.scale_in_protection)
 
     @property
     def is_live(self) -> bool:
@@ -312,6 +347,7 @@ class AsgState:
     # group launches into, with their free instances.
     type_shapes: Mapping[str, InstanceType] = field(default_factory=lambda: MappingProxyType({}))
     reservations: tuple[CapacityReservation, ...] = ()
+    new_instances_protected: bool = False  # NewInstancesProtectedFromScaleIn: the group's default
 
     @property
     def live_instances(self) -> tuple[AsgInstance, ...]:
@@ -324,6 +360,12 @@ class AsgState:
     @property
     def terminate_suspended(self) -> bool:
         return PROCESS_TERMINATE in self.suspended_processes
+
+    def after_terminations(self, instance_ids: frozenset[str], decrements: int) -> AsgState:
+        """The group as AWS reports it once `instance_ids` are terminated, `decrements` of them with
+        ShouldDecrementDesiredCapacity."""
+        kept = tuple(i for i in self.instances if i.instance_id not in instance_ids)
+        return replace(self, desired=self.desired - decrements, instances=kept)
 
     def instance_units(self, instance: AsgInstance) -> int:
         """Units one instance counts for (1 in a group without weights)."""

@@ -48,6 +48,10 @@ class GroupDecision:
     reason: str
     new_nodes: int = 0  # nodes bought by this plan (before terminations)
     enter_backoff: bool = False  # instances failed to register in time
+    # A weighted group's desired capacity as AWS counts it (WeightedCapacity units, vCPUs or MiB):
+    # what the plan sets (AsgState.units_for) and what it is now; None for a group counted in nodes.
+    desired_units: int | None = None
+    current_desired_units: int | None = None
 
     @property
     def changed(self) -> bool:

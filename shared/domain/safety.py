@@ -5,11 +5,13 @@ forced scale-down's choice of nodes, the DynamoDB state store and the in-memory 
 simulator and the demo. A rule written twice drifts; these are the only copies.
 
 - `busy_pods`: the pods that keep a node busy (`Pod.keeps_node_busy`: live, neither DaemonSet nor
-  mirror pod, not below the priority cutoff).
-- `protection`: why a node must not be scaled down automatically (annotation, do-not-disrupt pod).
+  mirror pod, not below the priority cutoff, not stuck terminating).
+- `protection`: why a node must not be scaled down automatically (annotation, do-not-disrupt node or
+  pod, instance scale-in protection the operator set: `scale_in_protection`).
 - `termination_blocker` / `cordon_blocker`: why a planned termination or cordon must not happen now,
   judged on fresh reads.
-- `desired_to_set`: the desired capacity to set for a target, never below the live instances.
+- `desired_to_set`: the desired capacity to set for a target, never below the live instances
+  (`desired_after`: the desired the group then has, as the plan reports it).
 - `next_backoff`: exponential capacity backoff with its cap and its reset boundary.
 """
 
@@ -27,36 +29,65 @@ from shared.domain.plan import Termination
 _MAX_DOUBLINGS = 32
 
 
-def busy_pods(pods: Iterable[Pod], priority_cutoff: int | None) -> list[Pod]:
+def busy_pods(pods: Iterable[Pod], priority_cutoff: int | None, now: datetime) -> list[Pod]:
     """The pods that keep their node busy, by key. `priority_cutoff`: the policy's pod_priority_cutoff."""
-    return sorted((p for p in pods if p.keeps_node_busy(priority_cutoff)), key=lambda p: p.key)
+    return sorted((p for p in pods if p.keeps_node_busy(priority_cutoff, now)), key=lambda p: p.key)
 
 
-def protection(node: Node, pods: Iterable[Pod]) -> str | None:
-    """Why `node` must not be scaled down automatically (None: it may be).
+def scale_in_protection(
+    instance_id: str | None, group: AsgState | None, *, force: bool = False
+) -> str | None:
+    """Why the operator's word on the instance forbids removing it (None: it does not).
 
-    Protected: the scale-down-disabled annotation (ours or cluster-autoscaler's) on the node, or a
-    pod on it annotated karpenter.sh/do-not-disrupt.
+    TerminateInstanceInAutoScalingGroup does not honour instance scale-in protection (it only stops
+    the group's own scale-in: Auto Scaling user guide, "Use instance scale-in protection"), so the
+    scaler honours it itself. Only protection the operator set on that instance counts: when the
+    group protects every new instance (NewInstancesProtectedFromScaleIn), protection is the group's
+    default and says nothing about one node, and scale-down goes on as for an unprotected group.
+    `force`: the forced scale-down payload's `force`, the operator overriding their own word.
     """
-    if node.scale_down_disabled:
-        return "scale-down disabled by annotation"
-    if any(p.do_not_disrupt for p in pods):
-        return "runs a pod annotated karpenter.sh/do-not-disrupt"
+    if force or group is None or instance_id is None or group.new_instances_protected:
+        return None
+    for instance in group.instances:
+        if instance.instance_id == instance_id and instance.protected_from_scale_in:
+            return f"instance {instance_id} is protected from scale-in"
     return None
 
 
+def protection(node: Node, pods: Iterable[Pod], group: AsgState | None, *, force: bool = False) -> str | None:
+    """Why `node` must not be scaled down automatically (None: it may be).
+
+    Protected: the scale-down-disabled annotation (ours or cluster-autoscaler's) on the node;
+    karpenter.sh/do-not-disrupt on the node (Karpenter's node-level opt-out of voluntary disruption)
+    or on a pod on it; scale-in protection the operator set on its instance in `group`
+    (`scale_in_protection`; `force` waives only that one).
+    """
+    if node.scale_down_disabled:
+        return "scale-down disabled by annotation"
+    if node.do_not_disrupt:
+        return "annotated karpenter.sh/do-not-disrupt"
+    if any(p.do_not_disrupt for p in pods):
+        return "runs a pod annotated karpenter.sh/do-not-disrupt"
+    return scale_in_protection(node.instance_id, group, force=force)
+
+
 def termination_blocker(
-    termination: Termination, priority_cutoff: int | None, node: Node | None, pods: Sequence[Pod]
+    termination: Termination,
+    priority_cutoff: int | None,
+    now: datetime,
+    group: AsgState | None,
+    node: Node | None,
+    pods: Sequence[Pod],
 ) -> str | None:
     """Why a planned termination must not happen now (None: go ahead), from fresh reads."""
     if node is None:
         return "the node is gone"
     if node.instance_id != termination.instance_id:
         return f"the node now belongs to instance {node.instance_id}"
-    busy = busy_pods(pods, priority_cutoff)
+    busy = busy_pods(pods, priority_cutoff, now)
     if busy:
         return f"it now runs {busy[0].key}"
-    protected = protection(node, pods)
+    protected = protection(node, pods, group)
     if protected:
         return protected
     if termination.decrement and not node.cordoned_by_scaler:
@@ -66,16 +97,18 @@ def termination_blocker(
     return None
 
 
-def cordon_blocker(priority_cutoff: int | None, node: Node | None, pods: Sequence[Pod]) -> str | None:
+def cordon_blocker(
+    priority_cutoff: int | None, now: datetime, group: AsgState | None, node: Node | None, pods: Sequence[Pod]
+) -> str | None:
     """Why a planned cordon must not happen now (None: go ahead), from fresh reads."""
     if node is None:
         return "the node is gone"
     if node.unschedulable:
         return "it is already cordoned"
-    busy = busy_pods(pods, priority_cutoff)
+    busy = busy_pods(pods, priority_cutoff, now)
     if busy:
         return f"it now runs {busy[0].key}"
-    return protection(node, pods)
+    return protection(node, pods, group)
 
 
 def desired_to_set(target: int, asg: AsgState) -> int | None:
@@ -93,6 +126,13 @@ def desired_to_set(target: int, asg: AsgState) -> int | None:
         lowered = max(target, live, asg.min_size)
         return lowered if lowered < asg.desired else None
     return None
+
+
+def desired_after(target: int, asg: AsgState) -> int:
+    """The desired capacity the group has once `target` is asked for: `desired_to_set`'s answer, or
+    the desired it has when that leaves it (what a plan reports is what the controller sets)."""
+    found = desired_to_set(target, asg)
+    return asg.desired if found is None else found
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ def asg_from_json(obj: Mapping[str, Any], region: str = "") -> AsgState:
                 availability_zone=str(i.get("AvailabilityZone") or ""),
                 instance_type=str(i.get("InstanceType") or ""),
                 weighted_capacity=_int_or_none(i.get("WeightedCapacity")),
+                protected_from_scale_in=i.get("ProtectedFromScaleIn") is True,
             )
             for i in obj.get("Instances") or ()
         ),
@@ -53,6 +54,7 @@ def asg_from_json(obj: Mapping[str, Any], region: str = "") -> AsgState:
         warm_pool_size=int(obj.get("WarmPoolSize") or 0) if isinstance(warm_pool, Mapping) else None,
         reservation_preference=str(reservation.get("CapacityReservationPreference") or ""),
         reservation_ids=tuple(str(r) for r in target.get("CapacityReservationIds") or ()),
+        new_instances_protected=obj.get("NewInstancesProtectedFromScaleIn") is True,
     )
     capacity_type = str(obj.get("DesiredCapacityType") or "units")
     if asg.type_weights or capacity_type in SIZE_CAPACITY_TYPES:

@@ -23,6 +23,7 @@ from shared.domain.constraints import (
 from shared.domain.errors import InputError
 from shared.domain.labels import LabelSelector
 from shared.domain.model import (
+    DEFAULT_TERMINATION_GRACE_SECONDS,
     DaemonSet,
     Node,
     Pod,
@@ -99,9 +100,28 @@ def _requests_uncached(spec: Mapping[str, Any]) -> Resources:
     for name, value in init.items():
         if value > total.get(name, 0):
             total[name] = value
+    _apply_pod_level(total, (spec.get("resources") or {}).get("requests"))
     _add(total, spec.get("overhead"))
     total["pods"] = total.get("pods", 0) + 1  # every pod takes one of the node's pod slots
     return Resources.of(total)
+
+
+def _is_pod_level_resource(name: str) -> bool:
+    """cpu, memory and hugepages-*: what pod-level resources may name (component-helpers
+    resource.IsSupportedPodLevelResource); any other name there is ignored by the scheduler."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def _apply_pod_level(total: dict[str, int], raw: Mapping[str, Any] | None) -> None:
+    # PodLevelResources (beta, on by default since Kubernetes 1.34): k8s.io/component-helpers
+    # resource.PodRequests replaces the containers' aggregate by spec.resources.requests for each
+    # supported resource it names (applyPodLevelResources); the others (GPUs, ephemeral-storage)
+    # stay the containers' sum, and overhead is added after. The API server defaults pod-level
+    # requests from pod-level limits, so the objects we read already carry them.
+    if raw:
+        for name, value in raw.items():
+            if _is_pod_level_resource(name):
+                total[name] = quantity(name, value)
 
 
 def _requests_key(containers: Any) -> tuple[Any, ...]:
@@ -116,16 +136,18 @@ _CACHE_LIMIT = 4096
 
 
 def _all_strings(key: tuple[Any, ...]) -> bool:
-    containers, init_containers, overhead = key
+    containers, init_containers, overhead, pod_level = key
     return (
         all(type(value) is str for _, items in containers for _, value in items)
         and all(type(value) is str for _, items in init_containers for _, value in items)
         and all(type(value) is str for _, value in overhead)
+        and all(type(value) is str for _, value in pod_level)
     )
 
 
 def pod_requests(spec: Mapping[str, Any]) -> Resources:
-    """max(sum(containers) + sum(sidecars), effective init) + spec.overhead, as the scheduler counts."""
+    """max(sum(containers) + sum(sidecars), effective init), replaced by pod-level requests where
+    `spec.resources` names them, + spec.overhead: as the scheduler counts (component-helpers PodRequests)."""
     # Thousands of pods share a handful of request shapes: key on the raw request items (cheap
     # tuples of the decoded JSON) and parse each shape once.
     try:
@@ -133,6 +155,7 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
             _requests_key(spec.get("containers")),
             _requests_key(spec.get("initContainers")),
             tuple((spec.get("overhead") or {}).items()),
+            tuple(((spec.get("resources") or {}).get("requests") or {}).items()),
         )
         cached = _requests_cache.get(key)
     except (TypeError, AttributeError):  # unhashable/malformed values: the slow path reports them
@@ -479,7 +502,18 @@ def pod_from_json(obj: Mapping[str, Any]) -> Pod:
         constraints=pod_constraints(spec, namespace, name, labels),
         nominated_node=status.get("nominatedNodeName") or None,
         scheduler_message=message,
+        deleted_at=parse_time(meta.get("deletionTimestamp")),
+        termination_grace_seconds=_grace_seconds(spec.get("terminationGracePeriodSeconds")),
     )
+
+
+def _grace_seconds(raw: object) -> int:
+    """spec.terminationGracePeriodSeconds; absent: the API default (30 s)."""
+    if raw is None:
+        return DEFAULT_TERMINATION_GRACE_SECONDS
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise ValueError(f"spec.terminationGracePeriodSeconds: expected an integer, got {raw!r}")
+    return max(0, raw)
 
 
 def node_from_json(obj: Mapping[str, Any]) -> Node:
@@ -512,6 +546,7 @@ def node_from_json(obj: Mapping[str, Any]) -> Node:
         ready_changed_at=ready_changed,
         created_at=parse_time(meta.get("creationTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
+        deleting=meta.get("deletionTimestamp") is not None,
     )
 
 

@@ -19,6 +19,8 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
                 "asg_name": g.asg_name,
                 "current_desired": g.current_desired,
                 "desired": g.desired,
+                "current_desired_units": g.current_desired_units,
+                "desired_units": g.desired_units,
                 "min_size": g.min_size,
                 "max_size": g.max_size,
                 "reason": g.reason,
@@ -160,6 +162,14 @@ def _groups_section(plan: Plan, groups: Sequence[GroupSummary]) -> list[str]:
     rows = [["NAME", "ASG", "DESIRED", "MIN", "MAX", "PRIORITY", "$/GPU-H", "BACKOFF UNTIL", "REASON"]]
     for g in plan.groups:
         change = f"{g.current_desired} -> {g.desired}" if g.changed else str(g.desired)
+        if g.desired_units is not None:
+            # A weighted group: the units AWS shows (console, CLI) beside the nodes.
+            units = (
+                f"{g.current_desired_units} -> {g.desired_units}"
+                if g.current_desired_units != g.desired_units
+                else str(g.desired_units)
+            )
+            change += f" ({units} units)"
         summary = summaries.get(g.name)
         facts = (
             [

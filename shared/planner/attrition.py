@@ -147,9 +147,10 @@ def _plan_group(
         if schedulable:
             pool += max(0, free)
         is_marked = node.name in marked
-        why_not = _why_not(node, pods, arriving, schedulable, gpus, free, leaving, policy)
+        protected = protection(node, pods, view.asg)
+        why_not = _why_not(node, protected, arriving, schedulable, gpus, free, leaving, policy)
         if why_not is None:
-            busy = busy_pods(pods, cutoff)
+            busy = busy_pods(pods, cutoff, ctx.now)
             candidates.append(_Candidate(node, gpus, used, len(busy), free, _remaining(ctx, busy)))
         elif is_marked and why_not not in (_LEAVING, _NOT_SCHEDULABLE, _FULL):
             lifted.append((node.name, why_not))
@@ -193,7 +194,9 @@ def mark_blocker(node: Node | None, pods: Sequence[Pod]) -> str | None:
         return "it is cordoned"
     if not node.ready:
         return "it is not Ready"
-    return protection(node, pods)
+    # The plan judged the instance's scale-in protection on the group it read; the fresh read
+    # re-judges what can change on the node itself (annotations, pods).
+    return protection(node, pods, None)
 
 
 _LEAVING = "cordoned or terminated by this plan"
@@ -203,7 +206,7 @@ _FULL = "no free GPU"
 
 def _why_not(
     node: Node,
-    pods: list[Pod],
+    protected: str | None,
     arriving: list[str],
     schedulable: bool,
     gpus: int,
@@ -222,7 +225,6 @@ def _why_not(
         return _NOT_SCHEDULABLE
     if gpus <= 0:
         return "not a GPU node"
-    protected = protection(node, pods)
     if protected:
         return f"{protected}: it is never scaled down"
     if free <= 0:

@@ -98,16 +98,26 @@ def _gang_units(
     return units
 
 
+def _nominated(ctx: Context, pod: Pod) -> str | None:
+    """The node of a nomination that still holds room (it exists and is not being deleted). The scheduler
+    keeps a nomination only while the node is in its snapshot (defaultpreemption
+    PodEligibleToPreemptOthers looks the node up and preempts anew when it is gone), so a pod
+    nominated to a vanished node is an ordinary pending pod."""
+    node = ctx.nodes_by_name.get(pod.nominated_node) if pod.nominated_node else None
+    return node.name if node is not None and not node.deleting else None
+
+
 def _left_alone(ctx: Context, pod: Pod) -> PodOutcome | None:
     """The outcome of a pending pod the policy or the scheduler says not to plan for, else None."""
     policy = ctx.config.policy
     if policy.pod_priority_cutoff is not None and pod.priority < policy.pod_priority_cutoff:
         reason = f"priority {pod.priority} is below the cutoff {policy.pod_priority_cutoff}"
         return _skip(pod, reason, ReasonCode.BELOW_PRIORITY_CUTOFF)
-    if pod.nominated_node:
+    nominated = _nominated(ctx, pod)
+    if nominated:
         # The scheduler preempts victims on that node for this pod; room is on its way.
-        reason = f"nominated for {pod.nominated_node} by preemption: the scheduler is freeing room there"
-        group = ctx.group_of_node.get(pod.nominated_node)
+        reason = f"nominated for {nominated} by preemption: the scheduler is freeing room there"
+        group = ctx.group_of_node.get(nominated)
         name = group.name if group else None
         return PodOutcome(pod.key, Outcome.EXISTING, name, reason, ReasonCode.NOMINATED, pod.requests.gpus)
     if policy.new_pod_delay_seconds and not ctx.older_than(pod.created_at, policy.new_pod_delay_seconds):

@@ -85,6 +85,7 @@ class Context:
     busy_nodes: frozenset[str]  # nodes running a pod other than DaemonSet/mirror pods
     dims: tuple[str, ...]
     dim_index: dict[str, int]
+    nodes_by_name: dict[str, Node] = field(default_factory=dict)  # every registered node
     _requests: dict[Resources, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     _vectors: dict[Resources, tuple[int, ...]] = field(default_factory=dict)
 
@@ -159,7 +160,7 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
     for pod in snapshot.pods:
         if pod.node_name and not pod.is_terminal:
             pods_on_node[pod.node_name].append(pod)
-            if pod.keeps_node_busy(config.policy.pod_priority_cutoff):
+            if pod.keeps_node_busy(config.policy.pod_priority_cutoff, now):
                 busy.add(pod.node_name)
 
     groups = [
@@ -185,4 +186,5 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
         busy_nodes=frozenset(busy),
         dims=dims,
         dim_index={name: i for i, name in enumerate(dims)},
+        nodes_by_name={n.name: n for n in snapshot.nodes},
     )

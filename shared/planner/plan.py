@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from shared.config import ScalerConfig
-from shared.domain.model import Snapshot
-from shared.domain.plan import GroupDecision, NodeAction, Outcome, Plan, PodOutcome
+from shared.domain.model import AsgState, Snapshot
+from shared.domain.plan import GroupDecision, NodeAction, Outcome, Plan, PodOutcome, Termination
 from shared.domain.provisioning import RequestAnswer, RequestOutcome
+from shared.domain.safety import desired_after
 from shared.planner.attrition import marked_nodes, plan_attrition, without_marks
 from shared.planner.capacity import launch_clock_key, next_launch_clock
 from shared.planner.context import Context, GroupView, build_context
@@ -103,12 +104,21 @@ def _decide_group(
         )
     new_nodes = up.new_nodes.get(view.name, 0)
     extra = _headroom(ctx, view, up, new_nodes, max(0, view.max_size - current))
-    decrements = sum(1 for t in down.terminate if t.group == view.name and t.decrement)
+    leaving = [t for t in down.terminate if t.group == view.name]
+    decrements = sum(1 for t in leaving if t.decrement)
     desired = current + new_nodes + extra - decrements
     if view.in_backoff:
         # Launches are failing: stop asking for capacity that will not come.
         desired = min(desired, len(view.asg.live_instances) - decrements)
     desired = max(view.min_size, min(desired, max(view.max_size, view.min_size)))
+    # Report what the controller will set: never below the instances that run (safety.desired_to_set).
+    after = view.asg.after_terminations(frozenset(t.instance_id for t in leaving), decrements)
+    desired = desired_after(desired, after)
+    reason = _group_reason(
+        view, pods, new_nodes, extra, decrements, desired, requests, up.gangs_bought.get(view.name)
+    )
+    if desired > view.max_size:
+        reason = with_kept(reason, (_above_max(ctx, view, up, after, leaving),))
     return GroupDecision(
         name=view.name,
         asg_name=view.config.asg_name,
@@ -116,15 +126,29 @@ def _decide_group(
         desired=desired,
         min_size=view.min_size,
         max_size=view.max_size,
-        reason=with_kept(
-            _group_reason(
-                view, pods, new_nodes, extra, decrements, desired, requests, up.gangs_bought.get(view.name)
-            ),
-            down.reasons.get(view.name, ()),
-        ),
+        reason=with_kept(reason, down.reasons.get(view.name, ())),
         new_nodes=new_nodes + extra,
         enter_backoff=view.name in down.backoff_groups or view.capacity.launches_overdue is not None,
+        desired_units=after.units_for(desired) if after.units else None,
+        current_desired_units=view.asg.units.desired if view.asg.units else None,
     )
+
+
+def _above_max(
+    ctx: Context, view: GroupView, up: ScaleUpResult, after: AsgState, leaving: list[Termination]
+) -> str:
+    """Why desired stays above the group's max size: it never drops below the instances that run."""
+    gone = {t.node for t in leaving}
+    busy = sum(
+        1
+        for node in view.nodes
+        if node.name not in gone and (node.name in ctx.busy_nodes or node.name in up.busy_nodes)
+    )
+    reason = f"above max_size {view.max_size}: {busy} busy nodes kept"
+    others = len(after.live_instances) - busy
+    if others > 0:
+        reason += f", {others} idle or booting instance(s) until scale-down removes them"
+    return reason
 
 
 def _launch_clocks(ctx: Context, groups: tuple[GroupDecision, ...]) -> dict[str, datetime]:

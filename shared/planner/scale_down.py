@@ -10,7 +10,7 @@ from datetime import datetime
 
 from shared.domain.model import Node
 from shared.domain.plan import NodeAction, Termination
-from shared.domain.safety import protection
+from shared.domain.safety import protection, scale_in_protection
 from shared.planner.context import Context, GroupView
 
 
@@ -31,7 +31,8 @@ def is_idle(ctx: Context, node: Node) -> bool:
 
 
 def _protected(ctx: Context, node: Node) -> str | None:
-    return protection(node, ctx.pods_on_node.get(node.name, ()))
+    view = ctx.group_of_node.get(node.name)
+    return protection(node, ctx.pods_on_node.get(node.name, ()), view.asg if view else None)
 
 
 def _recent(ctx: Context, when: datetime | None, seconds: int) -> bool:
@@ -45,7 +46,7 @@ def _replacements(ctx: Context, view: GroupView, out: ScaleDownResult) -> None:
     for instance in view.unregistered:
         first_seen = stored.get(instance.instance_id, ctx.now)
         out.first_seen[instance.instance_id] = first_seen
-        if ctx.older_than(first_seen, deadline):
+        if ctx.older_than(first_seen, deadline) and not scale_in_protection(instance.instance_id, view.asg):
             out.terminate.append(
                 Termination(
                     None,

@@ -460,7 +460,13 @@ class FakeFleet(Faults):
         """Instances come up (what the ASG does after desired grew)."""
         with self._lock:
             asg = self.groups[asg_name]
-            new = tuple(AsgInstance(i, instance_type=instance_type) for i in instance_ids)
+            # A new instance takes the group's NewInstancesProtectedFromScaleIn, as in AWS.
+            new = tuple(
+                AsgInstance(
+                    i, instance_type=instance_type, protected_from_scale_in=asg.new_instances_protected
+                )
+                for i in instance_ids
+            )
             self.groups[asg_name] = replace(asg, instances=asg.instances + new)
 
     def desired(self, asg_name: str) -> int:

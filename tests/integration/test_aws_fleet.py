@@ -144,6 +144,21 @@ def test_describe_groups_reads_sizes_instances_and_tags(factory: RecordingFactor
     assert asg.availability_zones == (f"{REGION}a",)
 
 
+def test_describe_groups_reads_the_scale_in_protection_the_operator_set(factory: RecordingFactory) -> None:
+    # Given a group of two instances, one of which the operator protected from scale-in
+    create_group("gpu-a", desired=2)
+    autoscaling = SESSION.client("autoscaling", region_name=REGION)
+    first = sorted(i["InstanceId"] for i in read_group("gpu-a")["Instances"])[0]
+    autoscaling.set_instance_protection(
+        AutoScalingGroupName="gpu-a", InstanceIds=[first], ProtectedFromScaleIn=True
+    )
+    # When it is described
+    asg = fleet_with(factory).describe_groups(["gpu-a"])["gpu-a"]
+    # Then the instance's flag and the group's default are read (AWS: instance scale-in protection)
+    assert {i.instance_id for i in asg.instances if i.protected_from_scale_in} == {first}
+    assert asg.new_instances_protected is False
+
+
 def test_describe_groups_asks_for_at_most_100_names_per_call(factory: RecordingFactory) -> None:
     # Given 105 groups
     names = [f"gpu-{i:03d}" for i in range(105)]

@@ -103,7 +103,7 @@ def clusters(draw: st.DrawFn, pinned: bool = False) -> Snapshot:
 
 
 def busy_nodes(snap: Snapshot) -> set[str]:
-    return {p.node_name for p in snap.pods if p.node_name and p.keeps_node_busy(-10)}
+    return {p.node_name for p in snap.pods if p.node_name and p.keeps_node_busy(-10, NOW)}
 
 
 def apply(snap: Snapshot, result: Plan, config: ScalerConfig) -> Snapshot:

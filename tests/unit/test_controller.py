@@ -346,10 +346,10 @@ def test_only_pods_at_or_above_the_priority_cutoff_block_a_cordon_or_termination
 
     # When the blockers are asked / Then only a pod that keeps the node busy blocks
     expected = "it now runs research/low" if busy else None
-    assert termination_blocker(termination, -10, fresh, pods) == expected
-    assert cordon_blocker(-10, replace(fresh, unschedulable=False), pods) == expected
+    assert termination_blocker(termination, -10, NOW, None, fresh, pods) == expected
+    assert cordon_blocker(-10, NOW, None, replace(fresh, unschedulable=False), pods) == expected
     # And without a cutoff every live pod keeps the node busy
-    assert termination_blocker(termination, None, fresh, pods) == "it now runs research/low"
+    assert termination_blocker(termination, None, NOW, None, fresh, pods) == "it now runs research/low"
 
 
 def test_lease_held_by_another_run_skips_without_reading() -> None:

@@ -111,7 +111,7 @@ def test_invalid_request_does_nothing() -> None:
 def test_nodes_are_chosen_idle_first_then_least_busy_then_newest() -> None:
     w = fleet_world()
     group = asg_from_json(asg(A100, desired=4, instances=["i-1", "i-2", "i-3", "i-4"]))
-    candidates = candidates_of(group, w.cluster.list_nodes(), w.cluster.list_pods(), -10)
+    candidates = candidates_of(group, w.cluster.list_nodes(), w.cluster.list_pods(), -10, now=NOW)
     assert [c.name for c in rank(candidates)] == ["idle-new", "idle-old", "busy-1", "busy-2"]
     request = ForceScaleDownRequest(group="a100", target=1)
     assert [c.name for c in choose(request, group, candidates).chosen] == ["idle-new", "idle-old", "busy-1"]
@@ -119,7 +119,7 @@ def test_nodes_are_chosen_idle_first_then_least_busy_then_newest() -> None:
 
 def test_instances_that_never_registered_are_chosen_first() -> None:
     group = asg_from_json(asg(A100, desired=2, instances=["i-1", "i-booting"]))
-    candidates = candidates_of(group, [node_from_json(node("n1", "i-1"))], [], -10)
+    candidates = candidates_of(group, [node_from_json(node("n1", "i-1"))], [], -10, now=NOW)
     chosen = choose(ForceScaleDownRequest(group="a100", target=1), group, candidates).chosen
     assert [c.instance.instance_id for c in chosen] == ["i-booting"]
 
@@ -128,7 +128,7 @@ def test_fewer_gpus_breaks_a_tie_in_pod_count() -> None:
     group = asg_from_json(asg(A100, desired=2, instances=["i-1", "i-2"]))
     nodes = [node_from_json(node("big", "i-1")), node_from_json(node("small", "i-2"))]
     pods = [pod_from_json(pod("x", gpus=8, node="big")), pod_from_json(pod("y", gpus=1, node="small"))]
-    assert [c.name for c in rank(candidates_of(group, nodes, pods, -10))] == ["small", "big"]
+    assert [c.name for c in rank(candidates_of(group, nodes, pods, -10, now=NOW))] == ["small", "big"]
 
 
 def test_target_never_goes_below_min_size_and_says_what_was_refused() -> None:
@@ -346,14 +346,16 @@ def big_group(instances: int, *, max_size: int = 5_000) -> AsgState:
 def test_target_above_the_groups_max_size_is_refused_by_the_choice() -> None:
     group = big_group(2, max_size=4)
     with pytest.raises(InvalidRequestError, match="above the max size 4") as caught:
-        choose(ForceScaleDownRequest(group="a100", target=5), group, candidates_of(group, [], [], None))
+        choose(
+            ForceScaleDownRequest(group="a100", target=5), group, candidates_of(group, [], [], None, now=NOW)
+        )
     assert caught.value.fields == ("target",)
 
 
 def test_a_target_drains_at_most_the_bound_with_the_drain_in_progress() -> None:
     # Given a group of 1,200 instances of which 300 are draining already
     group = big_group(1_200)
-    candidates = candidates_of(group, [], [], None)
+    candidates = candidates_of(group, [], [], None, now=NOW)
     draining = frozenset(c.name for c in candidates[:300])
     # When a target of 0 is chosen for
     choice = choose(ForceScaleDownRequest(group="a100", target=0), group, candidates, draining=draining)
@@ -367,7 +369,7 @@ def test_named_nodes_beyond_the_bound_with_the_drain_in_progress_are_refused() -
     request = ForceScaleDownRequest(group="a100", nodes=tuple(f"n{i}" for i in range(600)))
     draining = frozenset(f"d{i}" for i in range(500))
     with pytest.raises(InvalidRequestError, match="1100 nodes would drain") as caught:
-        choose(request, group, candidates_of(group, [], [], None), draining=draining)
+        choose(request, group, candidates_of(group, [], [], None, now=NOW), draining=draining)
     assert caught.value.fields == ("nodes",)
 
 

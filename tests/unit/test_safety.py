@@ -74,8 +74,8 @@ def test_mirror_and_daemonset_pods_never_make_a_node_busy() -> None:
         pod_from_json(pod("plugin", gpus=0, node="n1", owner_kind="DaemonSet")),
         pod_from_json(pod("low", node="n1", priority=-100)),
     ]
-    assert busy_pods(pods, -10) == []
-    assert [p.name for p in busy_pods(pods, None)] == ["low"]
+    assert busy_pods(pods, -10, NOW) == []
+    assert [p.name for p in busy_pods(pods, None, NOW)] == ["low"]
 
 
 def test_protection_is_the_same_for_the_planner_the_revalidation_and_the_forced_choice() -> None:
@@ -94,10 +94,13 @@ def test_protection_is_the_same_for_the_planner_the_revalidation_and_the_forced_
     )
     n1 = node_from_json(node("n1", "i-1"))
     # Then the rule and the forced scale-down's candidates say the same
-    assert protection(n1, [guarded]) == "runs a pod annotated karpenter.sh/do-not-disrupt"
-    assert protection(disabled, []) == "scale-down disabled by annotation"
+    assert protection(n1, [guarded], None) == "runs a pod annotated karpenter.sh/do-not-disrupt"
+    assert protection(disabled, [], None) == "scale-down disabled by annotation"
     group = asg("research-a100", desired=2, instances=["i-1", "i-2"])
     from shared.formats.aws import asg_from_json
 
-    candidates = candidates_of(asg_from_json(group), [n1, disabled], [guarded], -10)
-    assert [c.protection for c in candidates] == [protection(n1, [guarded]), protection(disabled, [])]
+    candidates = candidates_of(asg_from_json(group), [n1, disabled], [guarded], -10, now=NOW)
+    assert [c.protection for c in candidates] == [
+        protection(n1, [guarded], None),
+        protection(disabled, [], None),
+    ]

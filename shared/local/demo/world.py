@@ -387,12 +387,12 @@ class World:
         busy = [
             f"{p['metadata']['namespace']}/{p['metadata']['name']}"
             for p in self._pods_on(name)
-            if _counts_for_busy(p)
+            if _counts_for_busy(p, now)
         ]
         instance.busy_at_termination = tuple(busy)
         for pod in self._pods_on(name):
             meta = pod["metadata"]
-            if _counts_for_busy(pod):
+            if _counts_for_busy(pod, now):
                 self._fail_lost_pod(meta["namespace"], meta["name"], now)
             else:
                 self._kube.delete_pod(meta["namespace"], meta["name"])  # DaemonSet pods go with the node
@@ -686,9 +686,9 @@ def _scheduler(
     return scheduler
 
 
-def _counts_for_busy(pod: Json) -> bool:
+def _counts_for_busy(pod: Json, now: datetime) -> bool:
     """A pod that keeps its node busy, by the scaler's own rule (no priority cutoff: any job lost counts)."""
-    return pod_from_json(copy.deepcopy(pod)).keeps_node_busy(None)
+    return pod_from_json(copy.deepcopy(pod)).keeps_node_busy(None, now)
 
 
 def _bind(node_name: str, now: datetime) -> Callable[[Json], None]:
