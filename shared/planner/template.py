@@ -3,12 +3,16 @@ cluster-autoscaler's template NodeInfo (simulator/node_info_utils.go: a real nod
 sanitized, plus its DaemonSet pods; cloudprovider/aws/aws_manager.go buildNodeFromTemplate for
 groups with no node yet).
 
-- allocatable: the config's `allocatable` when given; else the smallest of what the group's
-  registered nodes advertise (Ready, past their startup taints, GPUs advertised if they should have
-  any: `gpu_not_advertised`); else the instance type's capacity minus the kubelet reservation
-  of the EKS-optimized AMI (shared.planner.eks), or minus the config's explicit `node_reservation`;
-- labels: well-known labels, the labels every registered node of the group shares, cluster-
-  autoscaler's `k8s.io/cluster-autoscaler/node-template/label/*` ASG tags, the config's labels;
+- allocatable, per resource: the config's `allocatable` for what it names; else the smallest of what
+  the group's registered nodes advertise (Ready, past their startup taints, GPUs advertised if they
+  should have any: `gpu_not_advertised`), extended resources included; else cluster-autoscaler's
+  `node-template/resources/*` ASG tags; else the instance type (GPUs, Neuron, EFA where the EFA device
+  plugin runs, NVMe instance store where the AMI mounts it) minus the kubelet reservation of the
+  EKS-optimized AMI (shared.planner.eks), or minus the config's explicit `node_reservation`;
+- labels: well-known labels (buildGenericLabels: kubernetes.io/arch of the instance type, os,
+  instance type, region, zone), the labels every registered node of the group shares, cluster-
+  autoscaler's `k8s.io/cluster-autoscaler/node-template/label/*` ASG tags, the config's labels. No
+  accelerator label is invented: neither the EKS AMI nor buildGenericLabels sets one;
 - taints: the config's, the `node-template/taint/*` tags', those every registered node shares,
   minus startup taints (they go away once the node's agents are up);
 - DaemonSet pods whose selector, affinity and tolerations admit the node take their share first.
