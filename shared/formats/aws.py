@@ -241,6 +241,9 @@ GPU_RESOURCE_BY_MANUFACTURER = {
 # plugin": aws.amazon.com/neuron allocates devices, aws.amazon.com/neuroncore single cores).
 NEURON_RESOURCE = "aws.amazon.com/neuron"
 NEURONCORE_RESOURCE = "aws.amazon.com/neuroncore"
+# NeuronInfo.NeuronDevices[].CoreInfo.Version from which physical cores pair into logical ones by default.
+_FIRST_LOGICAL_CORE_VERSION = 3
+_DEFAULT_LOGICAL_CORE_SIZE = 2
 # The kubelet's own default when the instance type says nothing about its network interfaces.
 DEFAULT_MAX_PODS = 110
 # ProcessorInfo.SupportedArchitectures as the kubernetes.io/arch label spells them, in order of
@@ -315,15 +318,22 @@ def instance_type_from_json(obj: Mapping[str, Any]) -> InstanceTypeInfo:
 
 
 def neuron_resources(neuron_info: Mapping[str, Any]) -> dict[str, int]:
-    """Neuron devices and their cores (NeuronDevices[].Count x CoreInfo.Count) as the device plugin
-    names them; empty without Neuron devices. Cores are EC2's physical count: a node whose launch
-    template sets a logical core size of 2 (trn2's default) advertises half, which its registered
-    nodes, the node-template tags or the config then say."""
+    """Neuron devices and their cores as the device plugin names them; empty without Neuron devices.
+
+    Cores are NeuronDevices[].Count x CoreInfo.Count, at the default logical core size: NeuronCore-v3
+    and later (Trainium2: 8 physical cores a device) group two physical cores into one logical core
+    unless the node sets NEURON_LOGICAL_NC_CONFIG=1 (Neuron docs, "Logical NeuronCore
+    configuration"), and the device plugin advertises logical cores. A group whose nodes run LNC=1 says
+    so through its registered nodes, a node-template tag or its config, which all win over this."""
     devices = cores = 0
     for device in neuron_info.get("NeuronDevices") or ():
         count = int(device.get("Count") or 0)
+        core_info = device.get("CoreInfo") or {}
+        per_device = int(core_info.get("Count") or 0)
+        if int(core_info.get("Version") or 0) >= _FIRST_LOGICAL_CORE_VERSION:
+            per_device //= _DEFAULT_LOGICAL_CORE_SIZE
         devices += count
-        cores += count * int((device.get("CoreInfo") or {}).get("Count") or 0)
+        cores += count * per_device
     found = {NEURON_RESOURCE: devices} if devices else {}
     if cores:
         found[NEURONCORE_RESOURCE] = cores

@@ -25,7 +25,7 @@ import pytest
 from shared.config import parse_config
 from shared.domain.model import InstanceType, Snapshot
 from shared.domain.plan import Plan
-from shared.formats.aws import instance_types_from_describe
+from shared.formats.aws import instance_types_from_describe, neuron_resources
 from shared.formats.kubernetes import daemonset_from_json
 from shared.planner import plan
 from shared.planner.eks import instance_store_capacity
@@ -146,6 +146,23 @@ def test_describe_instance_types_gives_architecture_accelerators_efa_and_nvme() 
     # NeuronDevices[].Count devices of CoreInfo.Count cores each, as the Neuron device plugin names them
     trn1 = TYPES["trn1.32xlarge"].capacity
     assert (trn1.get("aws.amazon.com/neuron"), trn1.get("aws.amazon.com/neuroncore")) == (16, 32)
+
+
+def test_trainium2_cores_are_counted_at_the_default_logical_core_size() -> None:
+    # Given trn2.48xlarge's NeuronInfo as EC2 reports it: 16 devices of 8 NeuronCore-v3 each
+    neuron_info = {
+        "NeuronDevices": [
+            {
+                "Count": 16,
+                "Name": "Trainium2",
+                "CoreInfo": {"Count": 8, "Version": 3},
+                "MemoryInfo": {"SizeInMiB": 524288},
+            }
+        ],
+        "TotalNeuronDeviceMemoryInMiB": 8388608,
+    }
+    # When / Then the device plugin's 64 logical cores (LNC=2, Trainium2's default), not 128 physical
+    assert neuron_resources(neuron_info) == {"aws.amazon.com/neuron": 16, "aws.amazon.com/neuroncore": 64}
 
 
 def test_a_malformed_instance_type_entry_is_named_and_the_others_kept() -> None:
