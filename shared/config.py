@@ -64,6 +64,11 @@ class NodeGroupConfig(_Model):
     # the group launches into, as its launch template targets them; the group's own
     # CapacityReservationSpecification target ids are read from the ASG and need no entry here.
     capacity_reservation_ids: tuple[Annotated[str, Field(pattern=r"^cr-[0-9a-f]{8,17}$")], ...] = ()
+    # Where the nodes' AMI puts the kubelet on the NVMe instance store, as the launch template's user
+    # data says: nodeadm's NodeConfig spec.instance.localStorage.strategy (AL2023) or bootstrap.sh
+    # --local-disks (AL2). RAID0 / RAID10: the instance store is the nodes' ephemeral storage; Mount or
+    # unset: it is not, and ephemeral storage is what a registered node shows (else not limiting).
+    local_storage: Literal["RAID0", "RAID10", "Mount"] | None = None
 
     _validate_allocatable = field_validator("allocatable")(_validate_quantities)
 

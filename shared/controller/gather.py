@@ -123,10 +123,11 @@ def gather(
 
 
 def _instance_types(config: ScalerConfig, fleet: Fleet) -> dict[str, InstanceType]:
-    """EC2's data on the instance types of groups whose allocatable the config does not give."""
+    """EC2's data on the groups' instance types: the architecture, accelerators, EFA and instance store
+    of their nodes, and the shape where the config gives no allocatable."""
     by_region: dict[str, set[str]] = {}
     for group in config.node_groups:
-        if group.shape is None and group.instance_type:
+        if group.instance_type:
             by_region.setdefault(config.region_of(group), set()).add(group.instance_type)
     found: dict[str, InstanceType] = {}
     for region, types in sorted(by_region.items()):

@@ -463,6 +463,7 @@ class DaemonSet:
     namespace: str
     name: str
     pod: Pod  # the pod template, parsed like a pod (requests, scheduling, constraints)
+    images: tuple[str, ...] = ()  # its containers' images: which device plugin it is
 
     @property
     def key(self) -> str:
@@ -476,6 +477,10 @@ class InstanceType:
     name: str
     capacity: Resources  # cpu (millicores), memory (bytes), pods (ENI formula), accelerators
     architecture: str = "amd64"  # as the kubernetes.io/arch label spells it
+    # What a node has only when software on it makes it so: EFA interfaces (advertised by the EFA
+    # device plugin) and NVMe instance store (ephemeral storage only where the AMI mounts it).
+    efa_interfaces: int = 0  # NetworkInfo.EfaInfo.MaximumEfaInterfaces; 0 without EFA
+    nvme_instance_store_gb: int = 0  # InstanceStorageInfo.TotalSizeInGB of NVMe instance store
 
 
 @dataclass(frozen=True, slots=True)

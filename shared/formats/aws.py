@@ -1,16 +1,24 @@
 """AWS CLI / API JSON to domain objects: `aws autoscaling describe-auto-scaling-groups`,
-`aws ec2 describe-subnets`, `aws ec2 describe-capacity-reservations` (boto3 gives the same shapes,
-with datetimes where the CLI prints ISO 8601 strings)."""
+`aws ec2 describe-subnets`, `aws ec2 describe-capacity-reservations`, `aws ec2 describe-instance-types`
+(boto3 gives the same shapes, with datetimes where the CLI prints ISO 8601 strings)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from shared.domain.errors import InputError
-from shared.domain.model import AsgInstance, AsgState, CapacityReservation, CapacityUnits, nodes_for_units
+from shared.domain.model import (
+    AsgInstance,
+    AsgState,
+    CapacityReservation,
+    CapacityUnits,
+    InstanceType,
+    nodes_for_units,
+)
+from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
 
 # DesiredCapacityType values that count each instance by its size, not by one (attribute-based
 # instance type selection); "units" counts WeightedCapacity (1 per instance without weights).
@@ -221,3 +229,175 @@ def _time(value: object) -> datetime | None:
         return None
     when = value if isinstance(value, datetime) else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
+# DescribeInstanceTypes
+
+# The Kubernetes extended resource each GPU vendor's device plugin advertises.
+GPU_RESOURCE_BY_MANUFACTURER = {
+    "NVIDIA": GPU,
+    "AMD": "amd.com/gpu",
+    "Habana": "habana.ai/gaudi",
+}
+# The AWS Neuron device plugin registers whole devices and their cores (Neuron docs, "Neuron device
+# plugin": aws.amazon.com/neuron allocates devices, aws.amazon.com/neuroncore single cores).
+NEURON_RESOURCE = "aws.amazon.com/neuron"
+NEURONCORE_RESOURCE = "aws.amazon.com/neuroncore"
+# NeuronInfo.NeuronDevices[].CoreInfo.Version from which physical cores pair into logical ones by default.
+_FIRST_LOGICAL_CORE_VERSION = 3
+_DEFAULT_LOGICAL_CORE_SIZE = 2
+# The kubelet's own default when the instance type says nothing about its network interfaces.
+DEFAULT_MAX_PODS = 110
+# ProcessorInfo.SupportedArchitectures as the kubernetes.io/arch label spells them, in order of
+# preference: x86 types list both i386 and x86_64, and their nodes run amd64.
+ARCHITECTURE_BY_EC2_NAME = {
+    "x86_64": "amd64",
+    "arm64": "arm64",
+    "x86_64_mac": "amd64",
+    "arm64_mac": "arm64",
+    "i386": "386",
+}
+DEFAULT_ARCHITECTURE = "amd64"
+# InstanceStorageInfo.NvmeSupport values of instance store that shows up as NVMe devices: the only
+# kind the EKS AMI's setup-local-disks assembles (it lists "Amazon EC2 NVMe Instance Storage").
+_NVME_INSTANCE_STORE = frozenset({"required", "supported"})
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceTypeInfo:
+    """What the scaler reads of one DescribeInstanceTypes entry."""
+
+    instance_type: str
+    vcpus: int
+    memory_mib: int
+    accelerators: Mapping[str, int]  # extended resource name -> count
+    gpu_model: str  # "A100", "" without GPUs
+    max_pods: int
+    architecture: str = DEFAULT_ARCHITECTURE  # kubernetes.io/arch spelling
+    efa_interfaces: int = 0  # NetworkInfo.EfaInfo.MaximumEfaInterfaces (EfaSupported)
+    nvme_instance_store_gb: int = 0  # InstanceStorageInfo.TotalSizeInGB when it is NVMe
+
+    def capacity(self) -> Resources:
+        """Capacity of one node before any reservation."""
+        amounts = {CPU: self.vcpus * 1000, MEMORY: self.memory_mib * 2**20, PODS: self.max_pods}
+        amounts.update(self.accelerators)
+        return Resources.of(amounts)
+
+    def to_domain(self) -> InstanceType:
+        """The domain's view: raw capacity, architecture, EFA and NVMe instance store."""
+        return InstanceType(
+            name=self.instance_type,
+            capacity=self.capacity(),
+            architecture=self.architecture,
+            efa_interfaces=self.efa_interfaces,
+            nvme_instance_store_gb=self.nvme_instance_store_gb,
+        )
+
+
+def instance_type_from_json(obj: Mapping[str, Any]) -> InstanceTypeInfo:
+    """One InstanceTypes element of DescribeInstanceTypes."""
+    accelerators: dict[str, int] = {}
+    models: list[str] = []
+    for gpu in (obj.get("GpuInfo") or {}).get("Gpus") or ():
+        manufacturer = str(gpu.get("Manufacturer") or "")
+        name = GPU_RESOURCE_BY_MANUFACTURER.get(manufacturer, f"{manufacturer.lower() or 'unknown'}.com/gpu")
+        accelerators[name] = accelerators.get(name, 0) + int(gpu.get("Count") or 0)
+        if gpu.get("Name"):
+            models.append(str(gpu["Name"]))
+    accelerators.update(neuron_resources(obj.get("NeuronInfo") or {}))
+    network = obj.get("NetworkInfo") or {}
+    return InstanceTypeInfo(
+        instance_type=str(obj["InstanceType"]),
+        vcpus=int(obj["VCpuInfo"]["DefaultVCpus"]),
+        memory_mib=int(obj["MemoryInfo"]["SizeInMiB"]),
+        accelerators=accelerators,
+        gpu_model="/".join(dict.fromkeys(models)),
+        max_pods=max_pods(network),
+        architecture=architecture(obj.get("ProcessorInfo") or {}),
+        efa_interfaces=efa_interfaces(network),
+        nvme_instance_store_gb=nvme_instance_store_gb(obj.get("InstanceStorageInfo") or {}),
+    )
+
+
+def neuron_resources(neuron_info: Mapping[str, Any]) -> dict[str, int]:
+    """Neuron devices and their cores as the device plugin names them; empty without Neuron devices.
+
+    Cores are NeuronDevices[].Count x CoreInfo.Count, at the default logical core size: NeuronCore-v3
+    and later (Trainium2: 8 physical cores a device) group two physical cores into one logical core
+    unless the node sets NEURON_LOGICAL_NC_CONFIG=1 (Neuron docs, "Logical NeuronCore
+    configuration"), and the device plugin advertises logical cores. A group whose nodes run LNC=1 says
+    so through its registered nodes, a node-template tag or its config, which all win over this."""
+    devices = cores = 0
+    for device in neuron_info.get("NeuronDevices") or ():
+        count = int(device.get("Count") or 0)
+        core_info = device.get("CoreInfo") or {}
+        per_device = int(core_info.get("Count") or 0)
+        if int(core_info.get("Version") or 0) >= _FIRST_LOGICAL_CORE_VERSION:
+            per_device //= _DEFAULT_LOGICAL_CORE_SIZE
+        devices += count
+        cores += count * per_device
+    found = {NEURON_RESOURCE: devices} if devices else {}
+    if cores:
+        found[NEURONCORE_RESOURCE] = cores
+    return found
+
+
+def efa_interfaces(network_info: Mapping[str, Any]) -> int:
+    """How many EFA interfaces the type can attach (NetworkInfo.EfaInfo.MaximumEfaInterfaces); 0 when
+    EfaSupported is false. What the EFA device plugin advertises as vpc.amazonaws.com/efa."""
+    if not network_info.get("EfaSupported"):
+        return 0
+    return int((network_info.get("EfaInfo") or {}).get("MaximumEfaInterfaces") or 0)
+
+
+def nvme_instance_store_gb(storage_info: Mapping[str, Any]) -> int:
+    """InstanceStorageInfo.TotalSizeInGB (decimal GB) when the instance store is NVMe, else 0."""
+    if str(storage_info.get("NvmeSupport") or "") not in _NVME_INSTANCE_STORE:
+        return 0
+    return int(storage_info.get("TotalSizeInGB") or 0)
+
+
+def architecture(processor_info: Mapping[str, Any]) -> str:
+    """The kubernetes.io/arch of a type's nodes from ProcessorInfo (amd64 when EC2 says nothing known)."""
+    supported = {str(a) for a in processor_info.get("SupportedArchitectures") or ()}
+    for ec2_name, kubernetes_name in ARCHITECTURE_BY_EC2_NAME.items():
+        if ec2_name in supported:
+            return kubernetes_name
+    return DEFAULT_ARCHITECTURE
+
+
+def max_pods(network_info: Mapping[str, Any]) -> int:
+    """The EKS VPC CNI's pod limit: ENIs x (IPv4 addresses per ENI - 1) + 2 (as in eni-max-pods.txt).
+
+    Only the default network card's interfaces count: the others carry EFA traffic, not pods.
+    """
+    per_interface = int(network_info.get("Ipv4AddressesPerInterface") or 0)
+    interfaces = int(network_info.get("MaximumNetworkInterfaces") or 0)
+    default_card = int(network_info.get("DefaultNetworkCardIndex") or 0)
+    for card in network_info.get("NetworkCards") or ():
+        if int(card.get("NetworkCardIndex") or 0) == default_card:
+            interfaces = int(card.get("MaximumNetworkInterfaces") or interfaces)
+            break
+    if not per_interface or not interfaces:
+        return DEFAULT_MAX_PODS
+    return interfaces * (per_interface - 1) + 2
+
+
+def instance_types_from_describe(
+    document: object, source: str = "instance-types"
+) -> tuple[dict[str, InstanceType], tuple[str, ...]]:
+    """DescribeInstanceTypes output to instance types by name, and one reason per malformed entry
+    (which is left out; the others are kept). InputError when the document is not that output."""
+    if not isinstance(document, Mapping) or not isinstance(document.get("InstanceTypes"), list):
+        raise InputError(f"{source}: expected the output of describe-instance-types (InstanceTypes)")
+    found: dict[str, InstanceType] = {}
+    problems: list[str] = []
+    for index, item in enumerate(document["InstanceTypes"]):
+        try:
+            parsed = instance_type_from_json(item).to_domain()
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            problems.append(f"{source}: InstanceTypes[{index}]: malformed entry, left out: {detail}")
+            continue
+        found.setdefault(parsed.name, parsed)
+    return found, tuple(problems)

@@ -636,7 +636,9 @@ def daemonset_from_json(obj: Mapping[str, Any]) -> DaemonSet:
             "status": {"phase": "Pending"},
         }
     )
-    return DaemonSet(namespace=namespace, name=name, pod=pod)
+    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    images = tuple(str(c["image"]) for c in containers if isinstance(c, Mapping) and c.get("image"))
+    return DaemonSet(namespace=namespace, name=name, pod=pod, images=images)
 
 
 _LEGACY_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"

@@ -14,10 +14,11 @@ from typing import Any
 
 from shared.config import ScalerConfig, load_config
 from shared.domain.errors import ConfigError, InputError
-from shared.domain.model import AsgState, ScalerState, Snapshot
+from shared.domain.model import AsgState, InstanceType, ScalerState, Snapshot
 from shared.formats.aws import (
     asgs_from_describe,
     capacity_reservations_from_describe,
+    instance_types_from_describe,
     reservation_ids_of,
     with_reservations,
 )
@@ -128,6 +129,16 @@ def _asgs(args: argparse.Namespace, config: ScalerConfig) -> dict[str, AsgState]
     return with_reservations(groups, described, configured)
 
 
+def _instance_types(args: argparse.Namespace) -> dict[str, InstanceType]:
+    """The instance types of --instance-types; a malformed entry is named and left out."""
+    if not args.instance_types:
+        return {}
+    found, problems = instance_types_from_describe(_read_json(args.instance_types), args.instance_types)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return found
+
+
 def run_plan(args: argparse.Namespace) -> int:
     """`backlog-scaler plan`: read dumps, plan, print."""
     # One short process whose objects all live until it exits: the cyclic collector would only
@@ -137,6 +148,7 @@ def run_plan(args: argparse.Namespace) -> int:
     snapshot = Snapshot(
         **_snapshot_inputs(args),
         asgs=_asgs(args, config),
+        instance_types=_instance_types(args),
         state=state_from_json(_read_json(args.state), args.state) if args.state else ScalerState(),
     )
     now = _parse_now(args.now)
@@ -188,6 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="aws ec2 describe-capacity-reservations: the ODCRs and Capacity Blocks the groups launch "
         "into (named by their CapacityReservationTarget or node_groups[].capacity_reservation_ids)",
+    )
+    p.add_argument(
+        "--instance-types",
+        metavar="FILE",
+        help="aws ec2 describe-instance-types --instance-types <the groups' types>: architecture, GPUs, "
+        "Neuron, EFA and instance store of the nodes (as the reconcile reads them from EC2)",
     )
     p.add_argument("--config", required=True, help="scaler config (YAML or JSON)")
     p.add_argument("--state", help="stored state: idle-since per node, backoff per group (JSON)")

@@ -7,9 +7,10 @@ to size nodes that do not exist yet, so they must match what the AMI writes into
 
 from __future__ import annotations
 
-from shared.domain.resources import CPU, MEMORY, PODS, Resources
+from shared.domain.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources
 
 MIB = 2**20
+GIB = 2**30
 # The kubelet's own default when nothing sets maxPods.
 KUBELET_DEFAULT_MAX_PODS = 110
 
@@ -30,6 +31,21 @@ _MEMORY_BASE_MIB = 255
 _MEMORY_PER_POD_MIB = 11
 # evictionHard memory.available (bootstrap.sh and nodeadm's defaultKubeletSubConfig).
 _EVICTION_HARD_MEMORY_MIB = 100
+# kubeReserved ephemeral-storage (bootstrap.sh; nodeadm withDefaultReservedResources) and evictionHard
+# nodefs.available, a share of the filesystem (both AMIs' kubelet config: "10%").
+_RESERVED_EPHEMERAL_GIB = 1
+_EVICTION_HARD_NODEFS_PERCENT = 10
+
+# Where the AMI puts the kubelet on the NVMe instance store: nodeadm's NodeConfig
+# spec.instance.localStorage.strategy (AL2023; bootstrap.sh --local-disks on AL2). RAID0 stripes every
+# NVMe instance store disk into one array and bind-mounts /var/lib/kubelet, /var/lib/containerd and
+# /var/log/pods onto it; RAID10 mirrors them (half the bytes). "Mount" mounts each disk on its own
+# under /mnt/k8s-disks and leaves the kubelet on the root volume: the instance store is not ephemeral
+# storage then. Without a strategy the AMI leaves the disks alone.
+LOCAL_STORAGE_SHARE = {"RAID0": (1, 1), "RAID10": (1, 2)}
+# TotalSizeInGB counts raw decimal gigabytes; the filesystem keeps some for itself (xfs metadata and
+# log, about 1-2 %). A conservative 95 % of the raw bytes is what the kubelet is sure to see.
+_FILESYSTEM_PERCENT = 95
 
 
 def eks_cpu_millicores_to_reserve(cpu_millicores: int) -> int:
@@ -52,13 +68,20 @@ def eks_allocatable(capacity: Resources) -> Resources:
 
     cpu minus the tiered kubeReserved, memory minus kubeReserved (255Mi + 11Mi x max pods) and the
     100Mi eviction threshold, pods = max pods (the kubelet's 110 when the capacity names none);
-    other resources (GPUs, other accelerators) unchanged; nothing below zero. The AMI's 1Gi
-    ephemeral-storage reservation is not modelled: instance types carry no ephemeral storage here.
+    ephemeral-storage (when the capacity has any: the instance store the AMI mounts) minus the 1Gi
+    kubeReserved and the 10 % nodefs eviction threshold; other resources (GPUs, other accelerators)
+    unchanged; nothing below zero.
     """
     max_pods = capacity.get(PODS) or KUBELET_DEFAULT_MAX_PODS
     reserved_memory = (eks_memory_mebibytes_to_reserve(max_pods) + _EVICTION_HARD_MEMORY_MIB) * MIB
+    storage = capacity.get(EPHEMERAL_STORAGE)
+    reserved_storage = _RESERVED_EPHEMERAL_GIB * GIB + storage * _EVICTION_HARD_NODEFS_PERCENT // 100
     reservation = Resources.of(
-        {CPU: eks_cpu_millicores_to_reserve(capacity.get(CPU)), MEMORY: reserved_memory}
+        {
+            CPU: eks_cpu_millicores_to_reserve(capacity.get(CPU)),
+            MEMORY: reserved_memory,
+            EPHEMERAL_STORAGE: reserved_storage if storage else 0,
+        }
     )
     return reserved_allocatable(capacity + Resources.of({PODS: max_pods - capacity.get(PODS)}), reservation)
 
@@ -71,3 +94,14 @@ def reserved_allocatable(capacity: Resources, reservation: Resources) -> Resourc
 def node_allocatable(capacity: Resources, reservation: Resources | None) -> Resources:
     """The allocatable the planner assumes: the explicit reservation when configured, else the EKS AMI's."""
     return eks_allocatable(capacity) if reservation is None else reserved_allocatable(capacity, reservation)
+
+
+def instance_store_capacity(nvme_instance_store_gb: int, strategy: str | None) -> int:
+    """Ephemeral-storage capacity (bytes) of a node whose AMI puts the kubelet on its NVMe instance
+    store with this strategy; 0 when it does not (no strategy, "Mount", or no NVMe instance store)."""
+    share = LOCAL_STORAGE_SHARE.get(strategy or "")
+    if share is None or nvme_instance_store_gb <= 0:
+        return 0
+    numerator, denominator = share
+    raw = nvme_instance_store_gb * 10**9 * numerator // denominator
+    return raw * _FILESYSTEM_PERCENT // 100

@@ -3,12 +3,16 @@ cluster-autoscaler's template NodeInfo (simulator/node_info_utils.go: a real nod
 sanitized, plus its DaemonSet pods; cloudprovider/aws/aws_manager.go buildNodeFromTemplate for
 groups with no node yet).
 
-- allocatable: the config's `allocatable` when given; else the smallest of what the group's
-  registered nodes advertise (Ready, past their startup taints, GPUs advertised if they should have
-  any: `gpu_not_advertised`); else the instance type's capacity minus the kubelet reservation
-  of the EKS-optimized AMI (shared.planner.eks), or minus the config's explicit `node_reservation`;
-- labels: well-known labels, the labels every registered node of the group shares, cluster-
-  autoscaler's `k8s.io/cluster-autoscaler/node-template/label/*` ASG tags, the config's labels;
+- allocatable, per resource: the config's `allocatable` for what it names; else the smallest of what
+  the group's registered nodes advertise (Ready, past their startup taints, GPUs advertised if they
+  should have any: `gpu_not_advertised`), extended resources included; else cluster-autoscaler's
+  `node-template/resources/*` ASG tags; else the instance type (GPUs, Neuron, EFA where the EFA device
+  plugin runs, NVMe instance store where the AMI mounts it) minus the kubelet reservation of the
+  EKS-optimized AMI (shared.planner.eks), or minus the config's explicit `node_reservation`;
+- labels: well-known labels (buildGenericLabels: kubernetes.io/arch of the instance type, os,
+  instance type, region, zone), the labels every registered node of the group shares, cluster-
+  autoscaler's `k8s.io/cluster-autoscaler/node-template/label/*` ASG tags, the config's labels. No
+  accelerator label is invented: neither the EKS AMI nor buildGenericLabels sets one;
 - taints: the config's, the `node-template/taint/*` tags', those every registered node shares,
   minus startup taints (they go away once the node's agents are up);
 - DaemonSet pods whose selector, affinity and tolerations admit the node take their share first.
@@ -24,7 +28,7 @@ from shared.domain.constraints import HOSTNAME, REGION, ZONE
 from shared.domain.model import AsgState, DaemonSet, InstanceType, Node, Taint, TaintEffect
 from shared.domain.quantity import quantity
 from shared.domain.resources import EMPTY, EPHEMERAL_STORAGE, GPU, PODS, Resources
-from shared.planner.eks import KUBELET_DEFAULT_MAX_PODS, node_allocatable
+from shared.planner.eks import KUBELET_DEFAULT_MAX_PODS, instance_store_capacity, node_allocatable
 from shared.planner.filters.node_ports import port_key
 from shared.planner.simulation import static_reason
 
@@ -67,6 +71,10 @@ _ZONE_LABELS = frozenset(
 # An instance type says nothing about the root volume: unless a node or a tag tells, local
 # storage is not what limits placement.
 UNKNOWN_EPHEMERAL_STORAGE = 2**50
+# EFA interfaces as the EFA device plugin advertises them, and that plugin's image and chart name
+# (aws/eks-charts stable/aws-efa-k8s-device-plugin; image <registry>/eks/aws-efa-k8s-device-plugin).
+EFA = "vpc.amazonaws.com/efa"
+EFA_DEVICE_PLUGIN = "aws-efa-k8s-device-plugin"
 
 
 # Labels that say a node has GPUs before the device plugin advertises them: cluster-autoscaler's AWS
@@ -115,7 +123,12 @@ class Template:
 
     def node_labels(self, index: int) -> dict[str, str]:
         """Labels of the index-th new node: each new node is its own hostname domain."""
-        return {**self.labels, HOSTNAME: f"template-{self.group}-{index}"}
+        return template_node_labels(self.group, self.labels, index)
+
+
+def template_node_labels(group: str, labels: Mapping[str, str], index: int) -> dict[str, str]:
+    """Labels of a group's index-th new node: each new node is its own hostname domain."""
+    return {**labels, HOSTNAME: f"template-{group}-{index}"}
 
 
 def _shared_labels(nodes: list[Node], single_zone: bool) -> dict[str, str]:
@@ -184,34 +197,42 @@ def _smallest(nodes: Iterable[Node]) -> Resources | None:
     return Resources.of(smallest)
 
 
-def _allocatable(
-    config: ScalerConfig,
-    group_shape: Resources | None,
-    usable: list[Node],
-    instance_type: InstanceType | None,
-    tag_resources: Mapping[str, int],
+def _filled(observed: Resources, tag_resources: Mapping[str, int]) -> Resources:
+    """A registered node's allocatable, with the node-template resource tags for what it does not
+    advertise: what the scheduler sees of real nodes wins, the operator's tag fills the rest."""
+    return Resources.of({**tag_resources, **observed.as_dict()})
+
+
+@dataclass(frozen=True)
+class _AwsFacts:
+    """What AWS says of a group's new nodes: its instance types' data, its node-template resource
+    tags, and whether the EFA device plugin's DaemonSet would run on them."""
+
+    known: Mapping[str, InstanceType]
+    tags: Mapping[str, int]
+    efa_plugin: bool
+
+
+def _from_aws(
+    config: ScalerConfig, group_name: str, instance_type: InstanceType | None, aws: _AwsFacts
 ) -> tuple[Resources | None, str]:
-    observed = _smallest(usable)
-    if group_shape is not None:
-        if observed is None:
-            return group_shape, "config allocatable"
-        # The scheduler sees what nodes advertise: a config that promises more than a real node
-        # of the group has would buy a node per run for a pod no node can hold.
-        capped = Resources.of(
-            {
-                name: min(value, observed.get(name)) if observed.get(name) else value
-                for name, value in group_shape.items
-            }
-        )
-        if capped == group_shape:
-            return group_shape, "config allocatable"
-        return capped, "config allocatable, capped by the smallest registered node"
-    if observed is not None:
-        return observed, f"the smallest registered node ({len(usable)} seen)"
-    if instance_type is None and not tag_resources:
+    """A new node by AWS's word, as cluster-autoscaler's buildNodeFromTemplate: the instance type's
+    capacity, the node-template resource tags over it (extractAllocatableResourcesFromAsg), minus the
+    kubelet reservation. Plus what software on the node adds: EFA interfaces when the EFA device
+    plugin's DaemonSet runs there, and the NVMe instance store when the AMI puts the kubelet on it
+    (the group's `local_storage`). An instance type says nothing about the root volume: without
+    either, ephemeral storage is not what limits placement."""
+    if instance_type is None and not aws.tags:
         return None, "no allocatable in config, no registered node, no instance type data"
     capacity = (instance_type.capacity if instance_type else EMPTY).as_dict()
-    capacity.update(tag_resources)
+    if instance_type is not None:
+        local_storage = config.group(group_name).local_storage
+        storage = instance_store_capacity(instance_type.nvme_instance_store_gb, local_storage)
+        if storage:
+            capacity[EPHEMERAL_STORAGE] = storage
+        if aws.efa_plugin and instance_type.efa_interfaces:
+            capacity[EFA] = instance_type.efa_interfaces
+    capacity.update(aws.tags)
     capacity.setdefault(PODS, KUBELET_DEFAULT_MAX_PODS)
     allocatable = node_allocatable(Resources.of(capacity), config.reservation)
     if not allocatable.get(EPHEMERAL_STORAGE):
@@ -222,32 +243,24 @@ def _allocatable(
 
 
 def _type_allocatable(
-    config: ScalerConfig,
-    name: str,
-    usable: list[Node],
-    known: Mapping[str, InstanceType],
-    tags: Mapping[str, int],
+    config: ScalerConfig, group_name: str, name: str, usable: list[Node], aws: _AwsFacts
 ) -> tuple[Resources | None, str]:
     """What a new node of one instance type advertises: its registered nodes' smallest, else the type."""
     observed = _smallest(n for n in usable if n.labels.get(INSTANCE_TYPE) == name)
     if observed is not None:
-        return observed, f"the smallest registered {name} node"
-    return _allocatable(config, None, [], known.get(name), tags)
+        return _filled(observed, aws.tags), f"the smallest registered {name} node"
+    return _from_aws(config, group_name, aws.known.get(name), aws)
 
 
 def _mixed_allocatable(
-    config: ScalerConfig,
-    types: tuple[str, ...],
-    usable: list[Node],
-    known: Mapping[str, InstanceType],
-    tags: Mapping[str, int],
+    config: ScalerConfig, group_name: str, types: tuple[str, ...], usable: list[Node], aws: _AwsFacts
 ) -> tuple[Resources | None, str]:
     """A group that launches several types: the element-wise smallest of their shapes, the only
     node any launch is guaranteed to give. Types with no data at all are left out and named."""
     shapes: list[Resources] = []
     unknown: list[str] = []
     for name in types:
-        allocatable, _ = _type_allocatable(config, name, usable, known, tags)
+        allocatable, _ = _type_allocatable(config, group_name, name, usable, aws)
         if allocatable is None:
             unknown.append(name)
         else:
@@ -260,6 +273,41 @@ def _mixed_allocatable(
     if unknown:
         source += f" ({', '.join(unknown)}: no data, not counted)"
     return smallest, source
+
+
+def _discovered(
+    config: ScalerConfig, group_name: str, types: tuple[str, ...], usable: list[Node], aws: _AwsFacts
+) -> tuple[Resources | None, str]:
+    """What the registered nodes and AWS say a new node advertises, before the config has its say."""
+    if len(types) > 1:
+        return _mixed_allocatable(config, group_name, types, usable, aws)
+    observed = _smallest(usable)
+    if observed is not None:
+        return _filled(observed, aws.tags), f"the smallest registered node ({len(usable)} seen)"
+    return _from_aws(config, group_name, aws.known.get(types[0]) if types else None, aws)
+
+
+def _allocatable(
+    shape: Resources | None, discovered: Resources | None, source: str, usable: list[Node]
+) -> tuple[Resources | None, str]:
+    """The config wins for every resource it names; what it is silent on comes from the registered
+    nodes and AWS (`discovered`, with `source` saying where from)."""
+    if shape is None:
+        return discovered, source
+    observed = _smallest(usable)
+    # The scheduler sees what nodes advertise: a config that promises more than a real node of the
+    # group has would buy a node per run for a pod no node can hold.
+    capped = {
+        name: min(value, observed.get(name)) if observed is not None and observed.get(name) else value
+        for name, value in shape.items
+    }
+    how = "config allocatable"
+    if Resources.of(capped) != shape:
+        how += ", capped by the smallest registered node"
+    silent = {name: value for name, value in (discovered or EMPTY).items if name not in capped}
+    if not silent:
+        return Resources.of(capped), how
+    return Resources.of({**silent, **capped}), f"{how}; {', '.join(sorted(silent))} from {source}"
 
 
 def build_template(
@@ -290,12 +338,10 @@ def build_template(
     labels.update(tag_labels)
     labels.update(group.labels)
     taints = _template_taints(config, group_name, registered, tag_taints)
-
-    if len(types) > 1 and group.shape is None:
-        allocatable, source = _mixed_allocatable(config, types, usable, known, tag_resources)
-    else:
-        instance_type = known.get(types[0]) if len(types) == 1 else None
-        allocatable, source = _allocatable(config, group.shape, usable, instance_type, tag_resources)
+    admitted = admitted_daemonsets(template_node_labels(group.name, labels, 0), taints, daemonsets)
+    aws = _AwsFacts(known, tag_resources, any(is_efa_device_plugin(ds) for ds in admitted))
+    discovered, source = _discovered(config, group_name, types, usable, aws)
+    allocatable, source = _allocatable(group.shape, discovered, source, usable)
     gpu_pending = sum(1 for n in registered if n.ready and gpu_not_advertised(n, known, group_type))
     if allocatable is None and gpu_pending:
         source += f" ({gpu_pending} registered node(s) not advertising their GPUs yet)"
@@ -354,14 +400,27 @@ def _template_taints(
     return tuple(sorted(taints.values(), key=lambda t: (t.key, t.effect)))
 
 
-def with_daemonsets(template: Template, daemonsets: tuple[DaemonSet, ...]) -> Template:
-    """The DaemonSets whose pods the template admits, their requests and host ports."""
-    labels = template.node_labels(0)
-    admitted = tuple(
+def admitted_daemonsets(
+    labels: Mapping[str, str], taints: tuple[Taint, ...], daemonsets: tuple[DaemonSet, ...]
+) -> tuple[DaemonSet, ...]:
+    """The DaemonSets whose pods a node with these labels and taints admits, by key."""
+    return tuple(
         ds
         for ds in sorted(daemonsets, key=lambda d: d.key)
-        if static_reason(ds.pod.scheduling, labels, template.taints, False) is None
+        if static_reason(ds.pod.scheduling, labels, taints, False) is None
     )
+
+
+def is_efa_device_plugin(daemonset: DaemonSet) -> bool:
+    """The EFA device plugin's DaemonSet (aws/eks-charts stable/aws-efa-k8s-device-plugin), by its
+    image's repository name in any registry or by its chart's name."""
+    repositories = (image.split("@")[0].rsplit("/", 1)[-1].split(":")[0] for image in daemonset.images)
+    return EFA_DEVICE_PLUGIN in daemonset.name or EFA_DEVICE_PLUGIN in repositories
+
+
+def with_daemonsets(template: Template, daemonsets: tuple[DaemonSet, ...]) -> Template:
+    """The DaemonSets whose pods the template admits, their requests and host ports."""
+    admitted = admitted_daemonsets(template.node_labels(0), template.taints, daemonsets)
     overhead = EMPTY
     ports: set[tuple[str, str, int]] = set()
     for ds in admitted:

@@ -512,6 +512,10 @@ def test_instance_types_give_raw_capacity_and_architecture_from_moto_data(factor
     assert types["g5.xlarge"].architecture == "amd64"
     assert types["g5g.xlarge"].capacity == Resources.of({CPU: 4_000, MEMORY: 8 * GIB, GPU: 1, PODS: 58})
     assert types["g5g.xlarge"].architecture == "arm64"
+    # EFA interfaces and NVMe instance store travel with the type, for the template to use where
+    # software on the node makes them real
+    assert (p4d.efa_interfaces, p4d.nvme_instance_store_gb) == (4, 8000)
+    assert (types["g5g.xlarge"].efa_interfaces, types["g5g.xlarge"].nvme_instance_store_gb) == (0, 0)
     assert fleet.gpu_models(["p4d.24xlarge", "g5.xlarge", "nope.large"]) == {
         "p4d.24xlarge": "A100",
         "g5.xlarge": "A10G",

@@ -7,15 +7,18 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.adapters.aws.fleet import architecture, classify_failure, instance_type_from_json, max_pods
+from shared.adapters.aws.fleet import classify_failure
 from shared.domain.errors import InputError
 from shared.domain.model import CapacityReservation, CapacityUnits, InstanceType, nodes_for_units
 from shared.domain.operations import FailureKind
 from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
 from shared.formats.aws import (
+    architecture,
     asg_from_json,
     capacity_reservation_from_json,
     capacity_reservations_from_describe,
+    instance_type_from_json,
+    max_pods,
     subnet_zones,
 )
 

@@ -11,6 +11,7 @@ import pytest
 from shared.domain.model import Snapshot
 from shared.domain.plan import Plan
 from shared.local.cli import main
+from tests.builders import asg, pod
 from tests.builders_provisioning import pod_template, provisioning_request
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -493,3 +494,40 @@ def test_a_bad_reservations_file_gives_a_one_line_error_naming_it(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert args[-1] in err and expected in err
+
+
+def test_plan_reads_instance_types_so_an_amd64_pod_skips_the_graviton_group(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given dumps of a cluster with a cheaper g5g (arm64) group and a g5 (amd64) group, both shaped by
+    # the config, a pod that runs on amd64 only, and `aws ec2 describe-instance-types` output
+    shape = {"cpu": "3", "memory": "7Gi", "nvidia.com/gpu": "1", "pods": "58"}
+    groups = [
+        {
+            "name": n,
+            "asg_name": f"research-{n}",
+            "instance_type": t,
+            "allocatable": shape,
+            "price_per_hour": p,
+        }
+        for n, t, p in (("t4g", "g5g.xlarge", 0.42), ("a10g", "g5.xlarge", 1.006))
+    ]
+    cfg = {"cluster_name": "research", "region": "us-west-2", "node_groups": groups}
+    x86 = pod("x86-only", gpus=1, cpu="2", memory="4Gi", node_selector={"kubernetes.io/arch": "amd64"})
+    files = {
+        "config.json": cfg,
+        "pods.json": {"kind": "PodList", "items": [x86]},
+        "nodes.json": {"kind": "NodeList", "items": []},
+        "asgs.json": {"AutoScalingGroups": [asg("research-t4g", desired=0), asg("research-a10g", desired=0)]},
+    }
+    for name, document in files.items():
+        (tmp_path / name).write_text(json.dumps(document))
+    types = Path(__file__).resolve().parents[1] / "fixtures" / "aws" / "describe-instance-types.json"
+    args = ["plan", "--format", "json", "--now", "2026-12-02T12:00:00Z"]
+    for flag in ("config", "pods", "nodes", "asgs"):
+        args += [f"--{flag}", str(tmp_path / f"{flag}.json")]
+    # When it is planned with --instance-types
+    assert main([*args, "--instance-types", str(types)]) == 0
+    # Then the pod buys the g5 node, as the reconcile (which reads EC2) would
+    groups_out = {g["name"]: g["desired"] for g in json.loads(capsys.readouterr().out)["groups"]}
+    assert groups_out == {"t4g": 0, "a10g": 1}

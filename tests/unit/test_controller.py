@@ -206,6 +206,33 @@ def test_scale_from_zero_uses_the_instance_type_shape() -> None:
     assert w.fleet.desired(A100) == 1
 
 
+def test_groups_with_config_allocatable_still_read_their_instance_type_architecture() -> None:
+    # Given a cheaper Graviton (g5g, arm64) group and an x86 (g5) group, both shaped by the config,
+    # and a pod that runs on amd64 only (cluster-autoscaler's buildGenericLabels labels the template
+    # node with the instance type's kubernetes.io/arch)
+    shape = {"cpu": "3", "memory": "7Gi", "nvidia.com/gpu": "1", "pods": "58"}
+    groups = [
+        {"name": "t4g", "asg_name": "research-t4g", "instance_type": "g5g.xlarge", "allocatable": shape,
+         "taints": [GPU_TAINT], "price_per_hour": 0.42},
+        {"name": "a10g", "asg_name": "research-a10g", "instance_type": "g5.xlarge", "allocatable": shape,
+         "taints": [GPU_TAINT], "price_per_hour": 1.006},
+    ]  # fmt: skip
+    x86 = pod("x86-only", gpus=1, cpu="2", memory="4Gi", node_selector={"kubernetes.io/arch": "amd64"})
+    w = world(
+        [x86],
+        [],
+        [asg("research-t4g", desired=0), asg("research-a10g", desired=0)],
+        config(node_groups=groups),
+    )
+    gpu = Resources.of({"cpu": 4000, "memory": 8 * 2**30, "nvidia.com/gpu": 1, "pods": 58})
+    w.fleet.add_instance_type("g5g.xlarge", gpu, "arm64")
+    w.fleet.add_instance_type("g5.xlarge", gpu, "amd64")
+    # When the reconcile runs
+    w.controller().reconcile("schedule")
+    # Then the x86 group grows, not the cheaper arm64 one
+    assert (w.fleet.desired("research-a10g"), w.fleet.desired("research-t4g")) == (1, 0)
+
+
 def test_scheduler_inputs_are_read_once_each_and_reach_the_planner(monkeypatch: pytest.MonkeyPatch) -> None:
     # Given a cluster with a DaemonSet, a claim, a volume, a storage class and a labelled namespace
     w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -26,11 +26,12 @@ from shared.adapters.aws.clients import BOTO_ERRORS, AwsClient, error_code, scal
 from shared.domain.errors import FleetActionError, FleetReadError, ScalerError
 from shared.domain.model import AsgState, CapacityReservation, InstanceType
 from shared.domain.operations import FailureKind, ScalingFailure
-from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
 from shared.formats.aws import (
     SIZE_CAPACITY_TYPES,
+    InstanceTypeInfo,
     asg_from_json,
     capacity_reservation_from_json,
+    instance_type_from_json,
     reservation_ids_of,
     with_units,
 )
@@ -58,26 +59,6 @@ FAILED_ACTIVITY_STATUSES = frozenset({"Failed", "Cancelled"})
 # An instance that is already leaving needs no second termination.
 _TERMINATING_STATES = frozenset({"Terminating", "Terminating:Wait", "Terminating:Proceed", "Terminated"})
 
-# The Kubernetes extended resource each GPU vendor's device plugin advertises.
-GPU_RESOURCE_BY_MANUFACTURER = {
-    "NVIDIA": GPU,
-    "AMD": "amd.com/gpu",
-    "Habana": "habana.ai/gaudi",
-}
-NEURON_RESOURCE = "aws.amazon.com/neuron"
-# The kubelet's own default when the instance type says nothing about its network interfaces.
-DEFAULT_MAX_PODS = 110
-# ProcessorInfo.SupportedArchitectures as the kubernetes.io/arch label spells them, in order of
-# preference: x86 types list both i386 and x86_64, and their nodes run amd64.
-ARCHITECTURE_BY_EC2_NAME = {
-    "x86_64": "amd64",
-    "arm64": "arm64",
-    "x86_64_mac": "amd64",
-    "arm64_mac": "arm64",
-    "i386": "386",
-}
-DEFAULT_ARCHITECTURE = "amd64"
-
 # Failed activities carry no error code, only prose: these substrings (matched case-insensitively, first
 # match wins) are what EC2 and Auto Scaling write for the failures backing off can help with. Spot and
 # quota patterns come first because their messages often also contain the generic capacity wording.
@@ -104,79 +85,6 @@ def classify_failure(*texts: str | None) -> FailureKind:
         if pattern.casefold() in haystack:
             return kind
     return FailureKind.OTHER
-
-
-@dataclass(frozen=True, slots=True)
-class InstanceTypeInfo:
-    """What the scaler reads of one DescribeInstanceTypes entry."""
-
-    instance_type: str
-    vcpus: int
-    memory_mib: int
-    accelerators: Mapping[str, int]  # extended resource name -> count
-    gpu_model: str  # "A100", "" without GPUs
-    max_pods: int
-    architecture: str = DEFAULT_ARCHITECTURE  # kubernetes.io/arch spelling
-
-    def capacity(self) -> Resources:
-        """Capacity of one node before any reservation."""
-        amounts = {CPU: self.vcpus * 1000, MEMORY: self.memory_mib * 2**20, PODS: self.max_pods}
-        amounts.update(self.accelerators)
-        return Resources.of(amounts)
-
-    def to_domain(self) -> InstanceType:
-        """The domain's view: raw capacity and architecture."""
-        return InstanceType(name=self.instance_type, capacity=self.capacity(), architecture=self.architecture)
-
-
-def instance_type_from_json(obj: Mapping[str, Any]) -> InstanceTypeInfo:
-    """One InstanceTypes element of DescribeInstanceTypes."""
-    accelerators: dict[str, int] = {}
-    models: list[str] = []
-    for gpu in (obj.get("GpuInfo") or {}).get("Gpus") or ():
-        manufacturer = str(gpu.get("Manufacturer") or "")
-        name = GPU_RESOURCE_BY_MANUFACTURER.get(manufacturer, f"{manufacturer.lower() or 'unknown'}.com/gpu")
-        accelerators[name] = accelerators.get(name, 0) + int(gpu.get("Count") or 0)
-        if gpu.get("Name"):
-            models.append(str(gpu["Name"]))
-    neuron = sum(int(d.get("Count") or 0) for d in (obj.get("NeuronInfo") or {}).get("NeuronDevices") or ())
-    if neuron:
-        accelerators[NEURON_RESOURCE] = neuron
-    return InstanceTypeInfo(
-        instance_type=str(obj["InstanceType"]),
-        vcpus=int(obj["VCpuInfo"]["DefaultVCpus"]),
-        memory_mib=int(obj["MemoryInfo"]["SizeInMiB"]),
-        accelerators=accelerators,
-        gpu_model="/".join(dict.fromkeys(models)),
-        max_pods=max_pods(obj.get("NetworkInfo") or {}),
-        architecture=architecture(obj.get("ProcessorInfo") or {}),
-    )
-
-
-def architecture(processor_info: Mapping[str, Any]) -> str:
-    """The kubernetes.io/arch of a type's nodes from ProcessorInfo (amd64 when EC2 says nothing known)."""
-    supported = {str(a) for a in processor_info.get("SupportedArchitectures") or ()}
-    for ec2_name, kubernetes_name in ARCHITECTURE_BY_EC2_NAME.items():
-        if ec2_name in supported:
-            return kubernetes_name
-    return DEFAULT_ARCHITECTURE
-
-
-def max_pods(network_info: Mapping[str, Any]) -> int:
-    """The EKS VPC CNI's pod limit: ENIs x (IPv4 addresses per ENI - 1) + 2 (as in eni-max-pods.txt).
-
-    Only the default network card's interfaces count: the others carry EFA traffic, not pods.
-    """
-    per_interface = int(network_info.get("Ipv4AddressesPerInterface") or 0)
-    interfaces = int(network_info.get("MaximumNetworkInterfaces") or 0)
-    default_card = int(network_info.get("DefaultNetworkCardIndex") or 0)
-    for card in network_info.get("NetworkCards") or ():
-        if int(card.get("NetworkCardIndex") or 0) == default_card:
-            interfaces = int(card.get("MaximumNetworkInterfaces") or interfaces)
-            break
-    if not per_interface or not interfaces:
-        return DEFAULT_MAX_PODS
-    return interfaces * (per_interface - 1) + 2
 
 
 class AsgFleet:

@@ -35,10 +35,11 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from shared.adapters.aws import clients
-from shared.adapters.aws.fleet import DEFAULT_ARCHITECTURE, AsgFleet
+from shared.adapters.aws.fleet import AsgFleet
 from shared.config import NodeGroupConfig, ScalerConfig
 from shared.domain.model import LIVE_LIFECYCLE_STATES, InstanceType, Node, Pod
 from shared.domain.resources import CPU, GPU, PODS, Resources
+from shared.formats.aws import DEFAULT_ARCHITECTURE
 from shared.formats.kubernetes import node_from_json, pod_from_json
 from shared.local.demo.lambda_events import launch_unsuccessful
 from shared.local.demo.scenario import DemoJob, Scenario
