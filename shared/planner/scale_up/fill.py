@@ -42,13 +42,17 @@ def zone_bound(run: Run, pods: list[Pod]) -> bool:
     return any(zone_binding(p, run.sim.state(p).volumes) is not None for p in pods)
 
 
-def may_take(run: Run, gb: GroupBins, unit: Unit, pods: list[Pod]) -> bool:
-    """Neither refused by the scheduler in this group nor bound to zones the group may miss."""
+def may_take(run: Run, gb: GroupBins, unit: Unit, pods: list[Pod], *, zone_free: bool | None = None) -> bool:
+    """Neither refused by the scheduler in this group nor bound to zones the group may miss
+    (`zone_free`: the group may launch outside one zone, when the caller knows it already)."""
     refused = run.recalled.refused
     if refused and any(gb.view.name in refused.get(p.key, ()) for p in pods):
         return False
-    zone_free = not guarantees_zone(gb.view.capacity.zones, gb.view.labels)
-    return not (zone_free and not unit.plain and zone_bound(run, pods))
+    if unit.plain:
+        return True  # the fast path: no zone binding (see zone_bound)
+    if zone_free is None:
+        zone_free = not guarantees_zone(gb.view.capacity.zones, gb.view.labels)
+    return not (zone_free and zone_bound(run, pods))
 
 
 def record_placement(
@@ -84,21 +88,29 @@ def fill_group(run: Run, gb: GroupBins, units: list[Unit], room: ExistingRoom) -
     are not placed here.
     """
     single, gang = run.places(gb, room)
+    refused, fast, bins = run.recalled.refused, run.fast, gb.bins
+    zone_free = not guarantees_zone(gb.view.capacity.zones, gb.view.labels)
     placed = Placed()
     done: list[Unit] = []
     for unit in units:
-        if not may_take(run, gb, unit, unit.pods):
-            continue
-        if unit.plain and not unit.gang:  # most of the backlog: plain single pods
-            index = run.fast(unit.pods[0], unit.requests[0], gb.bins, None, gb=gb)
-            placements = None if index is None else [(unit.pods[0], gb.bins, index)]
+        if unit.plain and not unit.gang:  # most of the backlog: plain single pods, kept lean
+            pod = unit.pods[0]
+            if refused and gb.view.name in refused.get(pod.key, ()):
+                continue
+            index = fast(pod, unit.requests[0], bins, None, gb=gb)
+            if index is None:
+                continue
+            placements = [(pod, bins, index)]
+        elif may_take(run, gb, unit, unit.pods, zone_free=zone_free):
+            found = run.place_unit(unit, gang if unit.gang else single)
+            if found is None:
+                continue
+            placements = found
         else:
-            placements = run.place_unit(unit, gang if unit.gang else single)
-        if placements is None:
             continue
         done.append(unit)
-        for pod, bins, index in placements:
-            record_placement(unit=unit, pod=pod, bins=bins, index=index, gb=gb, room=room, placed=placed)
+        for pod, where, index in placements:
+            record_placement(unit=unit, pod=pod, bins=where, index=index, gb=gb, room=room, placed=placed)
     return done, placed
 
 
