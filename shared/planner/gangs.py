@@ -10,7 +10,12 @@ Markers, first match wins (a pod carries one in practice):
 
 A gang is bought for its full size: members bound already count, members not created yet are
 stood in for by copies of a pending member (stand-ins, never reported), so a gang whose pods are
-created one by one is not bought a node at a time.
+created one by one is not bought a node at a time. A PodGroup's minMember is a minimum: when more
+replicas exist, the gang is elastic and needs only that many placed (`minimum_pending`).
+
+Operators are recognised by the markers they set, not by their kinds: mpi-operator (MPIJob) and
+the training operator (PyTorchJob) create a coscheduling or Volcano PodGroup; KubeRay, JobSet and
+LeaderWorkerSet annotate their pods for Volcano or label them for Kueue's pod groups.
 """
 
 from __future__ import annotations

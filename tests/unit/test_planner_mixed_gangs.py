@@ -201,3 +201,24 @@ def test_elastic_minimum_counts_members_already_running() -> None:
     assert result.group("a100").desired == 16
     outcomes = sorted(p.outcome.value for p in result.pods if p.pod in ("research/w1", "research/w2"))
     assert outcomes == sorted([Outcome.SCALE_UP.value, Outcome.UNHELPED.value])
+
+
+def test_leaderworkerset_leader_and_workers_of_different_sizes_share_nodes_as_they_fit() -> None:
+    # Given a LeaderWorkerSet group under Volcano (LWS annotates the leader and its workers with
+    # scheduling.k8s.io/group-name; the PodGroup's minMember is the group size): a 4-GPU leader and
+    # two 8-GPU workers, with one registered a100 node that has 4 GPUs free
+    marker = {"annotations": {VOLCANO: "lws-0"}}
+    lws = {"owner_kind": "LeaderWorkerSet"}
+    leader = pod("lws-0", gpus=4, **marker, **lws)  # type: ignore[arg-type]
+    workers = [pod(f"lws-0-{i}", gpus=8, **marker, **lws) for i in (1, 2)]  # type: ignore[arg-type]
+    running = pod("other", gpus=4, node="n0")
+    snap = with_objects(
+        snapshot([running, leader, *workers], [node("n0", "i-0")], [asg(A100, desired=1, instances=["i-0"])]),
+        [pod_group("lws-0", 3, volcano=True)],
+    )
+    # When planning
+    result = plan(snap, config(), NOW)
+    # Then the leader takes the free room and only the workers' two nodes are bought
+    by_pod = {p.pod: p for p in result.pods}
+    assert by_pod["research/lws-0"].outcome is Outcome.EXISTING
+    assert result.group("a100").desired == 3
