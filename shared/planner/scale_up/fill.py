@@ -6,7 +6,7 @@ from __future__ import annotations
 from shared.domain.model import Pod
 from shared.domain.plan import Outcome, PodOutcome, ReasonCode
 from shared.planner.backlog import Bucket, Unit
-from shared.planner.packing import Bins
+from shared.planner.packing import Bins, Request
 from shared.planner.scale_up.estimate import estimate
 from shared.planner.scale_up.groups import GroupBins, past_reservation
 from shared.planner.scale_up.registered import ExistingRoom
@@ -90,15 +90,22 @@ def fill_group(run: Run, gb: GroupBins, units: list[Unit], room: ExistingRoom) -
     single, gang = run.places(gb, room)
     refused, fast, bins = run.recalled.refused, run.fast, gb.bins
     zone_free = not guarantees_zone(gb.view.capacity.zones, gb.view.labels)
+    # Requests that found no room here: bins only lose room during a fill (a gang's rollback
+    # returns them to an earlier state) and no more may open, so they never will.
+    no_room: set[Request] = set()
     placed = Placed()
     done: list[Unit] = []
     for unit in units:
         if unit.plain and not unit.gang:  # most of the backlog: plain single pods, kept lean
+            request = unit.requests[0]
+            if request in no_room:
+                continue
             pod = unit.pods[0]
             if refused and gb.view.name in refused.get(pod.key, ()):
                 continue
-            index = fast(pod, unit.requests[0], bins, None, gb=gb)
+            index = fast(pod, request, bins, None, gb)
             if index is None:
+                no_room.add(request)
                 continue
             placements = [(pod, bins, index)]
         elif may_take(run, gb, unit, unit.pods, zone_free=zone_free):

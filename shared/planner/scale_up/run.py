@@ -97,7 +97,6 @@ class Run:
         request: Request,
         bins: Bins,
         journal: Journal | None,
-        *,
         gb: GroupBins | None = None,
         room: ExistingRoom | None = None,
     ) -> int | None:
