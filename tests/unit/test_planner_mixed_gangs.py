@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from shared.domain.plan import Outcome, ReasonCode
+from shared.domain.provisioning import RequestOutcome
 from shared.planner import plan
 from tests.builders import NOW, a100_group, asg, config, node, pod, snapshot
-from tests.builders_provisioning import pod_group, with_objects
+from tests.builders_provisioning import pod_group, pod_template, provisioning_request, with_objects
 
 A100, CPU = "research-a100", "research-cpu"
 COSCHEDULING = "scheduling.x-k8s.io/pod-group"
@@ -222,3 +223,23 @@ def test_leaderworkerset_leader_and_workers_of_different_sizes_share_nodes_as_th
     by_pod = {p.pod: p for p in result.pods}
     assert by_pod["research/lws-0"].outcome is Outcome.EXISTING
     assert result.group("a100").desired == 3
+
+
+def test_provisioning_request_with_a_cpu_pod_set_beside_gpu_pod_sets_is_provisioned_across_groups() -> None:
+    # Given a best-effort-atomic ProvisioningRequest (Kueue, one pod set per role): a CPU driver's
+    # PodTemplate (no GPU, no GPU toleration) and 2 x 8-GPU workers; cluster-autoscaler provisions a
+    # request when every pod of every pod set has a place
+    driver = pod_template("driver", gpus=0)
+    driver["template"]["spec"]["tolerations"] = []
+    driver["template"]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "2", "memory": "8Gi"}
+    snap = with_objects(
+        snapshot([], [], [asg(A100, desired=0), asg(CPU, desired=0)]),
+        [driver, pod_template("workers"), provisioning_request("spark", [("driver", 1), ("workers", 2)])],
+    )
+    # When planning
+    result = plan(snap, _two_groups(), NOW)
+    # Then both groups grow and the request is provisioned, its answer naming both
+    assert (result.group("a100").desired, result.group("cpu").desired) == (2, 1)
+    [answer] = result.provisioning_requests
+    assert answer.outcome is RequestOutcome.PROVISIONED
+    assert answer.reason == "3 pod(s) on 2 new a100 node(s) and 1 new cpu node(s)"

@@ -110,8 +110,10 @@ class Run:
         if gb is not None and bins.opened > opened:
             self.open_bin(gb, bins.free[index])
         if self.sim.active and self.sim.watched(pod):
-            assert gb is not None or room is not None
-            self.sim.record(pod, gb.nodes[index] if gb is not None else room.node_of[(id(bins), index)])  # type: ignore[union-attr]
+            if gb is not None:
+                self.sim.record(pod, gb.nodes[index])
+            elif room is not None:
+                self.sim.record(pod, room.node_of[(id(bins), index)])
         return index
 
     def _record(
