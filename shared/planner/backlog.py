@@ -9,7 +9,7 @@ from shared.domain.model import Pod, Scheduling
 from shared.domain.plan import Outcome, PodOutcome, ReasonCode
 from shared.domain.resources import CPU, MEMORY
 from shared.planner.context import Context
-from shared.planner.gangs import GangIndex, bound_members, full_gang
+from shared.planner.gangs import GangIndex, GangMark, bound_members, full_gang, minimum_pending
 from shared.planner.packing import Request
 from shared.planner.provisioning import prepare_requests
 
@@ -28,10 +28,18 @@ class Unit:
     label: str = ""  # how reasons name the unit ("gang ns/name" when empty)
     booked: bool = False  # a Provisioned request's pods: placed first, so their room stays held
     existing_only: bool = False  # a check-capacity request: free room of registered nodes only
+    minimum: int | None = None  # members that must have a place (an elastic gang's); None: all
+    extra: bool = False  # members of an elastic gang beyond its minimum, which runs without them
+    missing: Pod | None = None  # the first member that found no place (why the gang waits)
 
     def __post_init__(self) -> None:
         self.gpus = sum(p.requests.gpus for p in self.pods)
         self.millicores = sum(p.requests.get(CPU) for p in self.pods)
+
+    @property
+    def needed(self) -> int:
+        """How many members must have a place for any to be placed."""
+        return len(self.pods) if self.minimum is None else self.minimum
 
     @property
     def key(self) -> str:
@@ -82,7 +90,7 @@ def _skip(pod: Pod, reason: str, code: ReasonCode, outcome: Outcome = Outcome.UN
 
 
 def _gang_units(
-    ctx: Context, index: GangIndex, gangs: dict[str, list[Pod]], sizes: dict[str, int | None]
+    ctx: Context, index: GangIndex, gangs: dict[str, list[Pod]], marks: dict[str, GangMark]
 ) -> list[Unit]:
     """One unit per gang: the whole gang (stand-ins for members not created yet), largest member
     first as First Fit Decreasing places single pods, so a replan after the plan was applied packs
@@ -90,11 +98,13 @@ def _gang_units(
     bound = bound_members(ctx, index) if gangs else {}
     units = []
     for gang_key, members in gangs.items():
-        whole = full_gang(members, sizes[gang_key], bound.get(gang_key, 0), gang_key)
+        mark = marks[gang_key]
+        whole = full_gang(members, mark.size, bound.get(gang_key, 0), gang_key)
         if len(whole) == 1 and not bound.get(gang_key):
             units.append(Unit(whole, [ctx.request(whole[0].requests)]))  # a gang of one is a pod
             continue
-        units.append(Unit(whole, [ctx.request(p.requests) for p in whole], gang=gang_key))
+        needed = minimum_pending(mark, bound.get(gang_key, 0), len(whole))
+        units.append(Unit(whole, [ctx.request(p.requests) for p in whole], gang=gang_key, minimum=needed))
     return units
 
 
@@ -136,7 +146,7 @@ def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list
     policy = ctx.config.policy
     skipped: dict[str, PodOutcome] = {}
     gangs: dict[str, list[Pod]] = {}
-    sizes: dict[str, int | None] = {}
+    marks: dict[str, GangMark] = {}
     index = GangIndex(policy, ctx.snapshot.pod_groups)
     requests = prepare_requests(ctx)
     singles: list[Pod] = []
@@ -150,11 +160,11 @@ def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list
         mark = index.mark(pod)
         if mark:
             gangs.setdefault(mark.key, []).append(pod)
-            sizes[mark.key] = mark.size
+            marks[mark.key] = mark
         else:
             singles.append(pod)
     units = [Unit([p], [ctx.request(p.requests)]) for p in singles]
-    units += _gang_units(ctx, index, gangs, sizes)
+    units += _gang_units(ctx, index, gangs, marks)
     units += [
         Unit(
             batch.pods,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from shared.domain.model import Pod
 from shared.domain.plan import ReasonCode
 from shared.domain.resources import CPU, Resources, format_amount
 from shared.planner.backlog import Unit
 from shared.planner.context import Context, GroupView
 from shared.planner.filters.volume_binding import volume_binding
-from shared.planner.gangs import gang_shortfall
+from shared.planner.gangs import gang_shortfall, pending_subject
 from shared.planner.placement import template_node
 from shared.planner.simulation import Simulation, static_reason
 from shared.planner.zones import ZONE_KEYS, guarantees_zone, unguaranteed_reason, zone_binding
@@ -100,8 +101,8 @@ def _diagnose_group(
         if view.capacity.launches_overdue and (until is None or until <= ctx.now):
             return ReasonCode.BACKOFF, f"capacity failure: {view.capacity.launches_overdue}"
         return ReasonCode.BACKOFF, f"in capacity backoff until {until.isoformat() if until else '?'}"
-    if unit.gang:
-        return ReasonCode.GANG_DOES_NOT_FIT, gang_shortfall(ctx, view, unit.requests)
+    if unit.gang and not unit.extra:
+        return ReasonCode.GANG_DOES_NOT_FIT, gang_shortfall(ctx, view, unit.requests[: unit.needed])
     return ReasonCode.AT_MAX, f"at max size {view.max_size}"
 
 
@@ -149,6 +150,8 @@ def diagnose(
     ctx: Context, sim: Simulation, unit: Unit, refused: frozenset[str]
 ) -> tuple[ReasonCode, str, dict[str, ReasonCode]]:
     """Why no group could take this unit: one reason per group, the overall code, codes by group."""
+    if unit.gang and unit.missing is not None and is_mixed(unit):
+        return _diagnose_member(ctx, sim, unit, unit.missing, refused)
     request = Resources()
     for member in unit.pods:
         request = request.maximum(member.requests)
@@ -164,6 +167,38 @@ def diagnose(
     codes = set(by_group.values())
     code = next(c for c in _CODE_ORDER if c in codes)
     if unit.gang:
-        subject = unit.label or f"gang {unit.gang}"
-        return code, f"{subject}: " + "; ".join(reasons), by_group
+        return code, f"{_gang_subject(unit)}: " + "; ".join(reasons), by_group
     return code, f"{_describe_size(request)}: " + "; ".join(reasons), by_group
+
+
+def is_mixed(unit: Unit) -> bool:
+    """Members differ in shape or in where they may run (an MPIJob's CPU launcher and GPU workers)."""
+    first = unit.pods[0]
+    return any(
+        p.scheduling is not first.scheduling or r != unit.requests[0]
+        for p, r in zip(unit.pods, unit.requests, strict=True)
+    )
+
+
+def _gang_subject(unit: Unit) -> str:
+    subject = unit.label or f"gang {unit.gang}"
+    if unit.extra:
+        return f"{subject} runs with its minimum; no place for this member beyond it"
+    if unit.needed < len(unit.pods):
+        return f"{subject} (minimum {unit.needed} of {len(unit.pods)} pending members)"
+    return subject
+
+
+def _diagnose_member(
+    ctx: Context, sim: Simulation, unit: Unit, member: Pod, refused: frozenset[str]
+) -> tuple[ReasonCode, str, dict[str, ReasonCode]]:
+    """A gang whose members differ, refused because one of them has no place: that member's
+    reason, in the gang's name; nothing is bought for the others."""
+    index = unit.pods.index(member)
+    alone = Unit([member], [unit.requests[index]])
+    code, reason, by_group = diagnose(ctx, sim, alone, refused)
+    if code is ReasonCode.AT_MAX:
+        code = ReasonCode.GANG_DOES_NOT_FIT  # a group could take the member but cannot grow
+    size = _describe_size(member.requests)
+    what = f"{_gang_subject(unit)}: nothing bought, {pending_subject(member.key)} ({size}) has no place"
+    return code, f"{what}: {reason.partition(': ')[2]}", by_group

@@ -10,7 +10,12 @@ Markers, first match wins (a pod carries one in practice):
 
 A gang is bought for its full size: members bound already count, members not created yet are
 stood in for by copies of a pending member (stand-ins, never reported), so a gang whose pods are
-created one by one is not bought a node at a time.
+created one by one is not bought a node at a time. A PodGroup's minMember is a minimum: when more
+replicas exist, the gang is elastic and needs only that many placed (`minimum_pending`).
+
+Operators are recognised by the markers they set, not by their kinds: mpi-operator (MPIJob) and
+the training operator (PyTorchJob) create a coscheduling or Volcano PodGroup; KubeRay, JobSet and
+LeaderWorkerSet annotate their pods for Volcano or label them for Kueue's pod groups.
 """
 
 from __future__ import annotations
@@ -70,6 +75,19 @@ def stand_ins(model: Pod, owner: str, kind: str, count: int, start: int = 0) -> 
 class GangMark:
     key: str  # namespace/name
     size: int | None  # the gang's full size when declared (minMember, total count), else None
+    # A PodGroup's minMember is a minimum, not the count of replicas: coscheduling's Permit lets the
+    # pods bind once minMember of them have a node, Volcano's gang plugin once minAvailable are
+    # allocated (JobReady), and mpi-operator sets minMember to its workers + launcher. Kueue's
+    # total count and the configured label are every member.
+    elastic: bool = False
+
+
+def minimum_pending(mark: GangMark, bound: int, pending: int) -> int | None:
+    """How many of the gang's `pending` members (stand-ins included) must have a place: the
+    PodGroup's minimum less the members bound already for an elastic gang, else None (all)."""
+    if not mark.elastic or mark.size is None:
+        return None
+    return min(pending, max(0, mark.size - bound))
 
 
 class GangIndex:
@@ -91,11 +109,11 @@ class GangIndex:
         name = annotations.get(ANNOTATION_VOLCANO_GROUP)
         if name:
             key = namespaced_key(pod.namespace, name)
-            return GangMark(key, self._min_member.get((PodGroupKind.VOLCANO, key)))
+            return GangMark(key, self._min_member.get((PodGroupKind.VOLCANO, key)), elastic=True)
         name = labels.get(LABEL_COSCHEDULING_GROUP)
         if name:
             key = namespaced_key(pod.namespace, name)
-            return GangMark(key, self._min_member.get((PodGroupKind.COSCHEDULING, key)))
+            return GangMark(key, self._min_member.get((PodGroupKind.COSCHEDULING, key)), elastic=True)
         name = labels.get(self._label) if self._label else None
         return GangMark(namespaced_key(pod.namespace, name), None) if name else None
 

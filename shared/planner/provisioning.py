@@ -278,17 +278,21 @@ def _describe_placement(
     if group is None and registered:
         view = ctx.group_of_node.get(registered[0])
         group = view.name if view else None
-    rest = [p for p, o in zip(batch.pods, outcomes, strict=True) if o.outcome is not Outcome.EXISTING]
+    # Pods of several shapes may land in several groups (each where the scheduler would put it).
+    rest: dict[str, list[tuple[Pod, PodOutcome]]] = {}
+    for pod, outcome in zip(batch.pods, outcomes, strict=True):
+        if outcome.outcome is not Outcome.EXISTING and outcome.group:
+            rest.setdefault(outcome.group, []).append((pod, outcome))
     new_nodes = 0
     parts = []
     if registered:
         parts.append(f"free room on {len(registered)} registered node(s)")
-    bought = any(o.outcome is Outcome.SCALE_UP for o in outcomes)
-    if rest and group is not None:
-        view = next(v for v in ctx.groups if v.name == group)
-        new_nodes = nodes_needed(ctx, view, [ctx.request(p.requests) for p in rest]) or 0
-        kind = "new" if bought else "booting"
-        parts.append(f"{new_nodes} {kind} {group} node(s)")
+    for name, members in sorted(rest.items()):
+        view = next(v for v in ctx.groups if v.name == name)
+        count = nodes_needed(ctx, view, [ctx.request(p.requests) for p, _ in members]) or 0
+        kind = "new" if any(o.outcome is Outcome.SCALE_UP for _, o in members) else "booting"
+        parts.append(f"{count} {kind} {name} node(s)")
+        new_nodes += count
     pods = len(batch.pods)
     return group, len(registered) + new_nodes, f"{pods} pod(s) on " + " and ".join(parts)
 
@@ -298,9 +302,12 @@ def _never_fits(ctx: Context, batch: RequestBatch) -> bool:
     size (a group whose node shape does not hold one of the pods is no proof: shapes are learnt)."""
     requests = [ctx.request(p.requests) for p in batch.pods]
     schedulings = {id(p.scheduling): p.scheduling for p in batch.pods}.values()
-    for view in ctx.groups:
-        if view.asg is None or not all(s.admits(view.labels, view.taints) for s in schedulings):
-            continue
+    admitting = [v for v in ctx.groups if v.asg is not None]
+    whole = [v for v in admitting if all(s.admits(v.labels, v.taints) for s in schedulings)]
+    if not whole:
+        # Pods of several shapes may each go to another group: never only if one has no group at all.
+        return any(not any(s.admits(v.labels, v.taints) for v in admitting) for s in schedulings)
+    for view in whole:
         needed = nodes_needed(ctx, view, requests)
         if needed is None or needed <= view.max_size:
             return False

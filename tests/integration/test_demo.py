@@ -52,7 +52,8 @@ def run_quick_demo(out: Path) -> subprocess.CompletedProcess[str]:
 def test_quick_demo_runs_every_job_scales_both_ways_and_spills_after_a_capacity_failure(
     tmp_path: Path,
 ) -> None:
-    # Given the quick scenario (6 jobs incl. a gang; v100, the cheaper group, has EC2 capacity for one node)
+    # Given the quick scenario (7 jobs incl. a gang and an MPIJob-shaped one; v100, the cheaper group,
+    # has EC2 capacity for one node)
     # When the demo runs as fast as it can
     result = run_quick_demo(tmp_path)
 
@@ -64,7 +65,7 @@ def test_quick_demo_runs_every_job_scales_both_ways_and_spills_after_a_capacity_
     requests = report["provisioning_requests"]
     admitted = [name for name, answer in requests.items() if answer["state"] == "admitted"]
     assert admitted == ["kueue-llm-2x8-prov"]
-    assert report["jobs"] == {"total": 7, "ran": 7, "lost": 0, "never_started": 0}
+    assert report["jobs"] == {"total": 8, "ran": 8, "lost": 0, "never_started": 0}
     assert report["safety"]["busy_terminations"] == []
     assert report["invocation_errors"] == []
     # scaled up, and gave every node back
@@ -79,8 +80,9 @@ def test_quick_demo_runs_every_job_scales_both_ways_and_spills_after_a_capacity_
     assert report["groups"]["a100"]["nodes_launched"] >= 1
     # every trigger path ran: webhook -> queue -> reconcile, the schedule, the AWS event
     invocations = report["invocations"]
-    # one per pod (the gang has two), one per ProvisioningRequest, one per pod of the admitted one
-    assert invocations["webhook/admission"] == 7 + len(requests) + 2
+    # one per pod (the gang has two, the MPIJob three), one per ProvisioningRequest, one per pod of
+    # the admitted one
+    assert invocations["webhook/admission"] == 10 + len(requests) + 2
     assert invocations["reconcile/sqs"] >= 1
     assert invocations["reconcile/schedule"] >= 1
     assert invocations["aws_events/launch-failed"] >= 1
@@ -92,6 +94,9 @@ def test_quick_demo_runs_every_job_scales_both_ways_and_spills_after_a_capacity_
     assert requests["kueue-too-big-prov"]["state"] == "rejected"
     assert "needs 6 a100 nodes" in requests["kueue-too-big-prov"]["answer"]
     assert "BookingExpired=True (CapacityIsConsumed)" in timeline
+    # the MPIJob-shaped gang ran whole: its CPU launcher on a cpu node beside its GPU workers
+    assert report["groups"]["cpu"]["nodes_launched"] == 1
+    assert report["groups"]["cpu"]["jobs"] == 1
     # consolidation by attrition marked an idle node (new pods steered elsewhere) through the real
     # functions, and nothing was evicted for it
     assert report["scale"]["marks"] >= 1

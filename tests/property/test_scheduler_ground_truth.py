@@ -10,6 +10,12 @@ carry a constraint the planner does not model (the scheduler refuses them everyw
     node for a pod once the scheduler has refuted a fit for it (a gap in the model costs one node
     once; buys before that are ordinary packing, which the scheduler may do differently);
 (c) no node is kept busy by a pending pod for longer than the scheduler's retry period.
+
+A second world adds gangs of several shapes (a CPU launcher beside GPU workers, as mpi-operator
+creates them) and elastic gangs (Volcano PodGroup minMember below the replicas), a CPU system node
+no group manages, and a scheduler that binds a gang only once its minimum fits (Volcano JobReady,
+coscheduling Permit): (a) and (b) still hold, and (d) every plan places a gang's pending members
+all-or-nothing up to its minimum.
 """
 
 from __future__ import annotations
@@ -31,9 +37,11 @@ from shared.planner import plan
 from shared.planner.filters.node_ports import conflicts
 from shared.planner.simulation import static_reason
 from tests.builders import NOW, asg, config, iso, node, pod, snapshot
+from tests.builders_provisioning import pod_group, with_objects
 
 DT = timedelta(minutes=1)
 RETRY_SECONDS = 120
+GANG = "scheduling.k8s.io/group-name"  # Volcano's annotation
 REAL_CPU = "94"  # the config says 95: the kubelet and the AMI keep a little more than configured
 DAEMONSET = {
     "apiVersion": "apps/v1",
@@ -67,6 +75,8 @@ class World:
     state: ScalerState = field(default_factory=ScalerState)
     now: Any = NOW
     serial: int = 0
+    system: dict[str, dict[str, Any]] = field(default_factory=dict)  # registered, of no group
+    pod_groups: dict[str, int] = field(default_factory=dict)  # Volcano PodGroup -> minMember
 
     def add_node(self) -> None:
         self.serial += 1
@@ -93,10 +103,16 @@ class World:
             max_size=8,
         )
         snap = snapshot(
-            [*self.bound.values(), *self.pending.values()], list(self.nodes.values()), [group], self.state
+            [*self.bound.values(), *self.pending.values()],
+            [*self.nodes.values(), *self.system.values()],
+            [group],
+            self.state,
         )
         from dataclasses import replace
 
+        snap = with_objects(
+            snap, [pod_group(name, size, volcano=True) for name, size in self.pod_groups.items()]
+        )
         return replace(snap, daemonsets=(daemonset_from_json(DAEMONSET),))
 
 
@@ -111,43 +127,76 @@ def _fits_real_node(p: Pod) -> bool:
     return p.requests.fits_in(free)
 
 
+def _target(world: World, candidate: Pod) -> str | None:
+    """The first node whose filters admit the pod (first fit by the same filters)."""
+    from shared.formats.kubernetes import node_from_json
+
+    nodes = {**world.nodes, **world.system}
+    for node_name in sorted(nodes):
+        raw_node = nodes[node_name]
+        if raw_node["spec"].get("unschedulable"):
+            continue
+        on_node = [pod_from_json(b) for b in world.bound.values() if b["spec"].get("nodeName") == node_name]
+        used = Resources()
+        for other in on_node:
+            used = used + other.requests
+        n = node_from_json(raw_node)
+        if not candidate.requests.fits_in(n.allocatable - used):
+            continue
+        if static_reason(candidate.scheduling, raw_node["metadata"]["labels"], n.taints, False):
+            continue
+        if candidate.constraints.anti_affinity and any(o.labels.get("app") == "ps" for o in on_node):
+            continue
+        if candidate.labels.get("app") == "ps" and any(o.constraints.anti_affinity for o in on_node):
+            continue
+        ports = {(p.protocol, "", p.port) for o in on_node for p in o.constraints.host_ports}
+        if conflicts(candidate.constraints.host_ports, ports):
+            continue
+        return node_name
+    return None
+
+
+def _bind(world: World, name: str, node_name: str) -> None:
+    raw = world.pending[name]
+    raw["spec"]["nodeName"] = node_name
+    raw["status"] = {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    world.bound[name] = world.pending.pop(name)
+
+
+def _gang_of(raw: dict[str, Any]) -> str | None:
+    return (raw["metadata"].get("annotations") or {}).get(GANG)
+
+
 def _schedule(world: World) -> None:
-    """The simulated scheduler: first fit by the same filters; `hidden` pods are refused everywhere."""
+    """The simulated scheduler: first fit by the same filters; `hidden` pods are refused everywhere;
+    a gang's members bind only once its PodGroup's minimum of them has a node (Volcano JobReady)."""
+    gangs: dict[str, list[str]] = {}
     for name in sorted(world.pending):
         raw = world.pending[name]
+        gang = _gang_of(raw)
+        if gang is not None:
+            gangs.setdefault(gang, []).append(name)
+            continue
         candidate = pod_from_json(raw)
         if candidate.labels.get("hidden") == "yes":
             continue
-        for node_name in sorted(world.nodes):
-            raw_node = world.nodes[node_name]
-            if raw_node["spec"].get("unschedulable"):
-                continue
-            on_node = [
-                pod_from_json(b) for b in world.bound.values() if b["spec"].get("nodeName") == node_name
-            ]
-            used = Resources()
-            for other in on_node:
-                used = used + other.requests
-            alloc = Resources.of({"cpu": 94_000, "memory": 1100 * 2**30, "nvidia.com/gpu": 8, "pods": 110})
-            if not candidate.requests.fits_in(alloc - used):
-                continue
-            labels = raw_node["metadata"]["labels"]
-            from shared.formats.kubernetes import node_from_json
-
-            n = node_from_json(raw_node)
-            if static_reason(candidate.scheduling, labels, n.taints, False):
-                continue
-            if candidate.constraints.anti_affinity and any(o.labels.get("app") == "ps" for o in on_node):
-                continue
-            if candidate.labels.get("app") == "ps" and any(o.constraints.anti_affinity for o in on_node):
-                continue
-            ports = {(p.protocol, "", p.port) for o in on_node for p in o.constraints.host_ports}
-            if conflicts(candidate.constraints.host_ports, ports):
-                continue
-            raw["spec"]["nodeName"] = node_name
-            raw["status"] = {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}
-            world.bound[name] = world.pending.pop(name)
-            break
+        target = _target(world, candidate)
+        if target is not None:
+            _bind(world, name, target)
+    for gang, members in sorted(gangs.items()):
+        running = sum(1 for b in world.bound.values() if _gang_of(b) == gang)
+        bound_now: list[str] = []
+        for name in members:
+            target = _target(world, pod_from_json(world.pending[name]))
+            if target is not None:
+                _bind(world, name, target)
+                bound_now.append(name)
+        if running + len(bound_now) < world.pod_groups[gang]:
+            for name in bound_now:  # Permit times out: the members go back to the queue
+                raw = world.bound.pop(name)
+                del raw["spec"]["nodeName"]
+                raw["status"] = pod(name, gpus=0)["status"]
+                world.pending[name] = raw
 
 
 def _apply(world: World, result: Any) -> None:
@@ -262,6 +311,95 @@ def test_a_simulated_scheduler_never_sees_a_buy_loop_or_a_pinned_node(
         for key in current:
             counted_run[key] += 1
             assert counted_run[key] * DT.total_seconds() <= RETRY_SECONDS + 2 * DT.total_seconds(), key
+        _apply(world, result)
+        _schedule(world)
+        world.now += DT
+
+
+gang_specs = st.lists(
+    st.tuples(
+        st.integers(min_value=1, max_value=3),  # GPU workers
+        st.sampled_from([2, 4, 8]),  # GPUs per worker
+        st.sampled_from(["40", "94", "95"]),  # worker cpu: 95 fits no real node
+        st.sampled_from(["none", "tolerant", "cpu-only"]),  # launcher: none, any node, untainted only
+        st.integers(min_value=0, max_value=2),  # replicas above the minimum (elastic when > 0)
+    ),
+    min_size=1,
+    max_size=2,
+)
+
+
+def _gangs(specs: list[tuple[int, int, str, str, int]]) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+    """MPIJob-like gangs: a CPU launcher (maybe) beside GPU workers, under a Volcano PodGroup."""
+    pending: dict[str, dict[str, Any]] = {}
+    minimum: dict[str, int] = {}
+    for g, (workers, gpus, cpu, launcher, above) in enumerate(specs):
+        gang = f"g{g}"
+        marker = {GANG: gang}
+        created = NOW - timedelta(minutes=2)
+        for w in range(workers):
+            raw = pod(f"{gang}-w{w}", gpus=gpus, cpu=cpu, memory="100Gi", annotations=marker, created=created)
+            pending[raw["metadata"]["name"]] = raw
+        if launcher != "none":
+            tolerations = [] if launcher == "cpu-only" else None
+            raw = pod(
+                f"{gang}-launcher", gpus=0, cpu="2", memory="4Gi", annotations=marker, tolerations=tolerations
+            )
+            pending[raw["metadata"]["name"]] = raw
+        size = workers + (launcher != "none")
+        minimum[gang] = max(1, size - above)
+    return pending, minimum
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    specs=gang_specs, plain=pending_pods, system=st.booleans(), initial=st.integers(min_value=0, max_value=2)
+)
+def test_mixed_and_elastic_gangs_are_placed_whole_up_to_their_minimum(
+    specs: list[tuple[int, int, str, str, int]], plain: list[tuple[int, str, str]], system: bool, initial: int
+) -> None:
+    cfg = config(
+        policy={"scheduler_retry_seconds": RETRY_SECONDS, "idle_seconds": 600, "cordon_settle_seconds": 30}
+    )
+    gangs, minimum = _gangs(specs)
+    world = World({**_pending(plain[:3]), **gangs}, pod_groups=minimum)
+    if system:
+        world.system["sys-1"] = node("sys-1", "i-sys", gpus=0, cpu="15", memory="60Gi", labels={}, taints=[])
+    for _ in range(initial):
+        world.add_node()
+    world.desired = initial
+    bought: Counter[str] = Counter()
+    refuted: set[str] = set()
+    for _cycle in range(8):
+        snap = world.snapshot()
+        result = plan(snap, cfg, world.now)
+        pods = {p.key: p for p in snap.pods}
+        nodes = {n.name: n for n in snap.nodes}
+        # (a) every pod counted on a registered node (the system node too) passes its filters
+        for outcome in result.pods:
+            if outcome.outcome is Outcome.EXISTING and outcome.code == "Placed":
+                target = nodes[_counted_node(outcome.reason)]
+                assert (
+                    static_reason(pods[outcome.pod].scheduling, target.labels, target.taints, False) is None
+                )
+        # (b) one node, once, for a pod that fits no real node or whose fit the scheduler refuted
+        grew = result.group("a100").desired > result.group("a100").current_desired
+        refuted.update(e.pod for e in result.model_errors)
+        for outcome in result.pods:
+            fits_nothing = not _fits_real_node(pods[outcome.pod]) or outcome.pod in refuted
+            if outcome.outcome is Outcome.SCALE_UP and grew and fits_nothing:
+                bought[outcome.pod] += 1
+                assert bought[outcome.pod] <= 1, f"bought twice for {outcome.pod}"
+        # (d) a gang's pending members are placed all-or-nothing up to its minimum
+        placed = Counter(
+            _gang_of(world.pending[o.pod.partition("/")[2]]) or ""
+            for o in result.pods
+            if o.pod.partition("/")[2] in world.pending
+            and (o.outcome in (Outcome.SCALE_UP, Outcome.IN_FLIGHT) or o.code == "Placed")
+        )
+        for gang, size in minimum.items():
+            running = sum(1 for b in world.bound.values() if _gang_of(b) == gang)
+            assert placed[gang] == 0 or running + placed[gang] >= size, (gang, placed[gang], running, size)
         _apply(world, result)
         _schedule(world)
         world.now += DT

@@ -252,13 +252,12 @@ def _job_figures(world: World, groups: dict[str, GroupFigures], end: datetime) -
             continue
         hours = ((run.finished_at or end) - run.started_at).total_seconds() / HOUR
         used += hours * run.job.total_gpus
-        per_pod = hours * run.job.gpus
         for group in run.groups:
             groups[group].jobs += 1
-        for node in run.nodes:
+        for node, gpus in zip(run.nodes, run.node_gpus, strict=True):
             node_group = world.group_of_node_name(node)
             if node_group in groups:
-                groups[node_group].gpu_hours_used += per_pod
+                groups[node_group].gpu_hours_used += hours * gpus
     return used
 
 

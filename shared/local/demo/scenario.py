@@ -1,6 +1,7 @@
 """The embedded scenario: the scaler config, the simulated world's timings and the synthetic workload.
 
-Two GPU groups with different prices. The cheaper one (v100, p3.16xlarge) is preferred by the
+Two GPU groups with different prices, and a CPU group for the launchers of MPIJob-shaped gangs.
+The cheaper GPU group (v100, p3.16xlarge) is preferred by the
 planner but EC2 "has no capacity" for more than `capacity` of its instances: the extra launches fail,
 the ASG emits "EC2 Instance Launch Unsuccessful", and the backlog must spill to the a100 group
 (p4d.24xlarge). The v100 shape is given in the config (moto's instance catalogue has no p3.16xlarge);
@@ -37,6 +38,8 @@ class DemoJob:
     pods: int = 1
     selector: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)  # on every pod of the job
+    # MPIJob-shaped (kubeflow.org/v2beta1): a CPU launcher pod beside the `pods` GPU workers, one gang
+    launcher: bool = False
 
     @property
     def total_gpus(self) -> int:
@@ -44,7 +47,13 @@ class DemoJob:
 
     @property
     def gang(self) -> bool:
-        return self.pods > 1
+        return self.pods > 1 or self.launcher
+
+    @property
+    def pod_names(self) -> tuple[str, ...]:
+        if self.launcher:
+            return (f"{self.name}-launcher", *(f"{self.name}-worker-{i}" for i in range(self.pods)))
+        return (self.name,) if self.pods == 1 else tuple(f"{self.name}-{i}" for i in range(self.pods))
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +124,16 @@ def _config(*, max_size: int) -> dict[str, Any]:
                 "price_per_hour": 32.77,
                 "max_size": max_size,
             },
+            {
+                # Untainted CPU nodes: an MPIJob's launcher (no GPU, no GPU toleration) runs here
+                # while its workers run on GPU nodes; shape from DescribeInstanceTypes.
+                "name": "cpu",
+                "asg_name": f"{CLUSTER_NAME}-cpu",
+                "instance_type": "m5.2xlarge",
+                "labels": {"node-role": "cpu"},
+                "price_per_hour": 0.384,
+                "max_size": 2,
+            },
         ],
         "policy": {
             "idle_seconds": 120,
@@ -136,13 +155,15 @@ def _burst(prefix: str, at: int, count: int, gpus: int, duration: int, **extra: 
 
 
 def default_scenario() -> Scenario:
-    """`make demo`: 29 jobs in six bursts, a gang, an a100-only job; about 22 simulated minutes."""
+    """`make demo`: 30 jobs in six bursts, a gang, an MPIJob-shaped gang (CPU launcher + 2 GPU workers),
+    an a100-only job; about 22 simulated minutes."""
     jobs = [
         *_burst("eval-1gpu", 0, 4, 1, 240),
         *_burst("eval-2gpu", 0, 3, 2, 300),
         *_burst("sweep-4gpu", 0, 2, 4, 360),
         *_burst("train-8gpu", 30, 2, 8, 480),
         DemoJob("llm-gang", 180, 420, 8, pods=2),
+        DemoJob("mpi-allreduce", 240, 300, 8, pods=2, launcher=True),
         *_burst("eval-1gpu-b", 300, 6, 1, 180),
         *_burst("eval-2gpu-b", 300, 2, 2, 240),
         DemoJob("a100-only-4gpu", 300, 300, 4, selector={"gpu": "a100"}),
@@ -157,13 +178,15 @@ def default_scenario() -> Scenario:
 
 
 def quick_scenario() -> Scenario:
-    """The shortened form the test suite runs: 6 jobs, a gang, v100 capped at one instance."""
+    """The shortened form the test suite runs: 7 jobs, a gang, an MPIJob-shaped gang, v100 capped at
+    one instance."""
     jobs = [
         *_burst("eval-1gpu", 0, 2, 1, 120),
         DemoJob("sweep-4gpu", 0, 150, 4),
         DemoJob("train-8gpu", 0, 180, 8),
         DemoJob("llm-gang", 30, 150, 8, pods=2),
         DemoJob("a100-only-2gpu", 30, 120, 2, selector={"gpu": "a100"}),
+        DemoJob("mpi-allreduce", 60, 120, 2, pods=2, launcher=True),
     ]
     timings = WorldTimings(capacity={f"{CLUSTER_NAME}-v100": 1}, end_after_seconds=1800)
     return Scenario("quick", _config(max_size=4), timings, tuple(jobs), _requests(max_size=4, at=0))

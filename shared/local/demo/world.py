@@ -129,6 +129,7 @@ class JobRun:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     nodes: tuple[str, ...] = ()
+    node_gpus: tuple[int, ...] = ()  # GPUs of the job's pod on each of `nodes` (a launcher has none)
     groups: tuple[str, ...] = ()
     lost: bool = False  # its node was terminated under it
 
@@ -203,8 +204,8 @@ def group_shapes(config: ScalerConfig) -> dict[str, GroupShape]:
             shape = node_allocatable(known.capacity, config.reservation)
         else:
             shape = None
-        if shape is None or not shape.gpus:
-            raise ValueError(f"group {group.name}: no GPU shape for {group.instance_type}")
+        if shape is None:
+            raise ValueError(f"group {group.name}: no shape for {group.instance_type}")
         if not shape.get(PODS):
             shape = shape + Resources.of({PODS: DEFAULT_MAX_PODS})
         shapes[group.name] = _shape(group, shape, architecture)
@@ -219,7 +220,8 @@ def _shape(group: NodeGroupConfig, allocatable: Resources, architecture: str) ->
 
 
 def job_pod(job: DemoJob, name: str, now: datetime, scenario: Scenario, gang_label: str) -> Json:
-    """One of the job's pods, as its Job controller creates it (Pending, waiting for the scheduler)."""
+    """One of the job's pods, as its Job controller creates it (Pending, waiting for the scheduler).
+    An MPIJob's launcher asks for CPU only and tolerates no GPU taint, as mpi-operator creates it."""
     labels = {JOB_LABEL: job.name, "app": "batch"}
     if job.gang:
         labels[gang_label] = job.name
@@ -242,7 +244,7 @@ def job_pod(job: DemoJob, name: str, now: datetime, scenario: Scenario, gang_lab
     }
     if job.selector:
         spec["nodeSelector"] = dict(job.selector)
-    return {
+    pod: Json = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -264,6 +266,16 @@ def job_pod(job: DemoJob, name: str, now: datetime, scenario: Scenario, gang_lab
         "spec": spec,
         "status": {"phase": "Pending"},
     }
+    return _launcher_pod(pod) if job.launcher and name == job.pod_names[0] else pod
+
+
+def _launcher_pod(pod: Json) -> Json:
+    """A worker pod turned into the job's launcher: 1 CPU and 2Gi, no GPU, no GPU toleration."""
+    container = pod["spec"]["containers"][0]
+    container["resources"] = {"requests": {"cpu": "1", "memory": "2Gi"}}
+    pod["spec"]["tolerations"] = []
+    pod["metadata"]["labels"]["training.kubeflow.org/job-role"] = "launcher"
+    return pod
 
 
 class World:
@@ -295,7 +307,7 @@ class World:
 
     def submit(self, job: DemoJob, now: datetime, report: StepReport) -> None:
         """Create the job's pods (as a Job controller would); they wait for the scheduler."""
-        names = (job.name,) if job.pods == 1 else tuple(f"{job.name}-{i}" for i in range(job.pods))
+        names = job.pod_names
         self.jobs[job.name] = JobRun(job, now, names)
         for name in names:
             pod = self._job_pod(job, name, now)
@@ -429,12 +441,13 @@ class World:
                 self._advertise_gpus(instance, now)
                 advertised.setdefault(instance.group.name, []).append(instance.node_name)
         for group, names in registered.items():
-            text = (
-                f"{group}: {len(names)} node(s) registered, Ready, GPUs not yet advertised: {_names(names)}"
-            )
+            later = ", GPUs not yet advertised" if self._shapes[group].gpus else ""
+            text = f"{group}: {len(names)} node(s) registered, Ready{later}: {_names(names)}"
             report.add(now, "kubelet", text)
         for group, names in advertised.items():
             gpus = self._shapes[group].gpus
+            if not gpus:
+                continue  # a CPU group: no device plugin to wait for
             report.add(now, "kubelet", f"{group}: device plugin advertises {gpus} GPUs on {_names(names)}")
 
     def _register(self, instance: Instance, now: datetime) -> None:
@@ -541,6 +554,7 @@ class World:
             if run is not None and run.started_at is None:
                 run.started_at = now
                 run.nodes = tuple(node.name for node in placement)
+                run.node_gpus = tuple(pod.requests.gpus for pod in pods)
                 run.groups = tuple(sorted({self.group_of_node_name(node.name) or "?" for node in placement}))
                 started.append(run)
         if started:
@@ -616,11 +630,11 @@ class World:
             if run.started_at is None:
                 pending += run.job.total_gpus
                 continue
-            for node in run.nodes:
+            for node, gpus in zip(run.nodes, run.node_gpus, strict=True):
                 group = node_group.get(node)
                 if group is not None:
-                    busy[group] += run.job.gpus
-                    on_node[node] += run.job.gpus
+                    busy[group] += gpus
+                    on_node[node] += gpus
         return Sample(now, pending, provisioned, busy, self._idle(on_node))
 
     def _idle(self, on_node: Mapping[str, int]) -> tuple[int, int, int, int]:

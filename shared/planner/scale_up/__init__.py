@@ -1,0 +1,70 @@
+"""Scale-up: place the backlog on free room, then booting nodes, then new nodes, group by group.
+
+The steps, in the order `plan_scale_up` names them (cluster-autoscaler's scale-up reads the same:
+pods that fit existing nodes first, then an estimate per node group, then the expander's choice):
+- `registered` / `existing`: free room of registered nodes, any group or none;
+- `groups`: each group as bins, its booting and launching nodes first;
+- `fill`: per priority tier, plain pods into the cheapest group for them, then constrained pods;
+- `members`: gangs no single group holds, member by member;
+- `report`: a reason for every pod left.
+"""
+
+from __future__ import annotations
+
+from shared.planner.backlog import backlog_units
+from shared.planner.context import Context
+from shared.planner.scale_up.existing import place_on_registered
+from shared.planner.scale_up.fill import buckets_of, fill_tiers
+from shared.planner.scale_up.groups import all_group_bins, booting_nodes
+from shared.planner.scale_up.members import place_gang_members
+from shared.planner.scale_up.registered import (
+    ExistingRoom,
+    existing_classes,
+    parked_nodes,
+    referenced_label_keys,
+)
+from shared.planner.scale_up.report import report_unplaced
+from shared.planner.scale_up.result import ScaleUpResult
+from shared.planner.scale_up.run import Run, recall_refusals, simulation
+
+__all__ = ["ScaleUpResult", "plan_scale_up"]
+
+
+def plan_scale_up(ctx: Context) -> ScaleUpResult:
+    """Decide where every backlog pod goes: free room, uncordon, booting nodes, or new nodes.
+
+    Every node is judged by kube-scheduler's filters (shared.planner.filters); pods placed earlier
+    in the run count for later ones. Groups are chosen per priority tier (high first), then by the
+    lowest estimated cost per GPU of the new nodes the pods at hand need, then less waste, then
+    name. A group takes every pod it admits up to its max size; what is left spills to the next
+    group. A gang is all-or-nothing as a whole (up to its minimum), its members placed each where
+    the scheduler would put it. Fits the scheduler has refuted are not counted again
+    (shared.planner.ground_truth).
+    """
+    units, skipped, pending = backlog_units(ctx)
+    result = ScaleUpResult(outcomes=dict(skipped), pending=pending, recalled=recall_refusals(ctx, pending))
+    run = Run(ctx, simulation(ctx), result.recalled)
+    booting = booting_nodes(ctx)
+    excluded = {node.name for nodes in booting.values() for node in nodes} | parked_nodes(ctx)
+    label_keys = referenced_label_keys(units)
+    classes = existing_classes(ctx, excluded=excluded, label_keys=label_keys, sim=run.sim) if units else []
+    group_bins = all_group_bins(ctx, booting, run.sim)
+    run.sim.prepare(pending)  # every node the run may count on is known: build the per-domain counts
+    for unit in units:
+        unit.plain = all(run.sim.is_plain(p) and p.key not in result.recalled.distrusted for p in unit.pods)
+    room = ExistingRoom(ctx, classes, run.sim)
+
+    remaining, placed = place_on_registered(run, units, room)
+    result.merge(placed)
+    buckets = buckets_of(run, [u for u in remaining if not u.existing_only])  # check-capacity never buys
+    ranked, placed = fill_tiers(run, list(group_bins.values()), buckets, room)
+    result.merge(placed)
+    result.merge(place_gang_members(run, ranked, buckets, room))
+
+    for gb in group_bins.values():
+        result.new_nodes[gb.view.name] = gb.bins.opened
+        result.spare_bins[gb.view.name] = sum(1 for count in gb.bins.placed if count == 0)
+    unplaced = report_unplaced(ctx, run.sim, buckets, result.recalled)
+    result.outcomes.update(unplaced.outcomes)
+    result.saturated = unplaced.saturated
+    return result

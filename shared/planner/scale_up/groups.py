@@ -1,0 +1,165 @@
+"""Each managed group as bins: its booting and launching nodes first, then new nodes up to its max
+(cluster-autoscaler's estimator starts from the template node of the group the same way)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from shared.domain.model import Node, Pod
+from shared.planner.context import Context, GroupView
+from shared.planner.filters.framework import SimNode
+from shared.planner.packing import Bins, Journal, Request
+from shared.planner.placement import template_node
+from shared.planner.scale_up.registered import bound_ports
+from shared.planner.simulation import Simulation
+from shared.planner.template import is_startup_taint
+
+PlaceOne = Callable[[Pod, Request, Journal | None], tuple[Bins, int] | None]
+
+
+@dataclass
+class GroupBins:
+    view: GroupView
+    bins: Bins
+    inflight: int  # bins [0, inflight) are booting nodes; later ones are new
+    target_id: int  # admission cache key of the group
+    nodes: list[SimNode] = field(default_factory=list)  # one per bin, same order
+    _probe: SimNode | None = None
+    reserved_left: int = 0  # new nodes that launch into free reserved capacity (marginal price 0)
+    beyond_reserved: int = 0  # more new nodes at the group's price once the reservation is used
+    places: dict[bool, PlaceOne] = field(default_factory=dict)  # single pods and gangs, built once
+
+    def items(self) -> list[tuple[SimNode, Bins, int]]:
+        return [(node, self.bins, index) for index, node in enumerate(self.nodes)]
+
+    def probe(self) -> SimNode:
+        """A new node of the group as the filters see it before it is opened (never placed on)."""
+        if self._probe is None:
+            assert self.bins.new_shape is not None
+            self._probe = template_node(self.view, -1, list(self.bins.new_shape))
+        return self._probe
+
+
+def _booting(ctx: Context, view: GroupView, node: Node, complete: dict[tuple[int, int], bool]) -> bool:
+    """A registered node that cannot take pods yet but soon will: NotReady, GPUs not advertised, or
+    still carrying a startup taint. `complete` caches, per (allocatable, shape) pair, whether the
+    node advertises all its shape has."""
+    if node.unschedulable:
+        return False
+    policy = ctx.config.policy
+    if node.ready and not any(is_startup_taint(t, policy) for t in node.taints):
+        assert view.shape is not None
+        key = (id(node.allocatable), id(view.shape))
+        advertised = complete.get(key)
+        if advertised is None:
+            have = node.allocatable.as_dict()
+            advertised = complete[key] = all(not value or have.get(name) for name, value in view.shape.items)
+        if advertised:
+            return False  # ready with everything its shape promises: in service
+    return not ctx.older_than(node.created_at, policy.max_node_provision_seconds)
+
+
+def booting_nodes(ctx: Context) -> dict[str, list[Node]]:
+    """Registered nodes of each group that cannot take pods yet but soon will."""
+    complete: dict[tuple[int, int], bool] = {}
+    return {
+        view.name: [n for n in view.nodes if _booting(ctx, view, n, complete)]
+        for view in ctx.groups
+        if view.shape is not None
+    }
+
+
+def all_group_bins(ctx: Context, booting: dict[str, list[Node]], sim: Simulation) -> dict[str, GroupBins]:
+    """Bins of every group the planner can grow (known shape, ASG found), in config order."""
+    return {
+        view.name: group_bins(
+            ctx, view, booting_nodes=booting.get(view.name, []), target_id=position, sim=sim
+        )
+        for position, view in enumerate(ctx.groups)
+        if view.shape is not None and view.asg is not None
+    }
+
+
+def _booting_bin(
+    ctx: Context, view: GroupView, node: Node, shape: tuple[int, ...]
+) -> tuple[list[int], SimNode]:
+    """Room left on a booting node once its bound pods and its DaemonSets still to come are in."""
+    assert view.shape is not None
+    advertised = all(not v or node.allocatable.get(n) for n, v in view.shape.items)
+    room = list(ctx.vector(node.allocatable)) if advertised else list(shape)
+    bound = ctx.pods_on_node.get(node.name, [])
+    running = {p.owner_name for p in bound if p.is_daemonset}
+    for pod in bound:
+        for dim, amount in ctx.request(pod.requests):
+            room[dim] -= amount
+    for ds in view.template.daemonsets:  # DaemonSet pods that will still land on it
+        if ds.name not in running:
+            for dim, amount in ctx.request(ds.pod.requests):
+                room[dim] -= amount
+    taints = tuple(t for t in node.taints if not is_startup_taint(t, ctx.config.policy))
+    return room, SimNode(node.name, node.labels, taints, room, False, bound_ports(bound))
+
+
+def group_bins(
+    ctx: Context, view: GroupView, *, booting_nodes: list[Node], target_id: int, sim: Simulation
+) -> GroupBins:
+    """The group's booting nodes, then its launching ones, then room to open new ones."""
+    assert view.shape is not None
+    shape = ctx.vector(view.shape)
+    new_free = list(shape)
+    for dim, amount in ctx.request(view.template.overhead):
+        new_free[dim] -= amount
+    gb = GroupBins(view, Bins([], [], tuple(new_free)), 0, target_id)
+    for node in booting_nodes:
+        room, sim_node = _booting_bin(ctx, view, node, tuple(shape))
+        gb.bins.free.append(room)
+        gb.bins.ids.append(node.name)
+        gb.nodes.append(sim_node)
+        sim.add_node(sim_node)
+    live = len(view.asg.live_instances) if view.asg else 0
+    # Desired above the instance count is capacity on its way, unless launches are failing or
+    # the group's Launch process is suspended.
+    launching = not view.in_backoff and not (view.asg is not None and view.asg.launch_suspended)
+    pending_slots = max(0, view.current_desired - live) if launching else 0
+    for _ in range(len(view.unregistered) + pending_slots):
+        room = list(new_free)
+        gb.bins.free.append(room)
+        gb.bins.ids.append(None)
+        sim_node = template_node(view, len(gb.nodes), room)
+        gb.nodes.append(sim_node)
+        sim.add_node(sim_node)
+    gb.bins.placed = [0] * len(gb.bins.free)
+    gb.inflight = len(gb.bins.free)
+    can_grow = (
+        not view.in_backoff and view.unavailable_reason is None and view.capacity.growth_blocked is None
+    )
+    gb.bins.max_new = max(0, view.max_size - view.current_desired) if can_grow else 0
+    _reserve(gb, pending_slots)
+    return gb
+
+
+def _reserve(gb: GroupBins, pending_slots: int) -> None:
+    """Split a reservation group's new nodes: first those free reserved capacity takes (launches
+    already asked for take theirs first), then, unless it launches only into its reservations,
+    the rest at its price (filled only after cheaper groups had their turn)."""
+    capacity = gb.view.capacity
+    if capacity.reserved_free is None:
+        return
+    free = max(0, capacity.reserved_free - pending_slots)
+    gb.reserved_left = min(gb.bins.max_new, free)
+    if not gb.reserved_left and not capacity.reserved_only:
+        return  # nothing reserved is left: an On-Demand group at its price
+    gb.beyond_reserved = 0 if capacity.reserved_only else gb.bins.max_new - gb.reserved_left
+    gb.bins.max_new = gb.reserved_left
+
+
+def past_reservation(gb: GroupBins) -> bool:
+    """Once its free reserved capacity is used, a group that falls back to On-Demand competes
+    again at its price: returns True when it was opened up for that."""
+    if not gb.beyond_reserved or gb.bins.opened < gb.bins.max_new:
+        return False
+    gb.bins.max_new += gb.beyond_reserved
+    gb.beyond_reserved = 0
+    gb.reserved_left = 0
+    return True

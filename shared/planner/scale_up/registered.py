@@ -1,0 +1,143 @@
+"""Free room of registered nodes: classes of nodes one admission test covers, and the outcome of
+placing a pod there (cluster-autoscaler's first step: pods that fit existing nodes need nothing)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.domain.model import Pod, Taint
+from shared.domain.plan import Outcome, PodOutcome, ReasonCode
+from shared.planner.backlog import Unit
+from shared.planner.context import Context
+from shared.planner.filters.framework import SimNode
+from shared.planner.filters.node_ports import port_key
+from shared.planner.packing import Bins
+from shared.planner.scale_up.result import Placed
+from shared.planner.simulation import Simulation
+
+
+@dataclass
+class ExistingClass:
+    """Registered nodes sharing labels and taints: one admission test covers them all."""
+
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    bins: Bins
+    uncordon: bool = False  # nodes cordoned by the scaler: placing a pod means uncordoning one
+
+
+class ExistingRoom:
+    """Free room of registered nodes: which classes admit a pod, and the outcome of a placement."""
+
+    def __init__(self, ctx: Context, classes: list[ExistingClass], sim: Simulation) -> None:
+        self.ctx = ctx
+        self.classes = classes
+        self.sim = sim
+        self._admitting: dict[int, list[Bins]] = {}
+        self._uncordon = {id(cls.bins) for cls in classes if cls.uncordon}
+        self.node_of: dict[tuple[int, int], SimNode] = {}
+        for cls in classes:
+            for index, name in enumerate(cls.bins.ids):
+                assert name is not None
+                self.node_of[(id(cls.bins), index)] = sim.nodes[name]
+
+    def targets(self, pod: Pod) -> list[Bins]:
+        """Bins of the classes whose labels and taints admit the pod (cached per scheduling spec)."""
+        found = self._admitting.get(id(pod.scheduling))
+        if found is None:
+            found = self._admitting[id(pod.scheduling)] = [
+                cls.bins for cls in self.classes if pod.scheduling.admits(cls.labels, cls.taints)
+            ]
+        return found
+
+    def nodes(self, pod: Pod) -> list[tuple[SimNode, Bins, int]]:
+        """Every registered node of the admitting classes, schedulable classes first."""
+        return [
+            (self.node_of[(id(bins), index)], bins, index)
+            for bins in self.targets(pod)
+            for index in range(len(bins.free))
+        ]
+
+    def record(self, pod: Pod, bins: Bins, index: int, placed: Placed) -> None:
+        """The pod fits registered node `bins.ids[index]`: an existing outcome (maybe an uncordon)."""
+        node = bins.ids[index] or ""
+        group = self.ctx.group_of_node.get(node)
+        placed.busy_nodes.add(node)
+        placed.counted_on[pod.key] = node
+        if id(bins) in self._uncordon:
+            placed.uncordon[node] = group.name if group else ""
+            reason = f"fits on {node}, which the scaler had cordoned: uncordoning it"
+        else:
+            reason = f"fits free room on {node}; the scheduler will place it"
+        placed.outcomes[pod.key] = PodOutcome(
+            pod.key,
+            Outcome.EXISTING,
+            group.name if group else None,
+            reason,
+            ReasonCode.PLACED,
+            pod.requests.gpus,
+        )
+
+
+def referenced_label_keys(units: list[Unit]) -> frozenset[str]:
+    """Node label keys any pending pod's selector or affinity looks at."""
+    keys: set[str] = set()
+    seen: set[int] = set()
+    for unit in units:
+        for pod in unit.pods:
+            scheduling = pod.scheduling
+            if id(scheduling) in seen:
+                continue
+            seen.add(id(scheduling))
+            keys.update(key for key, _ in scheduling.node_selector)
+            keys.update(req.key for term in scheduling.affinity_terms for req in term)
+    return frozenset(keys)
+
+
+def bound_ports(pods: list[Pod]) -> set[tuple[str, str, int]]:
+    return {port_key(p) for pod in pods for p in pod.constraints.host_ports}
+
+
+def existing_classes(
+    ctx: Context, *, excluded: set[str], label_keys: frozenset[str], sim: Simulation
+) -> list[ExistingClass]:
+    """Registered nodes with room (but the `excluded` ones), grouped by what admission can see.
+
+    Only label keys some pending pod refers to matter, so nodes that differ only in, say, their
+    hostname label share a class and one admission test. Each node also joins the simulation.
+    """
+    classes: dict[tuple[object, ...], ExistingClass] = {}
+    for node in sorted(ctx.snapshot.nodes, key=lambda n: n.name):
+        if not node.ready or node.name in excluded:
+            continue
+        scaler_cordoned = node.cordoned_by_scaler and node.name in ctx.group_of_node
+        if node.unschedulable and not scaler_cordoned:
+            continue
+        free = list(ctx.vector(node.allocatable))
+        bound = ctx.pods_on_node.get(node.name, [])
+        for pod in bound:
+            for dim, amount in ctx.request(pod.requests):
+                free[dim] -= amount
+        visible = {k: v for k, v in node.labels.items() if k in label_keys}
+        key = (tuple(sorted(visible.items())), node.taints, scaler_cordoned)
+        cls = classes.get(key)
+        if cls is None:
+            cls = classes[key] = ExistingClass(visible, node.taints, Bins([], []), scaler_cordoned)
+        cls.bins.free.append(free)
+        cls.bins.ids.append(node.name)
+        cls.bins.placed.append(0)
+        # A scaler-cordoned node is judged schedulable: the plan uncordons it to use it.
+        sim.add_node(SimNode(node.name, node.labels, node.taints, free, False, bound_ports(bound)))
+    # Schedulable nodes first; uncordoning is the fallback before buying nodes.
+    return sorted(classes.values(), key=lambda c: (c.uncordon, c.bins.ids[0] or ""))
+
+
+def parked_nodes(ctx: Context) -> set[str]:
+    """Registered nodes that are never free room, however idle they look: those whose instance is
+    in Standby or leaving its group (Terminating, Terminating:Wait under a lifecycle hook,
+    Detaching), and those of a group whose Capacity Block is about to end (they are being cordoned)."""
+    ending = {n.name for v in ctx.groups if v.capacity.block_cordon for n in v.nodes}
+    parked = {i.instance_id for asg in ctx.snapshot.asgs.values() for i in asg.instances if not i.is_live}
+    if parked:
+        ending.update(n.name for n in ctx.snapshot.nodes if n.instance_id in parked)
+    return ending
