@@ -4,7 +4,7 @@
     applier.py           every write, the action log and the one error policy
     gather.py            every read of a reconcile
     orchestrator.py      reconcile: gather -> plan -> re-validate -> apply -> report
-    force_scale_down.py  forced scale-down, from the request to the report, and its continuation
+    force_scale_down/    forced scale-down: request, first pass, drain (the continuation), report
     aws_events.py        launch failures and spot interruptions
     report.py            results, metrics, pod Events, the notification
 

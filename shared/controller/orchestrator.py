@@ -126,13 +126,27 @@ def _plan(deps: Deps, gathered: Gathered, state: ScalerState, now: datetime) -> 
 
 def _apply(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
     _terminate(deps, run, plan, gathered)
-    force_scale_down.continue_drains(deps, run, gathered)
+    _continue_drains(deps, run, gathered)
     _set_desired(deps, run, plan, gathered)
     _cordon(deps, run, plan, gathered.draining)
     _uncordon(run.applier, plan, gathered.draining)
     apply_marks(run.applier, plan, gathered.draining, partial(_fresh, deps, run.applier))
     answer_requests(run.applier, plan, run.tally.failed_groups)
     _save_state(deps, run, plan, gathered)
+
+
+def _continue_drains(deps: Deps, run: RunInfo, gathered: Gathered) -> None:
+    """The stored drains' pass, handed each group's ASG as this run's terminations left it."""
+    asgs = {}
+    for intent in gathered.intents:
+        if intent.group in deps.config.group_names:
+            asg = gathered.asgs.get(deps.config.group(intent.group).asg_name)
+            if asg is not None:
+                asgs[intent.group] = replace(asg, desired=asg.desired - run.tally.decrements[intent.group])
+    for removal in force_scale_down.continue_drains(
+        deps, run.applier, gathered.intents, asgs, run.started_at
+    ):
+        run.tally.remove(removal.group, removal.instance_id, decrement=True)
 
 
 def _fresh(deps: Deps, applier: Applier, name: str) -> tuple[Node | None, tuple[Pod, ...]] | str:
