@@ -127,14 +127,3 @@ class Plan:
             if decision.name == name:
                 return decision
         raise KeyError(name)
-
-    @property
-    def has_changes(self) -> bool:
-        return bool(
-            self.cordon
-            or self.uncordon
-            or self.terminate
-            or self.mark
-            or self.unmark
-            or any(g.changed for g in self.groups)
-        )
