@@ -100,7 +100,7 @@ def test_triggers_from_two_instances_reach_the_queue_once(
 
     def instance() -> None:
         webhook = build_webhook(load_settings(os.environ), clock=lambda: now)
-        monkeypatch.setattr(deployment.handler, "webhook", webhook)
+        deployment.handler.set_dependencies(webhook)
 
     # When the first admits a GPU pod and the second gets a FailedScheduling event and a poke
     instance()
@@ -143,7 +143,7 @@ def hanging_sqs(deployment: Deployment, monkeypatch: pytest.MonkeyPatch) -> Iter
     thread.start()
     monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", f"http://127.0.0.1:{listener.getsockname()[1]}")
     clear_fast_clients()
-    monkeypatch.setattr(deployment.handler, "webhook", build_webhook(load_settings(os.environ)))
+    deployment.handler.set_dependencies(build_webhook(load_settings(os.environ)))
     yield
     stop.set()
     thread.join()

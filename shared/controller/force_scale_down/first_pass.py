@@ -204,9 +204,7 @@ def _drain_candidate(
             run.tally.remove(group, instance_id, decrement=True)
             return
     else:
-        evict(
-            applier, pods, group, delete=request.force and request.grace_seconds == 0, progress=progress
-        )
+        evict(applier, pods, group, delete=request.force and request.grace_seconds == 0, progress=progress)
     progress.remaining.append(node.name)
 
 
