@@ -35,7 +35,6 @@ from shared.domain.errors import AuthError, LeaseHeldError, ReadError, ScalerErr
 from shared.domain.model import GroupState, Node, Pod, PodMemory, ScalerState
 from shared.domain.plan import Plan
 from shared.domain.safety import cordon_blocker, desired_to_set, termination_blocker
-from shared.planner import plan as make_plan
 from shared.reporting import ActionKind, ActionStatus
 
 
@@ -116,7 +115,7 @@ def _record_capacity_failures(deps: Deps, run: RunInfo, gathered: Gathered) -> S
 
 
 def _plan(deps: Deps, gathered: Gathered, state: ScalerState, now: datetime) -> Plan:
-    plan = make_plan(gathered.snapshot(state), deps.config, now)
+    plan = deps.planner(gathered.snapshot(state), deps.config, now)
     log_plan(deps.reporter, plan)
     return plan
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -10,7 +11,6 @@ from typing import Any
 import pytest
 
 from shared.controller import Controller, InterruptionKind, ReconcileResult, RunStatus
-from shared.controller import orchestrator as orchestrator_module
 from shared.controller.force_scale_down import INTERRUPTION_REQUESTER
 from shared.domain.errors import (
     ActionError,
@@ -27,6 +27,7 @@ from shared.domain.resources import Resources
 from shared.domain.safety import cordon_blocker, desired_to_set, termination_blocker
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.formats.kubernetes import node_from_json, pod_from_json
+from shared.planner import plan
 from shared.reporting import ActionKind, ActionStatus
 from tests.builders import GPU_TAINT, NOW, asg, config, iso, node, pod
 from tests.fakes.memory import FakeCluster, FakeFleet, FakeWorld
@@ -206,7 +207,7 @@ def test_scale_from_zero_uses_the_instance_type_shape() -> None:
     assert w.fleet.desired(A100) == 1
 
 
-def test_scheduler_inputs_are_read_once_each_and_reach_the_planner(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_scheduler_inputs_are_read_once_each_and_reach_the_planner() -> None:
     # Given a cluster with a DaemonSet, a claim, a volume, a storage class and a labelled namespace
     w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])
     w.cluster.add_daemonset(DaemonSet("kube-system", "agent", pod_from_json(pod("agent", gpus=0))))
@@ -215,16 +216,13 @@ def test_scheduler_inputs_are_read_once_each_and_reach_the_planner(monkeypatch: 
     w.cluster.add_storage_class(StorageClass("gp3", binding_mode="WaitForFirstConsumer"))
     w.cluster.add_namespace("research", {"team": "llm"})
     snapshots: list[Snapshot] = []
-    real_plan = orchestrator_module.make_plan
 
     def planning(snapshot: Snapshot, cfg: Any, now: Any) -> Plan:
         snapshots.append(snapshot)
-        return real_plan(snapshot, cfg, now)
-
-    monkeypatch.setattr(orchestrator_module, "make_plan", planning)
+        return plan(snapshot, cfg, now)
 
     # When the controller reconciles
-    w.controller().reconcile("schedule")
+    w.controller(planner=planning).reconcile("schedule")
 
     # Then each listing was one call, and the planner saw everything it returned
     for listing in (
@@ -243,22 +241,18 @@ def test_scheduler_inputs_are_read_once_each_and_reach_the_planner(monkeypatch: 
     assert snapshot.namespaces == {"research": {"team": "llm", "kubernetes.io/metadata.name": "research"}}
 
 
-def planned(monkeypatch: pytest.MonkeyPatch, **changes: Any) -> None:
-    """Make the planner's plan carry `changes` (pod memory, model errors) on top of its own decisions."""
-    real_plan = orchestrator_module.make_plan
-    monkeypatch.setattr(
-        orchestrator_module,
-        "make_plan",
-        lambda snapshot, cfg, now: replace(real_plan(snapshot, cfg, now), **changes),
-    )
+def planned(**changes: Any) -> Callable[[Snapshot, Any, Any], Plan]:
+    """A planner whose plan carries `changes` (pod memory, model errors) on top of its own decisions."""
+    return lambda snapshot, cfg, now: replace(plan(snapshot, cfg, now), **changes)
 
 
-def test_pod_memory_is_saved_when_it_changed_and_only_then(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pod_memory_is_saved_when_it_changed_and_only_then() -> None:
     # Given a plan that remembers one pod counted on a node, and one pod it knows nothing about
     w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])
     counted = PodMemory(uid="u1", counted_on="n1", counted_since=NOW)
-    planned(monkeypatch, pod_memory={"research/train": counted, "research/new": PodMemory(uid="u2")})
-    controller = w.controller()
+    controller = w.controller(
+        planner=planned(pod_memory={"research/train": counted, "research/new": PodMemory(uid="u2")})
+    )
 
     # When the controller reconciles
     controller.reconcile("schedule")
@@ -274,52 +268,46 @@ def test_pod_memory_is_saved_when_it_changed_and_only_then(monkeypatch: pytest.M
     assert w.state.load().pods == {"research/train": counted}
 
 
-def test_pod_memory_is_forgotten_when_the_plan_no_longer_holds_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pod_memory_is_forgotten_when_the_plan_no_longer_holds_it() -> None:
     # Given a pod remembered by an earlier run, and a plan that no longer remembers anything
     w = world([], [], [asg(A100, desired=0)])
     w.state.pod_memory = {"research/gone": PodMemory(uid="u1", distrusted=("n1",))}
-    planned(monkeypatch, pod_memory={})
 
     # When the controller reconciles / Then the stored memory is replaced by the empty one
-    w.controller().reconcile("schedule")
+    w.controller(planner=planned(pod_memory={})).reconcile("schedule")
     assert w.state.pod_memory == {}
     assert len(w.state.calls_of("save_pod_memory")) == 1
 
 
-def test_dry_run_does_not_store_pod_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dry_run_does_not_store_pod_memory() -> None:
     w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])
-    planned(
-        monkeypatch, pod_memory={"research/train": PodMemory(uid="u1", counted_on="n1", counted_since=NOW)}
-    )
-    w.controller(dry_run=True).reconcile("schedule")
+    memory = {"research/train": PodMemory(uid="u1", counted_on="n1", counted_since=NOW)}
+    w.controller(dry_run=True, planner=planned(pod_memory=memory)).reconcile("schedule")
     assert w.state.calls_of("save_pod_memory") == []
 
 
-def test_failed_pod_memory_save_is_reported_and_the_run_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_pod_memory_save_is_reported_and_the_run_goes_on() -> None:
     # Given a store that fails the pod memory write
     w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])
-    planned(
-        monkeypatch, pod_memory={"research/train": PodMemory(uid="u1", counted_on="n1", counted_since=NOW)}
-    )
+    memory = {"research/train": PodMemory(uid="u1", counted_on="n1", counted_since=NOW)}
     w.state.fail_next("save_pod_memory", ActionError("throttled"))
 
     # When the controller reconciles
-    result = w.controller().reconcile("schedule")
+    result = w.controller(planner=planned(pod_memory=memory)).reconcile("schedule")
 
     # Then the error is in the result and the scale-up still happened
     assert any("save pod memory" in e for e in result.errors)
     assert w.fleet.desired(A100) == 1
 
 
-def test_model_errors_are_logged_and_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_model_errors_are_logged_and_counted() -> None:
     # Given a plan with a fit the scheduler refuted
     w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])
     since = NOW - timedelta(minutes=3)
     error = ModelError("research/train", "n1", since, "0/1 nodes are available: 1 Insufficient memory.")
-    planned(monkeypatch, model_errors=(error,))
 
     # When the controller reconciles
-    result = w.controller().reconcile("schedule")
+    result = w.controller(planner=planned(model_errors=(error,))).reconcile("schedule")
 
     # Then it is logged as a warning with every fact, and counted in the result
     warnings = [fields for level, message, fields in w.reporter.logs if message == "model error"]
