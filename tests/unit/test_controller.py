@@ -733,6 +733,31 @@ def test_a_lost_lease_stops_the_run_before_its_next_write() -> None:
     assert any("LeaseHeldError" in e for e in result.errors)
 
 
+def test_a_lease_taken_after_planning_leaves_the_old_run_no_write_of_any_kind() -> None:
+    # Given a plan that uncordons an idle node for a pending pod, records its pod Events and saves
+    # state, and another run that takes the lease the moment this run has planned
+    w = idle_world(cordoned=True, extra_pods=[pod("train", gpus=8)])
+    taken: list[int] = []
+
+    def plan_then_lose_the_lease(snapshot: Snapshot, cfg: Any, now: Any) -> Plan:
+        decided = plan(snapshot, cfg, now)
+        assert decided.uncordon  # the write a stale run must not make
+        w.state.take_over()
+        taken.append(len(w.calls_in_order()))
+        return decided
+
+    # When the old run goes on to apply its plan
+    result = w.controller(planner=plan_then_lose_the_lease).reconcile("schedule")
+
+    # Then after the take-over it only asked the store whether the lease was still its own, and gave
+    # back nothing it no longer held: no uncordon, no Event, no state write
+    after = [c.method for c in w.calls_in_order()[taken[0] :]]
+    assert set(after) <= {"renew_lease", "release_lease"}, after
+    assert w.cluster.is_cordoned("n1") and w.cluster.events == []
+    assert w.state.lease is not None and w.state.lease.owner == "thief"
+    assert any("lease was lost" in e for e in result.errors)
+
+
 # ------------------------------------------------------------------------------------------ drains
 
 
