@@ -241,6 +241,18 @@ class Applier:
             )
         return done
 
+    def delete_node(self, node: str, group: str, reason: str) -> bool:
+        """Delete the Node object of an instance that is gone (a termination whose response was lost
+        left it behind); destructive: none follows a failed read."""
+        return self._write(
+            ActionKind.DELETE_NODE,
+            node,
+            group,
+            reason,
+            partial(self._cluster.delete_node, node),
+            destructive=True,
+        )
+
     def set_desired(self, asg: AsgState, desired: int, group: str, reason: str) -> bool:
         """Set an absolute desired capacity (callers take it from `safety.desired_to_set`)."""
         return self._write(

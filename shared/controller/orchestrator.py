@@ -125,6 +125,7 @@ def _plan(deps: Deps, gathered: Gathered, state: ScalerState, now: datetime) -> 
 
 def _apply(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
     _terminate(deps, run, plan, gathered)
+    _delete_leftovers(deps, run, plan, gathered)
     _continue_drains(deps, run, gathered)
     _set_desired(deps, run, plan, gathered)
     _cordon(deps, run, plan, gathered.draining)
@@ -190,6 +191,39 @@ def _terminate(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None
             region=asg.region,
         ):
             run.tally.remove(group, termination.instance_id, decrement=termination.decrement)
+
+
+def _delete_leftovers(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
+    """Delete Nodes of instances that are gone, each re-read first: still NotReady, still cordoned by
+    the scaler, still the same instance (a new instance may come up under a reused name)."""
+    instance_of = {n.name: n.instance_id for n in gathered.nodes}
+    for action in plan.delete_nodes:
+        fresh = _fresh(deps, run.applier, action.node)
+        node = None if isinstance(fresh, str) else fresh[0]
+        if node is None and not isinstance(fresh, str):
+            continue  # gone already: what the delete wanted
+        blocker = _leftover_blocker(node, instance_of.get(action.node)) if node else str(fresh)
+        if blocker:
+            run.applier.note(
+                ActionKind.DELETE_NODE,
+                action.node,
+                action.group,
+                action.reason,
+                ActionStatus.SKIPPED,
+                blocker,
+            )
+            continue
+        run.applier.delete_node(action.node, action.group, action.reason)
+
+
+def _leftover_blocker(node: Node, instance_id: str | None) -> str:
+    if node.ready:
+        return "the node is Ready again"
+    if not node.cordoned_by_scaler:
+        return "the node is no longer cordoned by the scaler"
+    if node.instance_id != instance_id:
+        return f"the node is now instance {node.instance_id}"
+    return ""
 
 
 def _set_desired(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:

@@ -120,6 +120,7 @@ class Plan:
     provisioning_updates: tuple[ConditionUpdate, ...] = ()  # status writes: only what changes
     mark: tuple[NodeMark, ...] = ()  # attrition taints to put on, by node
     unmark: tuple[NodeMark, ...] = ()  # attrition taints to lift, by node
+    delete_nodes: tuple[NodeAction, ...] = ()  # Node objects of instances that are gone (leftovers.py)
 
     def group(self, name: str) -> GroupDecision:
         """The decision for one group by name."""

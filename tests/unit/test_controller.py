@@ -394,6 +394,37 @@ def test_termination_is_skipped_when_the_node_got_a_pod_after_planning() -> None
     assert w.fleet.desired(A100) == 1
 
 
+def test_a_termination_whose_response_was_lost_has_its_node_removed_by_the_next_run() -> None:
+    # Given an idle cordoned node whose termination goes through but whose response is lost
+    w = idle_world(cordoned=True)
+    w.fleet.fail_after_next("terminate_instance", FleetActionError("TerminateInstance: read timeout"))
+    first = w.controller().reconcile("schedule")
+    assert statuses(first, ActionKind.TERMINATE) == [("n1", ActionStatus.FAILED)]
+    assert w.fleet.terminated == ["i-1"] and "n1" in w.cluster.nodes
+
+    # When the kubelet has stopped (the Node turns NotReady) and the next run comes
+    w.clock.advance(60)
+    w.cluster.node_obj("n1")["status"]["conditions"] = [
+        {"type": "Ready", "status": "Unknown", "lastTransitionTime": iso(w.clock.now())}
+    ]
+    second = w.controller().reconcile("schedule")
+
+    # Then it finds the instance gone and removes the Node object, terminating nothing twice
+    assert statuses(second, ActionKind.DELETE_NODE) == [("n1", ActionStatus.DONE)]
+    assert "n1" not in w.cluster.nodes
+    assert w.fleet.terminated == ["i-1"] and len(w.fleet.calls_of("terminate_instance")) == 1
+
+
+def test_a_ready_node_whose_instance_left_the_groups_is_not_deleted() -> None:
+    # Given a cordoned node whose instance is in no group, but whose kubelet still reports Ready
+    w = world(
+        [], [node("n1", "i-9", unschedulable=True, annotations=CORDONED_LONG_AGO)], [asg(A100, desired=0)]
+    )
+    # When the controller reconciles / Then the Node stays (a Ready kubelet runs somewhere)
+    w.controller().reconcile("schedule")
+    assert "n1" in w.cluster.nodes and w.cluster.calls_of("delete_node") == []
+
+
 def test_termination_is_skipped_when_someone_uncordoned_the_node() -> None:
     w = idle_world(cordoned=True)
     w.cluster.before("get_node", lambda name: w.cluster.uncordon(name))
