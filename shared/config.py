@@ -280,6 +280,20 @@ def parse_config(document: object, source: str = "config") -> ScalerConfig:
         raise ConfigError(format_validation_error(exc, source)) from exc
 
 
+def parse_config_variable(value: str, variable: str) -> ScalerConfig:
+    """The config in an environment variable's JSON, for a pydantic validator of that variable:
+    ValueError with one problem a line joined by "; ", each naming its field inside the document."""
+    try:
+        document = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
+    try:
+        return parse_config(document, variable)
+    except ConfigError as exc:
+        problems = (line.removeprefix(f"{variable}: ") for line in str(exc).splitlines())
+        raise ValueError("; ".join(problems)) from exc
+
+
 def _yaml_problem(exc: yaml.YAMLError) -> str:
     """One line: PyYAML's own message spans several, with a snippet of the file."""
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]

@@ -1,13 +1,12 @@
 """The reporting port: structured decision logs and metrics, kept out of the controller's imports.
 
 `Reporter` is what the controller talks to; `shared.observability.PowertoolsReporter` implements it
-with Powertools (JSON logs, CloudWatch EMF) and `LoggingReporter` with the standard library (local
-runs). Tests use `tests.fakes.memory.RecordingReporter`.
+with Powertools (JSON logs, CloudWatch EMF); the demo wraps it (`shared.local.demo.timeline.DecisionTap`).
+Tests use `tests.fakes.memory.RecordingReporter`.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, Protocol
@@ -50,10 +49,6 @@ class ActionRecord:
     status: ActionStatus = ActionStatus.DONE
     detail: str = ""  # the error or skip explanation
 
-    @property
-    def changed_something(self) -> bool:
-        return self.status is ActionStatus.DONE
-
     def line(self) -> str:
         """One human line for notifications."""
         text = f"{self.kind} {self.target} ({self.group}): {self.reason}"
@@ -92,25 +87,3 @@ class Reporter(Protocol):
     def flush(self) -> None:
         """Publish buffered metrics; called once at the end of every controller call."""
         ...
-
-
-class LoggingReporter:
-    """A `Reporter` on the standard `logging` module (local runs, the simulator); metrics are logged."""
-
-    def __init__(self, logger: logging.Logger | None = None) -> None:
-        self._logger = logger or logging.getLogger("backlog_scaler")
-
-    def log(self, level: LogLevel, message: str, **fields: Any) -> None:
-        self._logger.log(logging.getLevelNamesMapping()[level.upper()], "%s %s", message, fields or "")
-
-    def log_action(self, action: ActionRecord) -> None:
-        level = logging.WARNING if action.status is ActionStatus.FAILED else logging.INFO
-        self._logger.log(level, "action %s", action.line())
-
-    def metric(
-        self, name: str, value: float, *, unit: MetricUnit = "Count", group: str | None = None
-    ) -> None:
-        self._logger.debug("metric %s%s = %s %s", name, f"[{group}]" if group else "", value, unit)
-
-    def flush(self) -> None:
-        return None

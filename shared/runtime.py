@@ -35,7 +35,13 @@ from shared.adapters.aws.fleet import AsgFleet
 from shared.adapters.aws.notifier import notifier_from_config
 from shared.adapters.aws.state_store import DynamoDbStateStore
 from shared.adapters.kubernetes.cluster import cluster_from_config
-from shared.config import ScalerConfig, decode_stored_config, format_validation_error, parse_config
+from shared.config import (
+    ScalerConfig,
+    decode_stored_config,
+    format_validation_error,
+    parse_config,
+    parse_config_variable,
+)
 from shared.controller import Controller
 from shared.domain.errors import ConfigError
 from shared.reporting import Reporter
@@ -51,18 +57,7 @@ def _blank_is_none(value: object) -> object:
 
 
 def _config_from_json(value: object) -> object:
-    if not isinstance(value, str):
-        return value
-    try:
-        document = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
-    try:
-        return parse_config(document, constants.ENV_CONFIG)
-    except ConfigError as exc:
-        # One line per problem, each naming its field inside the config document.
-        problems = (line.removeprefix(f"{constants.ENV_CONFIG}: ") for line in str(exc).splitlines())
-        raise ValueError("; ".join(problems)) from exc
+    return parse_config_variable(value, constants.ENV_CONFIG) if isinstance(value, str) else value
 
 
 OptionalText = Annotated[str | None, BeforeValidator(_blank_is_none)]

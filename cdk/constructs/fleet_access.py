@@ -52,56 +52,19 @@ def cluster_arn(*, region: str, cluster_name: str, partition: str, account: str)
 
 
 class FleetAccess(Construct):
+    """The fleet policy: scale only this cluster's tagged groups, read where they are."""
+
     def __init__(
         self, scope: Construct, id: str, *, config: ScalerConfig, roles: Sequence[iam.IRole]
     ) -> None:
         super().__init__(scope, id)
-        partition, account = cdk.Aws.PARTITION, cdk.Aws.ACCOUNT_ID
-        group_arns = [
-            asg_arn(region=config.region_of(g), asg_name=g.asg_name, partition=partition, account=account)
-            for g in config.node_groups
-        ]
-        statements = [
-            iam.PolicyStatement(
-                sid="ScaleOnlyThisClustersGroups",
-                actions=list(MUTATING_ACTIONS),
-                resources=group_arns,
-                # Both the configured names and the cluster tag must match: a group that is renamed
-                # into the config but not tagged for this cluster stays untouched.
-                conditions={"StringEquals": {f"autoscaling:ResourceTag/{TAG_CLUSTER}": config.cluster_name}},
-            ),
-            # Read only where the groups are: the one narrowing these actions support.
-            iam.PolicyStatement(
-                sid="ReadFleet",
-                actions=list(DESCRIBE_ACTIONS),
-                resources=["*"],
-                conditions={
-                    "StringEquals": {
-                        "aws:RequestedRegion": sorted(
-                            {config.region, *(config.region_of(g) for g in config.node_groups)}
-                        )
-                    }
-                },
-            ),
-        ]
+        statements = [*_build_fleet_statements(config)]
         if not (config.kubernetes.endpoint and config.kubernetes.certificate_authority):
-            # Endpoint and CA come from eks:DescribeCluster when the config does not give them. The
-            # EKS token is a presigned sts:GetCallerIdentity URL: signing needs no IAM permission.
-            statements.append(
-                iam.PolicyStatement(
-                    sid="DescribeTheCluster",
-                    actions=["eks:DescribeCluster"],
-                    resources=[
-                        cluster_arn(
-                            region=config.region,
-                            cluster_name=config.cluster_name,
-                            partition=partition,
-                            account=account,
-                        )
-                    ],
-                )
-            )
+            statements.append(_build_describe_cluster_statement(config))
         self.policy = iam.Policy(self, "Policy", statements=statements, roles=list(roles))
+        self._acknowledge(config)
+
+    def _acknowledge(self, config: ScalerConfig) -> None:
         acknowledge(
             self.policy,
             "AwsSolutions-IAM5[Resource::*]",
@@ -124,6 +87,54 @@ class FleetAccess(Construct):
                 "statement is pinned to the group's name and region and requires the "
                 f"{TAG_CLUSTER}={config.cluster_name} tag on the group.",
             )
+
+
+def _build_fleet_statements(config: ScalerConfig) -> list[iam.PolicyStatement]:
+    partition, account = cdk.Aws.PARTITION, cdk.Aws.ACCOUNT_ID
+    group_arns = [
+        asg_arn(region=config.region_of(g), asg_name=g.asg_name, partition=partition, account=account)
+        for g in config.node_groups
+    ]
+    return [
+        iam.PolicyStatement(
+            sid="ScaleOnlyThisClustersGroups",
+            actions=list(MUTATING_ACTIONS),
+            resources=group_arns,
+            # Both the configured names and the cluster tag must match: a group that is renamed
+            # into the config but not tagged for this cluster stays untouched.
+            conditions={"StringEquals": {f"autoscaling:ResourceTag/{TAG_CLUSTER}": config.cluster_name}},
+        ),
+        # Read only where the groups are: the one narrowing these actions support.
+        iam.PolicyStatement(
+            sid="ReadFleet",
+            actions=list(DESCRIBE_ACTIONS),
+            resources=["*"],
+            conditions={
+                "StringEquals": {
+                    "aws:RequestedRegion": sorted(
+                        {config.region, *(config.region_of(g) for g in config.node_groups)}
+                    )
+                }
+            },
+        ),
+    ]
+
+
+def _build_describe_cluster_statement(config: ScalerConfig) -> iam.PolicyStatement:
+    """Endpoint and CA come from eks:DescribeCluster when the config does not give them. The EKS
+    token is a presigned sts:GetCallerIdentity URL: signing needs no IAM permission."""
+    return iam.PolicyStatement(
+        sid="DescribeTheCluster",
+        actions=["eks:DescribeCluster"],
+        resources=[
+            cluster_arn(
+                region=config.region,
+                cluster_name=config.cluster_name,
+                partition=cdk.Aws.PARTITION,
+                account=cdk.Aws.ACCOUNT_ID,
+            )
+        ],
+    )
 
 
 class VpcNetworking(Construct):

@@ -34,9 +34,12 @@ from shared.constants import (
 ONE_MINUTE = cdk.Duration.minutes(1)
 FIVE_MINUTES = cdk.Duration.minutes(5)
 CAPACITY_FAILURE_WINDOW = cdk.Duration.minutes(30)
+WIDGET_WIDTH = 12  # two graphs a row (the dashboard is 24 wide)
 
 
 class Observability(Construct):
+    """The scaler's alarms (to the notification topic) and its dashboard, built step by step."""
+
     def __init__(
         self,
         scope: Construct,
@@ -54,23 +57,32 @@ class Observability(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.cluster_name = cluster_name
-        action = cw_actions.SnsAction(topic)
+        self._action = cw_actions.SnsAction(topic)
         self.alarms: list[cloudwatch.Alarm] = []
+        self._build_function_alarms(functions, schedule_minutes)
+        self._build_queue_alarms(dead_letter_queue, failed_invocations)
+        self._build_backlog_alarms(oldest_pending_seconds)
+        self._build_group_alarms(group_names, capacity_failures)
+        self.dashboard = self._build_dashboard(group_names, functions, dead_letter_queue, failed_invocations)
 
-        def alarm(alarm_id: str, **props: object) -> cloudwatch.Alarm:
-            created = cloudwatch.Alarm(self, alarm_id, **props)  # type: ignore[arg-type]
-            created.add_alarm_action(action)
-            created.add_ok_action(action)
-            self.alarms.append(created)
-            return created
+    def _alarm(self, alarm_id: str, **props: object) -> cloudwatch.Alarm:
+        """An alarm that notifies the topic when it fires and when it clears."""
+        created = cloudwatch.Alarm(self, alarm_id, **props)  # type: ignore[arg-type]
+        created.add_alarm_action(self._action)
+        created.add_ok_action(self._action)
+        self.alarms.append(created)
+        return created
 
+    def _build_function_alarms(
+        self, functions: Mapping[str, lambda_.IFunction], schedule_minutes: int
+    ) -> None:
         for name, function in functions.items():
             # The schedule runs reconcile every minute; one failed run is healed by the next, so it
             # alarms on failures in two consecutive periods. The others alarm on the first failure.
             periods = 2 if name == FUNCTION_RECONCILE else 1
-            alarm(
+            self._alarm(
                 f"{_pascal(name)}Errors",
-                alarm_description=f"backlog-scaler {cluster_name}: the {name} function failed",
+                alarm_description=f"backlog-scaler {self.cluster_name}: the {name} function failed",
                 metric=function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
                 threshold=1,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
@@ -79,10 +91,10 @@ class Observability(Construct):
             )
         # Three missed ticks (at least 15 min; CloudWatch evaluates at most a day).
         silence_minutes = min(max(15, schedule_minutes * 3), 1440)
-        alarm(
+        self._alarm(
             "ReconcileNotRunning",
             alarm_description=(
-                f"backlog-scaler {cluster_name}: reconcile has not run for {silence_minutes} minutes"
+                f"backlog-scaler {self.cluster_name}: reconcile has not run for {silence_minutes} minutes"
             ),
             metric=functions[FUNCTION_RECONCILE].metric_invocations(
                 period=cdk.Duration.minutes(silence_minutes), statistic="Sum"
@@ -93,10 +105,19 @@ class Observability(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
         )
 
-        def queue_not_empty(alarm_id: str, description: str, queue: sqs.IQueue) -> None:
-            alarm(
+    def _build_queue_alarms(self, dead_letter_queue: sqs.IQueue, failed_invocations: sqs.IQueue) -> None:
+        for alarm_id, description, queue in (
+            ("DeadLetterQueueNotEmpty", "triggers failed repeatedly and were parked", dead_letter_queue),
+            (
+                "FailedInvocationsNotEmpty",
+                "an AWS event (launch failure, spot warning) failed every attempt and was parked in the "
+                "failed-invocations queue",
+                failed_invocations,
+            ),
+        ):
+            self._alarm(
                 alarm_id,
-                alarm_description=f"backlog-scaler {cluster_name}: {description}",
+                alarm_description=f"backlog-scaler {self.cluster_name}: {description}",
                 metric=queue.metric_approximate_number_of_messages_visible(
                     period=FIVE_MINUTES, statistic="Maximum"
                 ),
@@ -106,19 +127,11 @@ class Observability(Construct):
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
 
-        queue_not_empty(
-            "DeadLetterQueueNotEmpty", "triggers failed repeatedly and were parked", dead_letter_queue
-        )
-        queue_not_empty(
-            "FailedInvocationsNotEmpty",
-            "an AWS event (launch failure, spot warning) failed every attempt and was parked in the "
-            "failed-invocations queue",
-            failed_invocations,
-        )
-        alarm(
+    def _build_backlog_alarms(self, oldest_pending_seconds: int) -> None:
+        self._alarm(
             "OldestPendingPod",
             alarm_description=(
-                f"backlog-scaler {cluster_name}: a GPU pod has been pending longer than "
+                f"backlog-scaler {self.cluster_name}: a GPU pod has been pending longer than "
                 f"{oldest_pending_seconds} s"
             ),
             metric=self.cluster_metric(METRIC_OLDEST_PENDING_AGE, "Maximum", FIVE_MINUTES),
@@ -130,11 +143,11 @@ class Observability(Construct):
         # One write that failed on one object (AccessDenied on an ASG without the cluster tag, a 403 or
         # NamespaceTerminating eviction, a throttled write) is isolated and the run goes on, so the
         # function succeeds: this alarm is what tells the operator (the notification says which).
-        alarm(
+        self._alarm(
             "ActionFailures",
             alarm_description=(
-                f"backlog-scaler {cluster_name}: a write failed on an object (ASG, node or pod) and was "
-                "skipped; the run's notification and logs name it"
+                f"backlog-scaler {self.cluster_name}: a write failed on an object (ASG, node or pod) and "
+                "was skipped; the run's notification and logs name it"
             ),
             metric=self.cluster_metric(METRIC_ACTION_FAILURES, "Sum", FIVE_MINUTES),
             threshold=1,
@@ -142,11 +155,13 @@ class Observability(Construct):
             evaluation_periods=1,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
+
+    def _build_group_alarms(self, group_names: Sequence[str], capacity_failures: int) -> None:
         for group in group_names:
-            alarm(
+            self._alarm(
                 f"CapacityFailures-{group}",
                 alarm_description=(
-                    f"backlog-scaler {cluster_name}: group {group} failed to get capacity "
+                    f"backlog-scaler {self.cluster_name}: group {group} failed to get capacity "
                     f"{capacity_failures} or more times in 30 minutes"
                 ),
                 metric=self.group_metric(METRIC_CAPACITY_FAILURES, group, "Sum", CAPACITY_FAILURE_WINDOW),
@@ -156,14 +171,30 @@ class Observability(Construct):
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
 
-        self.dashboard = cloudwatch.Dashboard(
+    def _build_dashboard(
+        self,
+        group_names: Sequence[str],
+        functions: Mapping[str, lambda_.IFunction],
+        dead_letter_queue: sqs.IQueue,
+        failed_invocations: sqs.IQueue,
+    ) -> cloudwatch.Dashboard:
+        dashboard = cloudwatch.Dashboard(
             self,
             "Dashboard",
-            dashboard_name=f"BacklogScaler-{cluster_name}-{cdk.Stack.of(self).region}",
+            dashboard_name=f"BacklogScaler-{self.cluster_name}-{cdk.Stack.of(self).region}",
             default_interval=cdk.Duration.hours(3),
         )
-        width = 12
-        self.dashboard.add_widgets(
+        dashboard.add_widgets(*self._backlog_widgets())
+        dashboard.add_widgets(*self._group_widgets(group_names))
+        dashboard.add_widgets(
+            *self._scaling_widgets(group_names),
+            *self._function_widgets(functions, dead_letter_queue, failed_invocations),
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms), width=24),
+        )
+        return dashboard
+
+    def _backlog_widgets(self) -> list[cloudwatch.IWidget]:
+        return [
             cloudwatch.GraphWidget(
                 title="Backlog: pending pods",
                 left=[
@@ -172,29 +203,31 @@ class Observability(Construct):
                     self.cluster_metric(METRIC_MODEL_ERRORS, "Sum", ONE_MINUTE, "fits the scheduler refuted"),
                     self.cluster_metric(METRIC_ACTION_FAILURES, "Sum", ONE_MINUTE, "writes that failed"),
                 ],
-                width=width,
+                width=WIDGET_WIDTH,
             ),
             cloudwatch.GraphWidget(
                 title="Pending GPUs and oldest pending pod",
                 left=[self.cluster_metric(METRIC_PENDING_GPUS, "Maximum", ONE_MINUTE, "GPUs")],
                 right=[self.cluster_metric(METRIC_OLDEST_PENDING_AGE, "Maximum", ONE_MINUTE, "oldest (s)")],
-                width=width,
+                width=WIDGET_WIDTH,
             ),
-        )
-        self.dashboard.add_widgets(
-            *(
-                cloudwatch.GraphWidget(
-                    title=f"{group}: desired vs in service",
-                    left=[
-                        self.group_metric(METRIC_DESIRED, group, "Maximum", ONE_MINUTE, "desired"),
-                        self.group_metric(METRIC_IN_SERVICE, group, "Maximum", ONE_MINUTE, "in service"),
-                    ],
-                    width=width,
-                )
-                for group in group_names
+        ]
+
+    def _group_widgets(self, group_names: Sequence[str]) -> list[cloudwatch.IWidget]:
+        return [
+            cloudwatch.GraphWidget(
+                title=f"{group}: desired vs in service",
+                left=[
+                    self.group_metric(METRIC_DESIRED, group, "Maximum", ONE_MINUTE, "desired"),
+                    self.group_metric(METRIC_IN_SERVICE, group, "Maximum", ONE_MINUTE, "in service"),
+                ],
+                width=WIDGET_WIDTH,
             )
-        )
-        self.dashboard.add_widgets(
+            for group in group_names
+        ]
+
+    def _scaling_widgets(self, group_names: Sequence[str]) -> list[cloudwatch.IWidget]:
+        return [
             cloudwatch.GraphWidget(
                 title="Scale actions",
                 left=[
@@ -202,7 +235,7 @@ class Observability(Construct):
                     for group in group_names
                     for metric, label in ((METRIC_SCALE_UPS, "up"), (METRIC_SCALE_DOWNS, "down"))
                 ],
-                width=width,
+                width=WIDGET_WIDTH,
             ),
             cloudwatch.GraphWidget(
                 title="Capacity failures",
@@ -210,8 +243,17 @@ class Observability(Construct):
                     self.group_metric(METRIC_CAPACITY_FAILURES, group, "Sum", FIVE_MINUTES, group)
                     for group in group_names
                 ],
-                width=width,
+                width=WIDGET_WIDTH,
             ),
+        ]
+
+    def _function_widgets(
+        self,
+        functions: Mapping[str, lambda_.IFunction],
+        dead_letter_queue: sqs.IQueue,
+        failed_invocations: sqs.IQueue,
+    ) -> list[cloudwatch.IWidget]:
+        return [
             cloudwatch.GraphWidget(
                 title="Function errors and parked triggers",
                 left=[
@@ -226,7 +268,7 @@ class Observability(Construct):
                         period=FIVE_MINUTES, statistic="Maximum", label="failed AWS events"
                     ),
                 ],
-                width=width,
+                width=WIDGET_WIDTH,
             ),
             cloudwatch.GraphWidget(
                 title="Duration",
@@ -239,10 +281,9 @@ class Observability(Construct):
                         for name, function in functions.items()
                     ),
                 ],
-                width=width,
+                width=WIDGET_WIDTH,
             ),
-            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms), width=24),
-        )
+        ]
 
     def cluster_metric(
         self, name: str, statistic: str, period: cdk.Duration, label: str | None = None

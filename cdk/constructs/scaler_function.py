@@ -140,23 +140,7 @@ class ScalerFunction(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.name = name
-        self.role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"backlog-scaler {name} function",
-        )
-        # Our own log group: retention and removal are ours, and the role can write only here (no
-        # AWSLambdaBasicExecutionRole with its logs:* on every group).
-        self.log_group = logs.LogGroup(
-            self,
-            "Logs",
-            retention=log_retention,
-            # Logs expire by retention anyway; a destroyed stack should not leave orphaned groups.
-            removal_policy=cdk.RemovalPolicy.DESTROY,
-        )
-        self.log_group.grant_write(self.role)
-
+        self.role, self.log_group = self._build_role_and_logs(name, log_retention)
         self.function = lambda_.Function(
             self,
             "Function",
@@ -182,7 +166,30 @@ class ScalerFunction(Construct):
             vpc_subnets=ec2.SubnetSelection(subnets=list(placement.subnets)) if placement else None,
             security_groups=list(placement.security_groups) if placement else None,
         )
+        self._acknowledge(code, tracing=tracing)
 
+    def _build_role_and_logs(
+        self, name: str, log_retention: logs.RetentionDays
+    ) -> tuple[iam.Role, logs.LogGroup]:
+        role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"backlog-scaler {name} function",
+        )
+        # Our own log group: retention and removal are ours, and the role can write only here (no
+        # AWSLambdaBasicExecutionRole with its logs:* on every group).
+        log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=log_retention,
+            # Logs expire by retention anyway; a destroyed stack should not leave orphaned groups.
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        log_group.grant_write(role)
+        return role, log_group
+
+    def _acknowledge(self, code: FunctionCode, *, tracing: bool) -> None:
         acknowledge(
             self.function,
             "AwsSolutions-L1",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import aws_cdk as cdk
@@ -80,18 +81,41 @@ def retention(days: int) -> logs.RetentionDays:
     return logs.RetentionDays[LOG_RETENTION_DAYS[days]]
 
 
+@dataclass(frozen=True)
+class _Foundations:
+    """What the functions are built on: state, queues, topic, secrets, code, network, config."""
+
+    state: StateTable
+    queue: TriggerQueue
+    notifications: Notifications
+    secrets: ScalerSecrets
+    code: FunctionCode
+    network: FunctionNetwork | None
+    config_parameter: ScalerConfigParameter
+    failed_invocations: FailedInvocations
+
+
 class BacklogScalerStack(cdk.Stack):
+    """The scaler of one cluster, composed in steps: foundations, functions, permissions, entry
+    points, observability, outputs (each a `_build_*` step, as the Lambda handler cookbook's stack)."""
+
     def __init__(self, scope: Construct, id: str, *, config: ScalerConfig, **kwargs: Any) -> None:
         super().__init__(
             scope, id, description=f"backlog-scaler for the EKS cluster {config.cluster_name}", **kwargs
         )
         self.config = config
-        deployment = config.deployment
-        log_retention = retention(deployment.log_retention_days)
         cdk.Tags.of(self).add("Application", SERVICE_NAME)
+        base = self._build_foundations()
+        functions = self._build_functions(base)
+        self._build_permissions(base, functions)
+        api = self._build_entry_points(base, functions)
+        observability = self._build_observability(base, functions)
+        self.webhook_url = api.url
+        self._build_outputs(base, functions, api, observability)
 
+    def _build_foundations(self) -> _Foundations:
+        config, deployment = self.config, self.config.deployment
         state = StateTable(self, "State")
-        table = state.table
         queue = TriggerQueue(
             self,
             "TriggerQueue",
@@ -118,20 +142,31 @@ class BacklogScalerStack(cdk.Stack):
             if deployment.vpc_id
             else None
         )
-
         config_parameter = ScalerConfigParameter(
             self, "Config", cluster_name=config.cluster_name, config_json=config_json(config)
         )
+        return _Foundations(
+            state,
+            queue,
+            notifications,
+            secrets,
+            code,
+            network,
+            config_parameter,
+            FailedInvocations(self, "FailedInvocations"),
+        )
+
+    def _build_functions(self, base: _Foundations) -> dict[str, ScalerFunction]:
+        config, deployment = self.config, self.config.deployment
         environments = function_environments(
             config,
-            table_name=table.table_name,
-            queue_url=queue.queue.queue_url,
-            topic_arn=notifications.topic.topic_arn,
-            webhook_secret_arn=secrets.webhook.secret_arn,
-            slack_secret_arn=secrets.slack.secret_arn if secrets.slack else None,
-            config_parameter=config_parameter.environment,
+            table_name=base.state.table.table_name,
+            queue_url=base.queue.queue.queue_url,
+            topic_arn=base.notifications.topic.topic_arn,
+            webhook_secret_arn=base.secrets.webhook.secret_arn,
+            slack_secret_arn=base.secrets.slack.secret_arn if base.secrets.slack else None,
+            config_parameter=base.config_parameter.environment,
         )
-        failed_invocations = FailedInvocations(self, "FailedInvocations")
         functions: dict[str, ScalerFunction] = {}
         for name in (FUNCTION_RECONCILE, FUNCTION_WEBHOOK, FUNCTION_FORCE_SCALE_DOWN, FUNCTION_AWS_EVENTS):
             check_environment_size(name, environments[name], ENV_CONFIG)
@@ -140,11 +175,11 @@ class BacklogScalerStack(cdk.Stack):
                 name.title().replace("_", ""),
                 name=name,
                 description=DESCRIPTIONS[name],
-                code=code,
+                code=base.code,
                 sizing=SIZING[name],
                 environment=environments[name],
-                log_retention=log_retention,
-                placement=network.placement if network else None,
+                log_retention=retention(deployment.log_retention_days),
+                placement=base.network.placement if base.network else None,
                 tracing=deployment.tracing,
                 # Scheduled ticks are not retried and expire with the next tick: the next run redoes them.
                 max_event_age=(
@@ -154,84 +189,107 @@ class BacklogScalerStack(cdk.Stack):
                 ),
                 retry_attempts=0 if name == FUNCTION_RECONCILE else None,
                 # EventBridge invokes aws_events asynchronously: keep what still fails after retries.
-                on_failure=failed_invocations.destination if name == FUNCTION_AWS_EVENTS else None,
+                on_failure=base.failed_invocations.destination if name == FUNCTION_AWS_EVENTS else None,
             )
-        reconcile = functions[FUNCTION_RECONCILE]
+        return functions
+
+    def _build_permissions(self, base: _Foundations, functions: dict[str, ScalerFunction]) -> None:
         webhook = functions[FUNCTION_WEBHOOK]
-        force_scale_down = functions[FUNCTION_FORCE_SCALE_DOWN]
-        aws_events = functions[FUNCTION_AWS_EVENTS]
-        fleet_functions = (reconcile, force_scale_down, aws_events)
-
+        fleet_functions = _fleet_functions(functions)
         for scaler in fleet_functions:
-            config_parameter.grant_read(scaler.role)
-            state.grant_state_access(scaler.role)
-            notifications.grant_publish(scaler.role)
-            if secrets.slack:
-                secrets.slack.grant_read(scaler.role)
-        queue.queue.grant_send_messages(webhook.role)
-        secrets.webhook.grant_read(webhook.role)
+            base.config_parameter.grant_read(scaler.role)
+            base.state.grant_state_access(scaler.role)
+            base.notifications.grant_publish(scaler.role)
+            if base.secrets.slack:
+                base.secrets.slack.grant_read(scaler.role)
+        base.queue.queue.grant_send_messages(webhook.role)
+        base.secrets.webhook.grant_read(webhook.role)
 
-        fleet = FleetAccess(self, "FleetAccess", config=config, roles=[f.role for f in fleet_functions])
+        fleet = FleetAccess(self, "FleetAccess", config=self.config, roles=[f.role for f in fleet_functions])
         for scaler in fleet_functions:
             scaler.depend_on(fleet.policy)
-        if network:
+        if base.network:
             vpc_access = VpcNetworking(self, "VpcNetworking", roles=[f.role for f in functions.values()])
             for scaler in functions.values():
                 scaler.depend_on(vpc_access.policy)
 
+    def _build_entry_points(self, base: _Foundations, functions: dict[str, ScalerFunction]) -> WebhookApi:
+        """The triggers, the webhook's API and the functions' access to the cluster."""
+        deployment = self.config.deployment
         Triggers(
             self,
             "Triggers",
-            reconcile=reconcile.function,
-            aws_events=aws_events.function,
-            queue=queue.queue,
+            reconcile=functions[FUNCTION_RECONCILE].function,
+            aws_events=functions[FUNCTION_AWS_EVENTS].function,
+            queue=base.queue.queue,
             schedule_minutes=deployment.schedule_minutes,
-            asg_names=[g.asg_name for g in config.node_groups],
+            asg_names=[g.asg_name for g in self.config.node_groups],
         )
-        api = WebhookApi(self, "WebhookApi", handler=webhook.function, log_retention=log_retention)
-
+        api = WebhookApi(
+            self,
+            "WebhookApi",
+            handler=functions[FUNCTION_WEBHOOK].function,
+            log_retention=retention(deployment.log_retention_days),
+        )
         if deployment.eks_access_entry:
             ClusterAccess(
                 self,
                 "ClusterAccess",
-                cluster_name=config.cluster_name,
-                roles={f.name: f.role for f in fleet_functions},
+                cluster_name=self.config.cluster_name,
+                roles={f.name: f.role for f in _fleet_functions(functions)},
             )
+        return api
 
-        observability = Observability(
+    def _build_observability(self, base: _Foundations, functions: dict[str, ScalerFunction]) -> Observability:
+        config, deployment = self.config, self.config.deployment
+        return Observability(
             self,
             "Observability",
             cluster_name=config.cluster_name,
             group_names=config.group_names,
             functions={name: f.function for name, f in functions.items()},
-            dead_letter_queue=queue.dead_letter_queue,
-            failed_invocations=failed_invocations.queue,
-            topic=notifications.topic,
+            dead_letter_queue=base.queue.dead_letter_queue,
+            failed_invocations=base.failed_invocations.queue,
+            topic=base.notifications.topic,
             oldest_pending_seconds=deployment.alarm_oldest_pending_seconds,
             capacity_failures=deployment.alarm_capacity_failures,
             schedule_minutes=deployment.schedule_minutes,
         )
 
-        self.webhook_url = api.url
-        output = self._output
+    def _build_outputs(
+        self,
+        base: _Foundations,
+        functions: dict[str, ScalerFunction],
+        api: WebhookApi,
+        observability: Observability,
+    ) -> None:
+        output, secret_arn = self._output, base.secrets.webhook.secret_arn
         output("WebhookUrl", api.url, "POST target for the admission webhook and the event forwarder")
-        output("WebhookSecretArn", secrets.webhook.secret_arn, "HMAC key of the webhook")
+        output("WebhookSecretArn", secret_arn, "HMAC key of the webhook")
         for name, scaler in functions.items():
             output(f"{name.title().replace('_', '')}FunctionName", scaler.function.function_name, name)
-        output("StateTableName", table.table_name, "DynamoDB state table (retained on destroy)")
-        output("TriggerQueueUrl", queue.queue.queue_url, "SQS FIFO wake-up queue")
+        output("StateTableName", base.state.table.table_name, "DynamoDB state table (retained on destroy)")
+        output("TriggerQueueUrl", base.queue.queue.queue_url, "SQS FIFO wake-up queue")
         output(
-            "NotificationsTopicArn", notifications.topic.topic_arn, "SNS topic of notifications and alarms"
+            "NotificationsTopicArn",
+            base.notifications.topic.topic_arn,
+            "SNS topic of notifications and alarms",
         )
         output("DashboardName", observability.dashboard.dashboard_name, "CloudWatch dashboard")
-        output("RbacManifest", rbac_manifest(config.cluster_name), "kubectl apply -f - (RBAC of the scaler)")
-        before, after = admission_webhook_manifest(config.cluster_name).split(WEBHOOK_URL_PLACEHOLDER)
         output(
+            "RbacManifest", rbac_manifest(self.config.cluster_name), "kubectl apply -f - (RBAC of the scaler)"
+        )
+        self._build_webhook_outputs(api, secret_arn)
+
+    def _build_webhook_outputs(self, api: WebhookApi, secret_arn: str) -> None:
+        """How the admission webhook and an event forwarder reach and authenticate to the webhook."""
+        before, after = admission_webhook_manifest(self.config.cluster_name).split(WEBHOOK_URL_PLACEHOLDER)
+        self._output(
             "AdmissionWebhookManifest",
             cdk.Fn.join("", [before, f"{api.url}{ADMISSION_ROUTE}/{ADMISSION_TOKEN_PLACEHOLDER}", after]),
             "kubectl apply -f - (optional: wake the scaler when a GPU pod is created)",
         )
-        output(
+        self._output(
             "EventForwarderNote",
             cdk.Fn.join(
                 "",
@@ -240,7 +298,7 @@ class BacklogScalerStack(cdk.Stack):
                     f"{api.url}{EVENTS_ROUTE}",
                     f" with headers {HEADER_TIMESTAMP}: <unix seconds> and {HEADER_SIGNATURE}: "
                     "sha256=<hex HMAC-SHA256 of '<timestamp>.<body>'> keyed with the SecretString of ",
-                    secrets.webhook.secret_arn,
+                    secret_arn,
                     f"; requests older than {WEBHOOK_REPLAY_WINDOW_SECONDS} s are rejected.",
                 ],
             ),
@@ -249,3 +307,12 @@ class BacklogScalerStack(cdk.Stack):
 
     def _output(self, id: str, value: str, description: str) -> None:
         cdk.CfnOutput(self, id, value=value, description=description)
+
+
+def _fleet_functions(functions: dict[str, ScalerFunction]) -> tuple[ScalerFunction, ...]:
+    """The functions that act on the fleet (every one but the webhook)."""
+    return (
+        functions[FUNCTION_RECONCILE],
+        functions[FUNCTION_FORCE_SCALE_DOWN],
+        functions[FUNCTION_AWS_EVENTS],
+    )

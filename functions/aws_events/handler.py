@@ -18,15 +18,16 @@ from functions.aws_events.events import (
     UnsupportedEventError,
     parse_aws_event,
 )
+from functions.common.dependencies import Dependencies
 from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
-from functions.common.wiring import Dependencies, controller_from_environment
+from functions.common.wiring import controller_from_environment
 from shared.adapters.aws.fleet import classify_failure
-from shared.controller import InterruptionKind
+from shared.controller import Controller, InterruptionKind
 
 if TYPE_CHECKING:  # typing only: the module costs import time at every cold start
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-dependencies = Dependencies(controller_from_environment)
+dependencies: Dependencies[Controller] = Dependencies(controller_from_environment)
 set_dependencies = dependencies.override
 
 
@@ -41,7 +42,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     except MalformedEventError as exc:
         logger.warning("malformed event refused", extra={"error": str(exc), "fields": list(exc.fields)})
         return {"ok": False, "status": "refused", "detail": str(exc), "fields": list(exc.fields)}
-    controller = dependencies.controller()
+    controller = dependencies.get()
     if isinstance(parsed, LaunchUnsuccessful):
         detail = parsed.detail
         kind = classify_failure(detail.status_message, detail.cause)

@@ -1,14 +1,12 @@
-"""Dependencies of a handler: built once per cold start, at first use; replaceable in tests.
+"""The Controller of the reconcile, force-scale-down and AWS-events functions, built from the environment.
 
-dependencies = Dependencies(controller_from_environment)   # module level, costs nothing
-dependencies.controller()                                   # first call builds, later calls reuse
-dependencies.override(controller_on_fakes)                  # tests (None: back to the real one)
+Each handler holds it in a `functions.common.dependencies.Dependencies` (built at first use, replaced
+through the handler's `set_dependencies`).
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 
 from functions.common.powertools import logger
@@ -32,23 +30,3 @@ def controller_from_environment(
         reporter = wrap_reporter(reporter)
     overrides = {"clock": clock} if clock is not None else {}
     return build_controller(settings, reporter=reporter, **overrides)
-
-
-class Dependencies:
-    """A lazily built, process-wide Controller."""
-
-    def __init__(self, build: Callable[[], Controller]) -> None:
-        self._build = build
-        self._controller: Controller | None = None
-        self._lock = threading.Lock()
-
-    def controller(self) -> Controller:
-        with self._lock:
-            if self._controller is None:
-                self._controller = self._build()
-            return self._controller
-
-    def override(self, controller: Controller | None) -> None:
-        """Use `controller` from now on (None: build the real one again at next use)."""
-        with self._lock:
-            self._controller = controller

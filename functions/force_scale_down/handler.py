@@ -16,15 +16,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from functions.common.dependencies import Dependencies
 from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
-from functions.common.wiring import Dependencies, controller_from_environment
-from shared.controller import InvalidRequestError
+from functions.common.wiring import controller_from_environment
+from shared.controller import Controller, InvalidRequestError
 from shared.domain.errors import LeaseHeldError, ReadError, ScalerError, ThrottledError
 
 if TYPE_CHECKING:  # typing only: the module costs import time at every cold start
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-dependencies = Dependencies(controller_from_environment)
+dependencies: Dependencies[Controller] = Dependencies(controller_from_environment)
 set_dependencies = dependencies.override
 
 
@@ -45,7 +46,7 @@ def error_response(exc: ScalerError) -> dict[str, Any]:
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     try:
-        report = dependencies.controller().force_scale_down(event)
+        report = dependencies.get().force_scale_down(event)
     except ScalerError as exc:
         response = error_response(exc)  # bounded: errors echo at most a preview of a bad value
         logger.warning(

@@ -16,12 +16,14 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from functions.common.dependencies import Dependencies
 from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
-from functions.common.wiring import Dependencies, controller_from_environment
+from functions.common.wiring import controller_from_environment
 from functions.reconcile.triggers import SQS, all_failed, trigger_of, validate_wake_up
+from shared.controller import Controller
 from shared.domain.errors import ScalerError
 
-dependencies = Dependencies(controller_from_environment)
+dependencies: Dependencies[Controller] = Dependencies(controller_from_environment)
 set_dependencies = dependencies.override
 
 
@@ -34,14 +36,14 @@ def processor() -> BatchProcessor:
 
 
 def record_handler(record: SQSRecord) -> None:
-    validate_wake_up(record.body, dependencies.controller().config.cluster_name)
+    validate_wake_up(record.body, dependencies.get().config.cluster_name)
 
 
 @logger.inject_lambda_context(correlation_id_path=CORRELATION_ID_PATH)
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     trigger = trigger_of(event)
-    controller = dependencies.controller()
+    controller = dependencies.get()
     if trigger != SQS:
         return controller.reconcile(trigger).to_json()
     from aws_lambda_powertools.utilities.batch import process_partial_response

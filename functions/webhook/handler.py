@@ -19,9 +19,10 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
+from functions.common.dependencies import Dependencies
 from functions.webhook.errors import MethodNotAllowedError, RequestRejectedError, RouteNotFoundError
 from functions.webhook.request import is_known_route
-from functions.webhook.service import build_webhook
+from functions.webhook.service import Webhook, build_webhook
 from functions.webhook.settings import load_settings
 from shared.constants import SERVICE_NAME, WEBHOOK_PATH
 
@@ -29,7 +30,9 @@ if TYPE_CHECKING:  # typing only: the module costs import time at every cold sta
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = Logger(service=SERVICE_NAME)
-webhook = build_webhook(load_settings(os.environ))  # cold start: a bad environment fails here, by name
+dependencies: Dependencies[Webhook] = Dependencies(lambda: build_webhook(load_settings(os.environ)))
+set_dependencies = dependencies.override
+dependencies.get()  # cold start: a bad environment fails here, by name
 app = APIGatewayHttpResolver(strip_prefixes=[WEBHOOK_PATH])
 
 
@@ -41,7 +44,9 @@ def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = No
 
 def _authenticate(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response:
     event = app.current_event  # runs for every request, routed or not
-    body = webhook.authenticate(event.headers, event.body, bool(event.is_base64_encoded), event.path)
+    body = dependencies.get().authenticate(
+        event.headers, event.body, bool(event.is_base64_encoded), event.path
+    )
     app.append_context(body=body)
     return next_middleware(app)
 
@@ -52,17 +57,17 @@ app.use(middlewares=[_authenticate])
 @app.post("/admission")
 @app.post("/admission/<token>")  # the token was checked by the middleware (EKS: no other credentials)
 def admission(token: str = "") -> Response:
-    return _json(HTTPStatus.OK, webhook.admit(app.context["body"]))
+    return _json(HTTPStatus.OK, dependencies.get().admit(app.context["body"]))
 
 
 @app.post("/events")
 def events() -> Response:
-    return _json(HTTPStatus.ACCEPTED, {"enqueued": webhook.events(app.context["body"])})
+    return _json(HTTPStatus.ACCEPTED, {"enqueued": dependencies.get().events(app.context["body"])})
 
 
 @app.post("/poke")
 def poke() -> Response:
-    return _json(HTTPStatus.ACCEPTED, {"enqueued": webhook.poke(app.context["body"])})
+    return _json(HTTPStatus.ACCEPTED, {"enqueued": dependencies.get().poke(app.context["body"])})
 
 
 @app.exception_handler(RequestRejectedError)

@@ -12,13 +12,12 @@ A missing or invalid variable is a ConfigError naming it, raised at import (cold
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from shared.config import format_validation_error, parse_config
+from shared.config import format_validation_error, parse_config_variable
 from shared.constants import ENV_CLUSTER_NAME, ENV_CONFIG, ENV_QUEUE_URL, ENV_WEBHOOK_SECRET_ARN
 from shared.domain.errors import ConfigError
 
@@ -61,15 +60,7 @@ class WebhookSettings(BaseModel):
             if not CLUSTER_NAME.fullmatch(value):
                 raise ValueError(f"not a cluster name: {value[:100]!r}")
             return value
-        try:
-            document = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
-        try:
-            return parse_config(document, ENV_CONFIG).cluster_name
-        except ConfigError as exc:
-            problems = (line.removeprefix(f"{ENV_CONFIG}: ") for line in str(exc).splitlines())
-            raise ValueError("; ".join(problems)) from exc
+        return parse_config_variable(value, ENV_CONFIG).cluster_name  # the one parser of the config
 
 
 def load_settings(environ: Mapping[str, str]) -> WebhookSettings:

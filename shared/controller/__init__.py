@@ -4,7 +4,7 @@
     applier.py           every write, the action log and the one error policy
     gather.py            every read of a reconcile
     orchestrator.py      reconcile: gather -> plan -> re-validate -> apply -> report
-    force_scale_down.py  forced scale-down, from the request to the report, and its continuation
+    force_scale_down/    forced scale-down: request, first pass, drain (the continuation), report
     aws_events.py        launch failures and spot interruptions
     report.py            results, metrics, pod Events, the notification
 
@@ -22,7 +22,7 @@ from shared.config import ScalerConfig
 from shared.controller import aws_events, force_scale_down, orchestrator
 from shared.controller.applier import Ports
 from shared.controller.aws_events import InterruptionKind
-from shared.controller.deps import Deps
+from shared.controller.deps import Deps, Planner
 from shared.controller.force_scale_down import (
     ForceScaleDownReport,
     ForceScaleDownRequest,
@@ -31,12 +31,16 @@ from shared.controller.force_scale_down import (
 from shared.controller.lease import LEASE_TTL_SECONDS
 from shared.controller.report import PodEvents, ReconcileResult, RunStatus
 from shared.domain.operations import FailureKind
+from shared.planner import plan
 from shared.ports import Clock, Cluster, Fleet, Notifier, StateStore
 from shared.reporting import Reporter
 
 
 class Controller:
-    """Reconciles one cluster's GPU node groups; also runs forced scale-downs and AWS events."""
+    """Reconciles one cluster's GPU node groups; also runs forced scale-downs and AWS events.
+
+    `planner` is the pure planner (`shared.planner.plan`); a test passes one that records its input.
+    """
 
     def __init__(
         self,
@@ -51,6 +55,7 @@ class Controller:
         owner: str,
         dry_run: bool = False,
         lease_ttl_seconds: int = LEASE_TTL_SECONDS,
+        planner: Planner = plan,
     ) -> None:
         self._deps = Deps(
             config=config,
@@ -61,6 +66,7 @@ class Controller:
             owner=owner,
             dry_run=dry_run or config.dry_run,  # either setting asks for a dry run
             lease_ttl_seconds=lease_ttl_seconds,
+            planner=planner,
         )
         self._events = PodEvents()  # what pods were told, per warm process
 

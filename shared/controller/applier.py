@@ -17,20 +17,24 @@ reason) and applies ONE error policy, decided here and only here:
 failure so that a systematic one, e.g. something rewriting every node, is seen. Missing objects that
 mean success are success in the adapters: an evicted pod already gone, a deleted node already gone.)
 
-Fencing: before each destructive batch (a run of cordons, terminations, evictions, pod deletions or
-desired-capacity changes, and at least every FENCE_EVERY writes within one) the applier confirms
-with the store that the lease is still ours (`LeaseGuard.confirm`, the fencing counter), and again
-before a write that a destructive one makes necessary right after it (deleting the Node of a terminated
-instance; that check also fences the batch's next write). Before every other write it renews a lease
-about to end. After a failed read (`forbid_destructive`), the run makes
-no destructive write at all: each is SKIPPED with the read's error.
+Fencing: before each batch of Kubernetes or AWS writes (a run of writes of one kind: cordons,
+terminations, evictions, pod deletions, desired-capacity changes, and the non-destructive uncordons,
+unmarks, ProvisioningRequest answers and Events alike, and at least every FENCE_EVERY writes within
+one) the applier confirms with the store that the lease is still ours (`LeaseGuard.confirm`, the
+fencing counter), and again before a write that a destructive one makes necessary right after it
+(deleting the Node of a terminated instance; that check also fences the batch's next write). A stale
+run must not undo what the new owner just did (an uncordon of its fresh cordon), so a write that
+gives capacity back is fenced like one that takes it. State-store writes carry the lease and the
+store refuses them conditionally (the store is the fence); before those the applier only renews a
+lease about to end. After a failed read (`forbid_destructive`), the run makes no destructive write at
+all: each is SKIPPED with the read's error.
 
 Dry run: each write is recorded as DRY_RUN and reported done to the caller; nothing is called.
 
 Adding a kind of write is one method here (and an `ActionKind`): build the port call as a zero-argument
 callable and hand it to `_write` with the kind, the target, the group and the reason, saying whether
-it is destructive (fenced before its batch; refused after a failed read). `unmark` below is the
-smallest example:
+it is destructive (refused after a failed read; every Kubernetes or AWS write is fenced before its
+batch). `unmark` below is the smallest example:
 
     def unmark(self, node: str, key: str, group: str, reason: str) -> bool:
         return self._write(ActionKind.UNMARK, node, group, reason,
@@ -67,7 +71,8 @@ from shared.domain.safety import Backoff, next_backoff
 from shared.ports import Cluster, Fleet, StateStore
 from shared.reporting import ActionKind, ActionRecord, ActionStatus, Reporter
 
-FENCE_EVERY = 25  # a long batch confirms the lease again after this many destructive writes
+FENCE_EVERY = 25  # a long batch confirms the lease again after this many writes
+_EVENTS = "events"  # the batch of a run's Kubernetes Events (one call, no ActionKind of its own)
 # One object failed; the run goes on (ActionError covers ConflictError and NotFoundError).
 _ISOLATED = (AuthError, ActionError, ReadError, ThrottledError)
 
@@ -95,7 +100,7 @@ class Applier:
         self.records: list[ActionRecord] = []
         self.errors: list[str] = []  # one line per failed write (and per save that failed)
         self._read_failure = ""  # set after a failed read: no destructive write follows
-        self._batch: ActionKind | None = None  # the destructive batch in progress
+        self._batch: str | None = None  # the kind of the batch of writes in progress
         self._batch_writes = 0
 
     # ------------------------------------------------------------------------------------ the log
@@ -149,15 +154,17 @@ class Applier:
         *,
         destructive: bool,
         follow_up: bool = False,
+        store_fenced: bool = False,
         detail: Callable[[], str] = str,
         quiet: bool = False,
     ) -> bool:
         """Apply the error policy around one write; True when done (or, in dry run, attempted).
 
         A `follow_up` is a write that a destructive one makes necessary right after it (the Node of a
-        terminated instance): it is fenced on its own. `detail` says what the done write achieved (e.g.
-        a backoff's end), read after it returned; a `quiet` write is recorded only when it does not
-        succeed (bookkeeping another record tells).
+        terminated instance): it is fenced on its own. A `store_fenced` write is a state-store write
+        that carries the lease (the store refuses it once the lease is lost), so no batch check.
+        `detail` says what the done write achieved (e.g. a backoff's end), read after it returned; a
+        `quiet` write is recorded only when it does not succeed (bookkeeping another record tells).
         """
         if destructive and self._read_failure:
             self.note(kind, target, group, reason, ActionStatus.SKIPPED, self._read_failure)
@@ -165,7 +172,7 @@ class Applier:
         if self.dry_run:
             self.note(kind, target, group, reason, ActionStatus.DRY_RUN)
             return True
-        self._fence(kind if destructive else None, follow_up=follow_up)
+        self._fence(None if store_fenced else kind, follow_up=follow_up)
         try:
             write()
         except LeaseHeldError:
@@ -180,9 +187,9 @@ class Applier:
             self.note(kind, target, group, reason, detail=detail())
         return True
 
-    def _fence(self, batch: ActionKind | None, *, follow_up: bool = False) -> None:
-        """Confirm the lease before a destructive batch (and every FENCE_EVERY writes) and before a
-        follow-up write; keep it alive before any other write."""
+    def _fence(self, batch: str | None, *, follow_up: bool = False) -> None:
+        """Confirm the lease before a batch of Kubernetes or AWS writes (and every FENCE_EVERY writes)
+        and before a follow-up write; keep it alive before a state-store write (`batch` None)."""
         if self._guard is None:
             if batch is not None or follow_up:
                 raise AssertionError(f"{batch or 'a follow-up write'} without the lease")
@@ -233,6 +240,18 @@ class Applier:
                 follow_up=True,
             )
         return done
+
+    def delete_node(self, node: str, group: str, reason: str) -> bool:
+        """Delete the Node object of an instance that is gone (a termination whose response was lost
+        left it behind); destructive: none follows a failed read."""
+        return self._write(
+            ActionKind.DELETE_NODE,
+            node,
+            group,
+            reason,
+            partial(self._cluster.delete_node, node),
+            destructive=True,
+        )
 
     def set_desired(self, asg: AsgState, desired: int, group: str, reason: str) -> bool:
         """Set an absolute desired capacity (callers take it from `safety.desired_to_set`)."""
@@ -330,7 +349,7 @@ class Applier:
         """Kubernetes Events, best effort (the port never raises); how many were written."""
         if self.dry_run or not events:
             return 0
-        self._fence(None)
+        self._fence(_EVENTS)
         written = self._cluster.record_events(events)
         self._reporter.log("info", "recorded pod events", events=len(events), written=written)
         return written
@@ -355,6 +374,7 @@ class Applier:
             reason,
             write,
             destructive=False,
+            store_fenced=True,
             detail=lambda: f"until {ends[0].isoformat()}",
         )
         return ends[0] if ends else None
@@ -372,6 +392,7 @@ class Applier:
             reason,
             lambda: stored.append(self._state.put_drain_intent(self._lease(), intent)),
             destructive=False,
+            store_fenced=True,
         )
         return stored[0] if stored else None
 
@@ -384,6 +405,7 @@ class Applier:
             reason,
             lambda: self._state.delete_drain_intent(self._lease(), intent),
             destructive=False,
+            store_fenced=True,
             quiet=True,  # the drain's own record says it finished or was given up
         )
 

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 
 from shared.config import ScalerConfig
 from shared.controller.applier import Applier, Ports
 from shared.controller.lease import LeaseGuard, held_lease
+from shared.domain.model import Snapshot
+from shared.domain.plan import Plan
+from shared.planner import plan
 from shared.ports import Clock, Notifier
 from shared.reporting import Reporter
+
+# The pure planner's signature (`shared.planner.plan`); tests may pass one that records what it saw.
+Planner = Callable[[Snapshot, ScalerConfig, datetime], Plan]
 
 
 @dataclass(frozen=True)
@@ -24,6 +32,7 @@ class Deps:
     owner: str  # who takes the lease (a per-run suffix is added)
     dry_run: bool
     lease_ttl_seconds: int
+    planner: Planner = plan
 
     def lease(self, *, wait: bool, dry_run: bool | None = None) -> AbstractContextManager[LeaseGuard | None]:
         """The cluster lease of one run (`held_lease`: None in a dry run); `dry_run` overrides the setting."""

@@ -7,9 +7,10 @@
 little for a running reconcile to finish) and always gives it back. The `LeaseGuard` it yields is the
 fence of the run: `confirm()` checks against the store that the lease is still ours (owner and fencing
 counter unchanged, not only our local idea of its expiry) and extends it; `keep()` renews it only when
-it is about to end. The applier confirms before each destructive batch and keeps before every write,
-so a run whose lease another run took (after ours expired) makes no write after it noticed, and notices
-before its next destructive batch. State-store writes are fenced by the store itself.
+it is about to end. The applier confirms before each batch of Kubernetes or AWS writes, destructive
+or not, and keeps before every state write, so a run whose lease another run took (after ours expired)
+makes no write after it noticed, and notices before its next batch. State-store writes are fenced by
+the store itself.
 """
 
 from __future__ import annotations

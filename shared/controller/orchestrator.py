@@ -35,7 +35,6 @@ from shared.domain.errors import AuthError, LeaseHeldError, ReadError, ScalerErr
 from shared.domain.model import GroupState, Node, Pod, PodMemory, ScalerState
 from shared.domain.plan import Plan
 from shared.domain.safety import cordon_blocker, desired_to_set, termination_blocker
-from shared.planner import plan as make_plan
 from shared.reporting import ActionKind, ActionStatus
 
 
@@ -116,7 +115,7 @@ def _record_capacity_failures(deps: Deps, run: RunInfo, gathered: Gathered) -> S
 
 
 def _plan(deps: Deps, gathered: Gathered, state: ScalerState, now: datetime) -> Plan:
-    plan = make_plan(gathered.snapshot(state), deps.config, now)
+    plan = deps.planner(gathered.snapshot(state), deps.config, now)
     log_plan(deps.reporter, plan)
     return plan
 
@@ -126,13 +125,28 @@ def _plan(deps: Deps, gathered: Gathered, state: ScalerState, now: datetime) -> 
 
 def _apply(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
     _terminate(deps, run, plan, gathered)
-    force_scale_down.continue_drains(deps, run, gathered)
+    _delete_leftovers(deps, run, plan, gathered)
+    _continue_drains(deps, run, gathered)
     _set_desired(deps, run, plan, gathered)
     _cordon(deps, run, plan, gathered)
     _uncordon(run.applier, plan, gathered.draining)
     apply_marks(run.applier, plan, gathered.draining, partial(_fresh, deps, run.applier))
     answer_requests(run.applier, plan, run.tally.failed_groups)
     _save_state(deps, run, plan, gathered)
+
+
+def _continue_drains(deps: Deps, run: RunInfo, gathered: Gathered) -> None:
+    """The stored drains' pass, handed each group's ASG as this run's terminations left it."""
+    asgs = {}
+    for intent in gathered.intents:
+        if intent.group in deps.config.group_names:
+            asg = gathered.asgs.get(deps.config.group(intent.group).asg_name)
+            if asg is not None:
+                asgs[intent.group] = replace(asg, desired=asg.desired - run.tally.decrements[intent.group])
+    for removal in force_scale_down.continue_drains(
+        deps, run.applier, gathered.intents, asgs, run.started_at
+    ):
+        run.tally.remove(removal.group, removal.instance_id, decrement=True)
 
 
 def _fresh(deps: Deps, applier: Applier, name: str) -> tuple[Node | None, tuple[Pod, ...]] | str:
@@ -181,6 +195,39 @@ def _terminate(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None
             region=asg.region,
         ):
             run.tally.remove(group, termination.instance_id, decrement=termination.decrement)
+
+
+def _delete_leftovers(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
+    """Delete Nodes of instances that are gone, each re-read first: still NotReady, still cordoned by
+    the scaler, still the same instance (a new instance may come up under a reused name)."""
+    instance_of = {n.name: n.instance_id for n in gathered.nodes}
+    for action in plan.delete_nodes:
+        fresh = _fresh(deps, run.applier, action.node)
+        node = None if isinstance(fresh, str) else fresh[0]
+        if node is None and not isinstance(fresh, str):
+            continue  # gone already: what the delete wanted
+        blocker = _leftover_blocker(node, instance_of.get(action.node)) if node else str(fresh)
+        if blocker:
+            run.applier.note(
+                ActionKind.DELETE_NODE,
+                action.node,
+                action.group,
+                action.reason,
+                ActionStatus.SKIPPED,
+                blocker,
+            )
+            continue
+        run.applier.delete_node(action.node, action.group, action.reason)
+
+
+def _leftover_blocker(node: Node, instance_id: str | None) -> str:
+    if node.ready:
+        return "the node is Ready again"
+    if not node.cordoned_by_scaler:
+        return "the node is no longer cordoned by the scaler"
+    if node.instance_id != instance_id:
+        return f"the node is now instance {node.instance_id}"
+    return ""
 
 
 def _set_desired(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:

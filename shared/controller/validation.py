@@ -10,9 +10,10 @@ import reprlib
 
 from pydantic import ValidationError
 
-# Errors echo this much of a bad value and name this many problems: a 1 MB value is never repeated.
+from shared.domain.errors import MAX_ERRORS_SHOWN
+
+# Errors echo this much of a bad value (and name MAX_ERRORS_SHOWN problems): a 1 MB value is never repeated.
 PREVIEW_CHARS = 200
-MAX_ERRORS_SHOWN = 5
 _PREVIEW = reprlib.Repr()
 _PREVIEW.maxlevel, _PREVIEW.maxdict, _PREVIEW.maxlist, _PREVIEW.maxtuple = 2, 4, 4, 4
 _PREVIEW.maxstring = _PREVIEW.maxother = PREVIEW_CHARS

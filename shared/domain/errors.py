@@ -3,6 +3,7 @@
     ScalerError
     ├── ConfigError                 the scaler config or the Lambda environment is invalid
     ├── InputError                  a file, event or payload is malformed (names the source)
+│   └── InvalidRequestError     a forced scale-down request the group refuses (names the fields)
     ├── ReadError                   gathering state failed; nothing destructive may follow
     │   ├── ClusterReadError        the Kubernetes API could not be listed/read
     │   └── FleetReadError          the Auto Scaling / EC2 APIs could not be read
@@ -33,6 +34,18 @@ class ConfigError(ScalerError):
 
 class InputError(ScalerError):
     """An input document (file, event, payload, API response) is malformed."""
+
+
+# Errors about rejected input name this many problems (fields, nodes): a million bad items never print.
+MAX_ERRORS_SHOWN = 5
+
+
+class InvalidRequestError(InputError):
+    """A forced scale-down payload is invalid; `fields` names the offending fields."""
+
+    def __init__(self, message: str, fields: tuple[str, ...] | list[str] = ()) -> None:
+        super().__init__(message)
+        self.fields = tuple(fields)
 
 
 class ReadError(ScalerError):

@@ -238,8 +238,6 @@ class Node:
 # it is Pending again), so they are neither capacity on its way nor free room.
 COMING_LIFECYCLE_STATES = frozenset({"Pending", "Pending:Wait", "Pending:Proceed"})
 LIVE_LIFECYCLE_STATES = COMING_LIFECYCLE_STATES | {"InService"}
-STANDBY_LIFECYCLE_STATES = frozenset({"EnteringStandby", "Standby"})
-WARMED_LIFECYCLE_PREFIX = "Warmed:"
 
 # Auto Scaling process names (SuspendProcesses): Launch suspended, the group adds no instance;
 # Terminate suspended, it removes none.
@@ -261,19 +259,6 @@ class AsgInstance:
     def is_live(self) -> bool:
         """Running or on its way up (not terminating, detaching, in standby or in a warm pool)."""
         return self.lifecycle_state in LIVE_LIFECYCLE_STATES
-
-    @property
-    def is_coming(self) -> bool:
-        """Launched and not in service yet (a launch lifecycle hook may hold it in Pending:Wait)."""
-        return self.lifecycle_state in COMING_LIFECYCLE_STATES
-
-    @property
-    def is_standby(self) -> bool:
-        return self.lifecycle_state in STANDBY_LIFECYCLE_STATES
-
-    @property
-    def is_warmed(self) -> bool:
-        return self.lifecycle_state.startswith(WARMED_LIFECYCLE_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)

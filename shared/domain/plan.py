@@ -124,6 +124,7 @@ class Plan:
     provisioning_updates: tuple[ConditionUpdate, ...] = ()  # status writes: only what changes
     mark: tuple[NodeMark, ...] = ()  # attrition taints to put on, by node
     unmark: tuple[NodeMark, ...] = ()  # attrition taints to lift, by node
+    delete_nodes: tuple[NodeAction, ...] = ()  # Node objects of instances that are gone (leftovers.py)
 
     def group(self, name: str) -> GroupDecision:
         """The decision for one group by name."""
@@ -131,14 +132,3 @@ class Plan:
             if decision.name == name:
                 return decision
         raise KeyError(name)
-
-    @property
-    def has_changes(self) -> bool:
-        return bool(
-            self.cordon
-            or self.uncordon
-            or self.terminate
-            or self.mark
-            or self.unmark
-            or any(g.changed for g in self.groups)
-        )

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Protocol
 
-from shared.config import PolicyConfig
 from shared.domain.model import AsgState, Node, Pod
 from shared.domain.plan import Termination
 
@@ -135,6 +135,20 @@ def desired_after(target: int, asg: AsgState) -> int:
     return asg.desired if found is None else found
 
 
+class BackoffPolicy(Protocol):
+    """The three settings the backoff reads (the config's PolicyConfig has them): the domain names
+    what it needs instead of importing the config above it."""
+
+    @property
+    def backoff_initial_seconds(self) -> int: ...
+
+    @property
+    def backoff_max_seconds(self) -> int: ...
+
+    @property
+    def backoff_reset_seconds(self) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Backoff:
     """The capacity backoff of one group: failures in the current episode, the last one, its end."""
@@ -144,13 +158,13 @@ class Backoff:
     until: datetime | None = None
 
 
-def backoff_seconds(failures: int, policy: PolicyConfig) -> int:
+def backoff_seconds(failures: int, policy: BackoffPolicy) -> int:
     """The backoff after the `failures`-th failure in a row: initial, doubling, capped at the max."""
     doublings = min(max(failures, 1) - 1, _MAX_DOUBLINGS)
     return min(policy.backoff_initial_seconds * 2**doublings, policy.backoff_max_seconds)
 
 
-def next_backoff(previous: Backoff, at: datetime, policy: PolicyConfig) -> Backoff:
+def next_backoff(previous: Backoff, at: datetime, policy: BackoffPolicy) -> Backoff:
     """The backoff after a capacity failure at `at`.
 
     A failure at or before the last one counted is the same failure (a retry, a late event): the

@@ -14,6 +14,7 @@ from shared.planner.attrition import marked_nodes, plan_attrition, without_marks
 from shared.planner.capacity import launch_clock_key, next_launch_clock
 from shared.planner.context import Context, GroupView, build_context
 from shared.planner.gangs import STAND_IN_SEPARATOR, gang_summary, is_stand_in
+from shared.planner.leftovers import leftover_nodes
 from shared.planner.provisioning import answer_requests, prepare_requests
 from shared.planner.scale_down import ScaleDownResult, plan_scale_down, with_kept
 from shared.planner.scale_up import ScaleUpResult, plan_scale_up
@@ -211,7 +212,17 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         provisioning_updates=updates,
         mark=attrition.mark,
         unmark=attrition.unmark,
+        delete_nodes=_leftovers(snapshot, config),
     )
+
+
+def _leftovers(snapshot: Snapshot, config: ScalerConfig) -> tuple[NodeAction, ...]:
+    """Nodes of instances that are gone; none unless every group's ASG was read."""
+    asgs = [snapshot.asgs.get(g.asg_name) for g in config.node_groups]
+    if any(a is None for a in asgs):
+        return ()
+    groups = {g.asg_name: g.name for g in config.node_groups}
+    return leftover_nodes(snapshot.nodes, (a for a in asgs if a is not None), groups)
 
 
 def _drop_stand_ins(up: ScaleUpResult) -> None:

@@ -765,9 +765,11 @@ class FakeWorld:
         self.state.policy = self.config.policy
         self.state.cluster = self.config.cluster_name
 
-    def controller(self, *, dry_run: bool = False, owner: str = "test") -> Any:
+    def controller(self, *, dry_run: bool = False, owner: str = "test", planner: Any = None) -> Any:
+        """The Controller on this world's ports; `planner` replaces the pure planner (a recording one)."""
         from shared.controller import Controller
 
+        extra = {"planner": planner} if planner is not None else {}
         return Controller(
             config=self.config,
             cluster=self.cluster,
@@ -778,6 +780,7 @@ class FakeWorld:
             reporter=self.reporter,
             owner=owner,
             dry_run=dry_run,
+            **extra,
         )
 
     def calls_in_order(self) -> list[Call]:

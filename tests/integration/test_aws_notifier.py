@@ -16,6 +16,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.sns.models import sns_backends
 
 from shared.adapters.aws.notifier import (
+    SLACK_PLAIN,
     SLACK_TEXT_MAX,
     SNS_MESSAGE_MAX_BYTES,
     CompositeNotifier,
@@ -163,11 +164,27 @@ def test_slack_posts_the_batch_as_json_text(aws: None) -> None:
     # Then both are posted as {"text": ...} JSON and the secret was read once
     assert first and second
     assert slack.bodies == [
-        {"text": "research: scaled gpu-a 2 -> 4\ngpu-a: 4 pending pods"},
-        {"text": "research: idle"},
+        {"text": "research: scaled gpu-a 2 -&gt; 4\ngpu-a: 4 pending pods", **SLACK_PLAIN},
+        {"text": "research: idle", **SLACK_PLAIN},
     ]
     assert slack.content_types[0].startswith("application/json")
     assert len(reads) == 1
+
+
+def test_slack_shows_what_users_and_the_cluster_wrote_as_text(aws: None) -> None:
+    # Given a forced scale-down whose requested_by mentions the channel and hides a link
+    with SlackStub() as slack:
+        client, arn = secret_with(slack.url)
+        line = "drain n1 (a100): forced scale-down of a100 by <!channel> <https://evil.example|docs> & co"
+
+        # When it is notified
+        assert SlackNotifier(arn, secrets_from(client)).notify("research: 1 drain", [line])
+
+    # Then Slack receives the control characters escaped: no mention, no link, plain text
+    text = slack.bodies[0]["text"]
+    assert "<" not in text and ">" not in text
+    assert "&lt;!channel&gt; &lt;https://evil.example|docs&gt; &amp; co" in text
+    assert slack.bodies[0]["mrkdwn"] is False and slack.bodies[0]["unfurl_links"] is False
 
 
 def test_slack_reads_a_json_secret_and_truncates_long_text(aws: None) -> None:

@@ -454,7 +454,7 @@ WEBHOOK_SECRET = "whsec-e2e-0123456789abcdef0123456789"
 
 
 def test_pending_pods_reach_the_group_through_webhook_queue_and_reconcile(
-    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     # Given a signed webhook on the cluster's FIFO queue, and three pending 8-GPU pods
     sqs, queue_url = fifo_queue(cluster)
@@ -464,7 +464,8 @@ def test_pending_pods_reach_the_group_through_webhook_queue_and_reconcile(
     monkeypatch.setenv("SCALER_QUEUE_URL", queue_url)
     monkeypatch.setenv("SCALER_WEBHOOK_SECRET_ARN", secret_arn)
     webhook_handler = importlib.import_module("functions.webhook.handler")  # builds at import, as on Lambda
-    monkeypatch.setattr(webhook_handler, "webhook", build_webhook(load_webhook_settings(os.environ)))
+    webhook_handler.set_dependencies(build_webhook(load_webhook_settings(os.environ)))
+    request.addfinalizer(lambda: webhook_handler.set_dependencies(None))
     for i in range(3):
         cluster.server.add_pod(pod(f"train-{i}", gpus=8, created=datetime.now(UTC) - timedelta(minutes=1)))
 

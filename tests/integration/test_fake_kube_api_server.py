@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -787,14 +786,15 @@ def test_client_go_retries_honour_an_injected_retry_after(server: FakeKubeApiSer
 def test_injected_delay_causes_a_client_read_timeout(server: FakeKubeApiServer) -> None:
     # Given every node list delayed beyond the client's timeout, and a client without urllib3 retries
     server.inject("GET", r"^/api/v1/nodes$", delay=2.0, times=-1)
-    with make_api_client(server, retries=0) as no_retry:
-        started = time.monotonic()
-        # When nodes are listed with a 0.2 s timeout
-        with pytest.raises(urllib3.exceptions.MaxRetryError) as err:
-            CoreV1Api(no_retry).list_node(_request_timeout=0.2)
-    # Then urllib3 gives up on the read quickly
+    # When nodes are listed with a 0.2 s timeout
+    with (
+        make_api_client(server, retries=0) as no_retry,
+        pytest.raises(urllib3.exceptions.MaxRetryError) as err,
+    ):
+        CoreV1Api(no_retry).list_node(_request_timeout=0.2)
+    # Then urllib3 gives up on the read: a read timeout at all means it stopped waiting before the
+    # server's 2 s delay ended (the server would have answered then), whatever the machine's load
     assert isinstance(err.value.reason, urllib3.exceptions.ReadTimeoutError)
-    assert time.monotonic() - started < 1.5
     server.clear_injections()
 
 
@@ -971,8 +971,7 @@ def test_watch_streams_added_then_modified_and_deleted_until_its_timeout(server:
     modified = next_event()
     server.delete_node("n2")
     deleted = next_event()
-    started = time.monotonic()
-    rest = response.read()
+    rest = response.read()  # returns only when the server ends the stream
     # Then each is one WatchEvent, and the stream ends at the timeout
     assert (added["type"], added["object"]["metadata"]["name"], added["object"]["kind"]) == (
         "ADDED",
@@ -982,7 +981,7 @@ def test_watch_streams_added_then_modified_and_deleted_until_its_timeout(server:
     assert (second["type"], second["object"]["metadata"]["name"]) == ("ADDED", "n2")
     assert (modified["type"], modified["object"]["spec"]["unschedulable"]) == ("MODIFIED", True)
     assert (deleted["type"], deleted["object"]["metadata"]["name"]) == ("DELETED", "n2")
-    assert rest == b"" and time.monotonic() - started < 3
+    assert rest == b""
 
 
 def test_a_watch_from_a_resource_version_sends_only_later_changes(server: FakeKubeApiServer) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import socket
-import time
 import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -591,11 +590,11 @@ def test_read_timeout_is_a_read_error(server: FakeKubeApiServer, api: k8s.ApiCli
     server.inject("GET", r"^/api/v1/nodes$", delay=1.0, times=-1)
     cluster = make_cluster(api, sleeps, read_timeout=0.2)
 
-    # When / Then (urllib3 retries a GET once on a read error, then the adapter maps the failure)
-    started = time.monotonic()
+    # When / Then (urllib3 retries a GET once on a read error, then the adapter maps the failure).
+    # The server answers after 1 s: a timeout error at all shows the configured 0.2 s read timeout
+    # cut each request, however slow the machine (no wall-clock bound to race).
     with pytest.raises(ClusterReadError, match=r"(?i)timeout|timed out"):
         cluster.list_nodes()
-    assert time.monotonic() - started < 2.0
     assert len(list_calls(server, "/api/v1/nodes")) == 2
 
 

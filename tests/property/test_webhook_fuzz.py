@@ -95,7 +95,7 @@ def fuzz() -> Iterator[Fuzz]:
         clock, sender = SteppingClock(), RecordingSender()
         settings = load_settings(os.environ)
         webhook = build_webhook(settings, clock=clock, sender=sender, read_secret=lambda: SECRET)
-        env.setattr(handler, "webhook", webhook)
+        handler.set_dependencies(webhook)
         yield Fuzz(handler, clock, sender)
         clients.clear_clients()
         clear_fast_clients()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -21,6 +22,8 @@ from shared.domain.errors import (
     ReadError,
     ThrottledError,
 )
+from shared.domain.operations import ClusterEvent, ObjectRef
+from shared.domain.provisioning import ConditionUpdate
 from shared.formats.kubernetes import node_from_json, pod_from_json
 from shared.reporting import ActionStatus
 from tests.builders import NOW, asg, node, pod
@@ -81,6 +84,31 @@ def test_a_lost_lease_ends_the_run_before_the_next_destructive_batch() -> None:
         f.applier.cordon(node_from_json(f.cluster.nodes["n1"]), "a100", "idle", NOW, retry_conflict=False)
     assert not f.cluster.is_cordoned("n1")
     assert f.fleet.terminated == ["i-2"]
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda f: f.applier.uncordon("n1", "a100", "a pending pod fits"),
+        lambda f: f.applier.unmark("n1", "scaler/attrition", "a100", "room is needed"),
+        lambda f: f.applier.answer_request(
+            ConditionUpdate("research", "req", "uid-1", (), "Provisioned"), "a100", "capacity is there"
+        ),
+        lambda f: f.applier.record_events(
+            [ClusterEvent(ObjectRef("Pod", "a", "research", "uid-a"), "TriggeredScaleUp", "a100 grows")]
+        ),
+    ],
+    ids=["uncordon", "unmark", "provisioning-request", "events"],
+)
+def test_a_write_that_gives_back_is_fenced_too(write: Callable[[Fixture], object]) -> None:
+    # Given another run took the lease (a stale run's uncordon would undo the new owner's cordon)
+    f = Fixture()
+    f.state.take_over()
+    # When the stale run makes a non-destructive write / Then the fence stops it before the call
+    with pytest.raises(LeaseHeldError):
+        write(f)
+    writes = [c.method for c in (*f.cluster.calls, *f.fleet.calls) if not c.method.startswith("get")]
+    assert writes == [] and f.cluster.events == []
 
 
 def test_a_lease_that_cannot_be_confirmed_counts_as_lost() -> None:

@@ -8,6 +8,7 @@ from shared.adapters.aws.notifier import (
     CompositeNotifier,
     NullNotifier,
     render,
+    slack_text,
     sns_subject,
     truncate_bytes,
     truncate_chars,
@@ -36,6 +37,16 @@ def test_truncate_bytes_respects_the_limit_without_splitting_characters() -> Non
     assert len(cut.encode("utf-8")) <= 51
     assert cut.endswith("~")
     assert cut.startswith("é" * 25)
+
+
+def test_slack_text_escapes_only_the_three_control_characters() -> None:
+    # Given text from a user and the cluster: a mention, a hidden link, an ampersand, and mrkdwn marks
+    text = "by <!channel> see <https://evil.example|docs> & *all* of n1's pods"
+    # When escaped / Then no control sequence survives, and nothing else is touched
+    assert (
+        slack_text(text)
+        == "by &lt;!channel&gt; see &lt;https://evil.example|docs&gt; &amp; *all* of n1's pods"
+    )
 
 
 def test_truncate_keeps_short_texts() -> None:

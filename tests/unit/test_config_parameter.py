@@ -19,7 +19,7 @@ from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.parameters.base import DEFAULT_PROVIDERS
 from aws_lambda_powertools.utilities.parameters.ssm import SSMProvider
 
-from functions.common.wiring import Dependencies
+from functions.common.dependencies import Dependencies
 from functions.reconcile import handler as reconcile
 from shared.config import (
     STORED_CONFIG_PLAIN_LIMIT_BYTES,

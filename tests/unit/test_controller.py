@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -10,7 +11,6 @@ from typing import Any
 import pytest
 
 from shared.controller import Controller, InterruptionKind, ReconcileResult, RunStatus
-from shared.controller import orchestrator as orchestrator_module
 from shared.controller.force_scale_down import INTERRUPTION_REQUESTER
 from shared.domain.errors import (
     ActionError,
@@ -27,6 +27,7 @@ from shared.domain.resources import Resources
 from shared.domain.safety import cordon_blocker, desired_to_set, termination_blocker
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.formats.kubernetes import node_from_json, pod_from_json
+from shared.planner import plan
 from shared.reporting import ActionKind, ActionStatus
 from tests.builders import GPU_TAINT, NOW, asg, config, iso, node, pod
 from tests.fakes.memory import FakeCluster, FakeFleet, FakeWorld
@@ -233,7 +234,7 @@ def test_groups_with_config_allocatable_still_read_their_instance_type_architect
     assert (w.fleet.desired("research-a10g"), w.fleet.desired("research-t4g")) == (1, 0)
 
 
-def test_scheduler_inputs_are_read_once_each_and_reach_the_planner(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_scheduler_inputs_are_read_once_each_and_reach_the_planner() -> None:
     # Given a cluster with a DaemonSet, a claim, a volume, a storage class and a labelled namespace
     w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])
     w.cluster.add_daemonset(DaemonSet("kube-system", "agent", pod_from_json(pod("agent", gpus=0))))
@@ -242,16 +243,13 @@ def test_scheduler_inputs_are_read_once_each_and_reach_the_planner(monkeypatch: 
     w.cluster.add_storage_class(StorageClass("gp3", binding_mode="WaitForFirstConsumer"))
     w.cluster.add_namespace("research", {"team": "llm"})
     snapshots: list[Snapshot] = []
-    real_plan = orchestrator_module.make_plan
 
     def planning(snapshot: Snapshot, cfg: Any, now: Any) -> Plan:
         snapshots.append(snapshot)
-        return real_plan(snapshot, cfg, now)
-
-    monkeypatch.setattr(orchestrator_module, "make_plan", planning)
+        return plan(snapshot, cfg, now)
 
     # When the controller reconciles
-    w.controller().reconcile("schedule")
+    w.controller(planner=planning).reconcile("schedule")
 
     # Then each listing was one call, and the planner saw everything it returned
     for listing in (
@@ -270,22 +268,18 @@ def test_scheduler_inputs_are_read_once_each_and_reach_the_planner(monkeypatch: 
     assert snapshot.namespaces == {"research": {"team": "llm", "kubernetes.io/metadata.name": "research"}}
 
 
-def planned(monkeypatch: pytest.MonkeyPatch, **changes: Any) -> None:
-    """Make the planner's plan carry `changes` (pod memory, model errors) on top of its own decisions."""
-    real_plan = orchestrator_module.make_plan
-    monkeypatch.setattr(
-        orchestrator_module,
-        "make_plan",
-        lambda snapshot, cfg, now: replace(real_plan(snapshot, cfg, now), **changes),
-    )
+def planned(**changes: Any) -> Callable[[Snapshot, Any, Any], Plan]:
+    """A planner whose plan carries `changes` (pod memory, model errors) on top of its own decisions."""
+    return lambda snapshot, cfg, now: replace(plan(snapshot, cfg, now), **changes)
 
 
-def test_pod_memory_is_saved_when_it_changed_and_only_then(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pod_memory_is_saved_when_it_changed_and_only_then() -> None:
     # Given a plan that remembers one pod counted on a node, and one pod it knows nothing about
     w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])
     counted = PodMemory(uid="u1", counted_on="n1", counted_since=NOW)
-    planned(monkeypatch, pod_memory={"research/train": counted, "research/new": PodMemory(uid="u2")})
-    controller = w.controller()
+    controller = w.controller(
+        planner=planned(pod_memory={"research/train": counted, "research/new": PodMemory(uid="u2")})
+    )
 
     # When the controller reconciles
     controller.reconcile("schedule")
@@ -301,52 +295,46 @@ def test_pod_memory_is_saved_when_it_changed_and_only_then(monkeypatch: pytest.M
     assert w.state.load().pods == {"research/train": counted}
 
 
-def test_pod_memory_is_forgotten_when_the_plan_no_longer_holds_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pod_memory_is_forgotten_when_the_plan_no_longer_holds_it() -> None:
     # Given a pod remembered by an earlier run, and a plan that no longer remembers anything
     w = world([], [], [asg(A100, desired=0)])
     w.state.pod_memory = {"research/gone": PodMemory(uid="u1", distrusted=("n1",))}
-    planned(monkeypatch, pod_memory={})
 
     # When the controller reconciles / Then the stored memory is replaced by the empty one
-    w.controller().reconcile("schedule")
+    w.controller(planner=planned(pod_memory={})).reconcile("schedule")
     assert w.state.pod_memory == {}
     assert len(w.state.calls_of("save_pod_memory")) == 1
 
 
-def test_dry_run_does_not_store_pod_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dry_run_does_not_store_pod_memory() -> None:
     w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])
-    planned(
-        monkeypatch, pod_memory={"research/train": PodMemory(uid="u1", counted_on="n1", counted_since=NOW)}
-    )
-    w.controller(dry_run=True).reconcile("schedule")
+    memory = {"research/train": PodMemory(uid="u1", counted_on="n1", counted_since=NOW)}
+    w.controller(dry_run=True, planner=planned(pod_memory=memory)).reconcile("schedule")
     assert w.state.calls_of("save_pod_memory") == []
 
 
-def test_failed_pod_memory_save_is_reported_and_the_run_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_pod_memory_save_is_reported_and_the_run_goes_on() -> None:
     # Given a store that fails the pod memory write
     w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])
-    planned(
-        monkeypatch, pod_memory={"research/train": PodMemory(uid="u1", counted_on="n1", counted_since=NOW)}
-    )
+    memory = {"research/train": PodMemory(uid="u1", counted_on="n1", counted_since=NOW)}
     w.state.fail_next("save_pod_memory", ActionError("throttled"))
 
     # When the controller reconciles
-    result = w.controller().reconcile("schedule")
+    result = w.controller(planner=planned(pod_memory=memory)).reconcile("schedule")
 
     # Then the error is in the result and the scale-up still happened
     assert any("save pod memory" in e for e in result.errors)
     assert w.fleet.desired(A100) == 1
 
 
-def test_model_errors_are_logged_and_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_model_errors_are_logged_and_counted() -> None:
     # Given a plan with a fit the scheduler refuted
     w = world([pod("train", gpus=4)], [], [asg(A100, desired=0)])
     since = NOW - timedelta(minutes=3)
     error = ModelError("research/train", "n1", since, "0/1 nodes are available: 1 Insufficient memory.")
-    planned(monkeypatch, model_errors=(error,))
 
     # When the controller reconciles
-    result = w.controller().reconcile("schedule")
+    result = w.controller(planner=planned(model_errors=(error,))).reconcile("schedule")
 
     # Then it is logged as a warning with every fact, and counted in the result
     warnings = [fields for level, message, fields in w.reporter.logs if message == "model error"]
@@ -431,6 +419,37 @@ def test_termination_is_skipped_when_the_node_got_a_pod_after_planning() -> None
     assert statuses(result, ActionKind.TERMINATE) == [("n1", ActionStatus.SKIPPED)]
     assert w.fleet.calls_of("terminate_instance") == []
     assert w.fleet.desired(A100) == 1
+
+
+def test_a_termination_whose_response_was_lost_has_its_node_removed_by_the_next_run() -> None:
+    # Given an idle cordoned node whose termination goes through but whose response is lost
+    w = idle_world(cordoned=True)
+    w.fleet.fail_after_next("terminate_instance", FleetActionError("TerminateInstance: read timeout"))
+    first = w.controller().reconcile("schedule")
+    assert statuses(first, ActionKind.TERMINATE) == [("n1", ActionStatus.FAILED)]
+    assert w.fleet.terminated == ["i-1"] and "n1" in w.cluster.nodes
+
+    # When the kubelet has stopped (the Node turns NotReady) and the next run comes
+    w.clock.advance(60)
+    w.cluster.node_obj("n1")["status"]["conditions"] = [
+        {"type": "Ready", "status": "Unknown", "lastTransitionTime": iso(w.clock.now())}
+    ]
+    second = w.controller().reconcile("schedule")
+
+    # Then it finds the instance gone and removes the Node object, terminating nothing twice
+    assert statuses(second, ActionKind.DELETE_NODE) == [("n1", ActionStatus.DONE)]
+    assert "n1" not in w.cluster.nodes
+    assert w.fleet.terminated == ["i-1"] and len(w.fleet.calls_of("terminate_instance")) == 1
+
+
+def test_a_ready_node_whose_instance_left_the_groups_is_not_deleted() -> None:
+    # Given a cordoned node whose instance is in no group, but whose kubelet still reports Ready
+    w = world(
+        [], [node("n1", "i-9", unschedulable=True, annotations=CORDONED_LONG_AGO)], [asg(A100, desired=0)]
+    )
+    # When the controller reconciles / Then the Node stays (a Ready kubelet runs somewhere)
+    w.controller().reconcile("schedule")
+    assert "n1" in w.cluster.nodes and w.cluster.calls_of("delete_node") == []
 
 
 def test_termination_is_skipped_when_someone_uncordoned_the_node() -> None:
@@ -770,6 +789,31 @@ def test_a_lost_lease_stops_the_run_before_its_next_write() -> None:
     # Then it stops: no termination, no cordon, and says why
     assert w.fleet.terminated == [] and w.cluster.calls_of("cordon") == []
     assert any("LeaseHeldError" in e for e in result.errors)
+
+
+def test_a_lease_taken_after_planning_leaves_the_old_run_no_write_of_any_kind() -> None:
+    # Given a plan that uncordons an idle node for a pending pod, records its pod Events and saves
+    # state, and another run that takes the lease the moment this run has planned
+    w = idle_world(cordoned=True, extra_pods=[pod("train", gpus=8)])
+    taken: list[int] = []
+
+    def plan_then_lose_the_lease(snapshot: Snapshot, cfg: Any, now: Any) -> Plan:
+        decided = plan(snapshot, cfg, now)
+        assert decided.uncordon  # the write a stale run must not make
+        w.state.take_over()
+        taken.append(len(w.calls_in_order()))
+        return decided
+
+    # When the old run goes on to apply its plan
+    result = w.controller(planner=plan_then_lose_the_lease).reconcile("schedule")
+
+    # Then after the take-over it only asked the store whether the lease was still its own, and gave
+    # back nothing it no longer held: no uncordon, no Event, no state write
+    after = [c.method for c in w.calls_in_order()[taken[0] :]]
+    assert set(after) <= {"renew_lease", "release_lease"}, after
+    assert w.cluster.is_cordoned("n1") and w.cluster.events == []
+    assert w.state.lease is not None and w.state.lease.owner == "thief"
+    assert any("lease was lost" in e for e in result.errors)
 
 
 # ------------------------------------------------------------------------------------------ drains

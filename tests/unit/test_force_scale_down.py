@@ -16,11 +16,8 @@ from shared.controller.force_scale_down import (
     MAX_GRACE_SECONDS,
     ForceScaleDownRequest,
     InvalidRequestError,
-    candidates_of,
-    choose,
     merge_intents,
     parse_force_scale_down,
-    rank,
 )
 from shared.domain.errors import ActionError, LeaseHeldError
 from shared.domain.model import AsgState
@@ -34,6 +31,7 @@ from shared.domain.operations import (
 )
 from shared.formats.aws import asg_from_json
 from shared.formats.kubernetes import node_from_json, pod_from_json
+from shared.planner.force_scale_down import candidates_of, choose, rank
 from shared.reporting import ActionKind, ActionStatus
 from tests.builders import NOW, asg, config, node, pod
 from tests.fakes.memory import FakeCluster, FakeFleet, FakeWorld

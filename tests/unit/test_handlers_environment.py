@@ -15,7 +15,8 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
 
 from aws_lambda_powertools.utilities import parameters
 
-from functions.common.wiring import Dependencies, controller_from_environment
+from functions.common.dependencies import Dependencies
+from functions.common.wiring import controller_from_environment
 from shared.adapters.aws.fleet import AsgFleet
 from shared.adapters.aws.notifier import SnsNotifier
 from shared.adapters.aws.state_store import DynamoDbStateStore
@@ -93,8 +94,8 @@ def test_controller_is_built_once_from_the_environment_on_the_real_adapters(
 
     with mock_aws():
         dependencies = Dependencies(build)
-        controller = dependencies.controller()
-        assert dependencies.controller() is controller and builds == [1]
+        controller = dependencies.get()
+        assert dependencies.get() is controller and builds == [1]
     assert controller.dry_run
     assert isinstance(controller.deps.ports.cluster, KubernetesCluster)
     assert isinstance(controller.deps.ports.fleet, AsgFleet)

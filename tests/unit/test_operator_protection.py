@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from shared.controller.force_scale_down import ForceScaleDownRequest, candidates_of, choose
+from shared.controller.force_scale_down import ForceScaleDownRequest
 from shared.domain.model import NodeState, ScalerState
 from shared.domain.plan import Termination
 from shared.domain.safety import protection, scale_in_protection, termination_blocker
 from shared.formats.aws import asg_from_json
 from shared.formats.kubernetes import node_from_json
 from shared.planner import plan
+from shared.planner.force_scale_down import candidates_of, choose
 from tests.builders import NOW, asg, config, iso, node, snapshot
 from tests.fakes.memory import FakeCluster, FakeFleet, FakeWorld
 

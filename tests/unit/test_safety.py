@@ -9,11 +9,11 @@ import pytest
 from moto import mock_aws
 
 from shared.config import PolicyConfig
-from shared.controller.force_scale_down import candidates_of
 from shared.domain.model import Node
 from shared.domain.safety import Backoff, busy_pods, is_counted, next_backoff, protection
 from shared.formats.kubernetes import node_from_json, pod_from_json
 from shared.local.sim.engine import at, epoch_seconds
+from shared.planner.force_scale_down import candidates_of
 from tests.builders import NOW, asg, node, pod
 from tests.fakes.memory import MemoryStateStore
 

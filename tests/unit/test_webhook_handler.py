@@ -107,7 +107,7 @@ class Harness:
     ) -> None:
         update = {"queue_url": queue_url, "secret_arn": secret_arn or self.world.settings.secret_arn}
         settings = self.world.settings.model_copy(update=update)
-        monkeypatch.setattr(self.world.handler, "webhook", build_webhook(settings, clock=self.clock))
+        self.world.handler.set_dependencies(build_webhook(settings, clock=self.clock))
 
     def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
         response: dict[str, Any] = self.world.handler.handler(event, LambdaContextStub())

@@ -32,6 +32,9 @@ SNS_MESSAGE_MAX_BYTES = 256 * 1024 - 1024  # the limit covers the whole request:
 # Slack shows at most 4,000 characters of `text` before it truncates (or splits) a message.
 SLACK_TEXT_MAX = 4000
 SLACK_TIMEOUT_SECONDS = 3.0
+# Everything in a notification is plain text, much of it from users or the cluster: no *bold* or
+# _italics_ parsed out of names, no link previews fetched for a URL someone put in a pod message.
+SLACK_PLAIN = {"mrkdwn": False, "unfurl_links": False, "unfurl_media": False}
 WEBHOOK_GONE_STATUSES = frozenset({403, 404, 410})
 TRUNCATED = "\n... (truncated)"
 
@@ -39,6 +42,14 @@ TRUNCATED = "\n... (truncated)"
 def render(subject: str, lines: Sequence[str]) -> str:
     """The plain-text body of a notification: the subject, then one line per decision."""
     return "\n".join([subject, *lines]) if lines else subject
+
+
+def slack_text(text: str) -> str:
+    """`text` with Slack's three control characters escaped, so a node name, a pod message or a
+    forced scale-down's `requested_by` cannot mention `<!channel>`, hide a `<url|link>` or fake a
+    user (Slack, "Formatting text for app surfaces": escape &, < and > as &amp;, &lt;, &gt;; only those
+    three, or the entities show literally)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def truncate_bytes(text: str, limit: int, marker: str = TRUNCATED) -> str:
@@ -130,10 +141,10 @@ class SlackNotifier:
                 self._url = webhook_url_from_secret(
                     self._secrets.secret_string(self._secret_arn), self._secret_arn
                 )
-            text = truncate_chars(render(subject, lines), SLACK_TEXT_MAX)
+            text = truncate_chars(slack_text(render(subject, lines)), SLACK_TEXT_MAX)
             request = urllib.request.Request(
                 self._url,
-                data=json.dumps({"text": text}).encode("utf-8"),
+                data=json.dumps({"text": text, **SLACK_PLAIN}).encode("utf-8"),
                 method="POST",
                 headers={"Content-Type": "application/json; charset=utf-8"},
             )

@@ -6,9 +6,9 @@ a `DecisionTap` around the reporter (the timeline), and hands it to the handler 
 `set_dependencies`, the handlers' own seam for this.
 
 The webhook builds its `Webhook` at import with the wall clock. The demo rebuilds it with the same
-`build_webhook(load_settings(os.environ))` plus `clock=` (simulated time) and rebinds the handler
-module's `webhook`: the webhook has no `set_dependencies` yet. On the wall clock its 5-second
-coalescing window would span minutes of simulated time and swallow later bursts' wake-ups.
+`build_webhook(load_settings(os.environ))` plus `clock=` (simulated time) and hands it over through the
+same `set_dependencies`. On the wall clock its 5-second coalescing window would span minutes of
+simulated time and swallow later bursts' wake-ups.
 
 Each invocation's stdout (Powertools' EMF metric blobs) and the Powertools log lines go to the log
 file, as they would go to CloudWatch Logs.
@@ -40,7 +40,6 @@ from shared.reporting import ActionRecord
 RECONCILE = "functions.reconcile.handler"
 AWS_EVENTS = "functions.aws_events.handler"
 WEBHOOK = "functions.webhook.handler"
-WEBHOOK_GLOBAL = "webhook"  # the handler module's Webhook, built at import
 WIRING = "functions.common.wiring"
 
 
@@ -82,15 +81,16 @@ class Functions:
         # One controller per function, as each Lambda function has its own process.
         self._reconcile.set_dependencies(self._controller())
         self._aws_events.set_dependencies(self._controller())
-        self._wall_clock_webhook = self._webhook.webhook
-        on_demo_clock = build_webhook(load_webhook_settings(os.environ), clock=self._epoch_seconds)
-        setattr(self._webhook, WEBHOOK_GLOBAL, on_demo_clock)  # rebinds the module global
+        self._wall_clock_webhook = self._webhook.dependencies.get()
+        self._webhook.set_dependencies(
+            build_webhook(load_webhook_settings(os.environ), clock=self._epoch_seconds)
+        )
 
     def close(self) -> None:
         """Hand the handlers back their own wiring (the next use would build from the environment)."""
         self._reconcile.set_dependencies(None)
         self._aws_events.set_dependencies(None)
-        setattr(self._webhook, WEBHOOK_GLOBAL, self._wall_clock_webhook)
+        self._webhook.set_dependencies(self._wall_clock_webhook)
         for handler, stream in self._log_streams:
             handler.setStream(stream)
 

@@ -1,9 +1,11 @@
-"""The simulated controller: each reconcile plans on a snapshot and applies the plan as the controller does.
+"""The simulated controller: each reconcile plans on a snapshot and applies the plan as the controller does,
+through the controller's own rules (shared.domain.safety), never a copy of them.
 
-Terminations first (re-validated: an idle node still idle, an instance still there; a terminated node
-disappears, desired drops by one when decrementing), then uncordons/cordons, then attrition marks are
-lifted and put on (re-validated: a node still there, not cordoned), then desired is raised to the plan's
-value, or lowered only to cancel instances not launched yet; the stored state is written back.
+Terminations first (re-validated by `termination_blocker` on the node and the pods on it now; a
+terminated node disappears, desired drops by one when decrementing), then uncordons and cordons
+(`cordon_blocker`), then attrition marks are lifted and put on (re-validated: a node still there, not
+cordoned), then desired is set to what `desired_to_set` says (raised freely, lowered only to cancel
+instances not launched yet); the stored state is written back.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from collections.abc import Callable
 from datetime import datetime
 
 from shared.config import ScalerConfig
-from shared.domain.model import AsgState, Snapshot, Taint, TaintEffect
+from shared.domain.model import AsgState, Pod, Snapshot, Taint, TaintEffect
 from shared.domain.plan import Plan, ReasonCode
-from shared.local.sim.entities import INF, at, epoch_seconds
-from shared.local.sim.fleet import Fleet
+from shared.domain.safety import cordon_blocker, desired_to_set, termination_blocker
+from shared.local.sim.entities import INF, SimGroup, SimNode, at, epoch_seconds
+from shared.local.sim.fleet import SimFleet
 from shared.local.sim.state import SimState
-from shared.local.sim.store import StateStore
+from shared.local.sim.store import SimStateStore
 
 
 class SimController:
@@ -26,8 +29,8 @@ class SimController:
     def __init__(
         self,
         state: SimState,
-        store: StateStore,
-        fleet: Fleet,
+        store: SimStateStore,
+        fleet: SimFleet,
         config: ScalerConfig,
         planner: Callable[[Snapshot, ScalerConfig, datetime], Plan],
     ) -> None:
@@ -36,6 +39,7 @@ class SimController:
         self._fleet = fleet
         self._config = config
         self._plan = planner
+        self._cutoff = config.policy.pod_priority_cutoff
         self.plans = 0
         self.outcomes: dict[str, ReasonCode] = {}  # pod key -> the last plan's reason for it
         self.last_changed = False  # the last plan changed the world
@@ -44,25 +48,33 @@ class SimController:
     def snapshot(self) -> Snapshot:
         """The simulated world as the controller reads it."""
         state = self._state
-        warm = self._fleet.warm
-        asgs: dict[str, AsgState] = {}
-        for group in state.groups:
-            if group.asg_cache is None:
-                group.asg_cache = AsgState(
-                    name=group.asg_name,
-                    min_size=group.min_size,
-                    max_size=group.max_size,
-                    desired=group.desired,
-                    instances=tuple(i.asg for i in group.instances.values()),
-                    warm_pool_size=len(warm[group.name]) if group.name in warm else None,
-                )
-            asgs[group.asg_name] = group.asg_cache
+        asgs = {group.asg_name: self._asg(group) for group in state.groups}
         return Snapshot(
             pods=tuple(state.live_pods.values()),
             nodes=tuple(node.domain() for node in state.nodes.values()),
             asgs=asgs,
             state=self._store.read(state.groups),
         )
+
+    def _asg(self, group: SimGroup) -> AsgState:
+        """The group's ASG as DescribeAutoScalingGroups would show it now (cached until it changes)."""
+        if group.asg_cache is None:
+            warm = self._fleet.warm
+            group.asg_cache = AsgState(
+                name=group.asg_name,
+                min_size=group.min_size,
+                max_size=group.max_size,
+                desired=group.desired,
+                instances=tuple(i.asg for i in group.instances.values()),
+                warm_pool_size=len(warm[group.name]) if group.name in warm else None,
+            )
+        return group.asg_cache
+
+    def _pods_on(self, node: SimNode) -> tuple[Pod, ...]:
+        """The pods bound to `node` now, as the controller's fresh read lists them (none when idle)."""
+        if not node.pods:
+            return ()
+        return tuple(p for p in self._state.live_pods.values() if p.node_name == node.name)
 
     def reconcile(self, now: int) -> None:
         state = self._state
@@ -99,11 +111,12 @@ class SimController:
             if group is None or instance is None:
                 continue
             node = instance.node
-            if node is not None and node.pods:
-                group.result.busy_terminations_refused += 1  # the re-validation keeps running jobs
-                continue
-            if node is not None and termination.decrement and node.cordoned_at is None:
-                continue
+            if node is not None:
+                pods = self._pods_on(node)
+                if termination_blocker(termination, self._cutoff, at(now), None, node.domain(), pods):
+                    if pods:
+                        group.result.busy_terminations_refused += 1  # the re-validation keeps running jobs
+                    continue
             self._fleet.remove(instance, now)
             changed = True
             if termination.decrement:
@@ -131,7 +144,9 @@ class SimController:
                 state.capacity_grew = True
         for cordon in result.cordon:
             node = state.nodes.get(cordon.node)
-            if node is None or node.cordoned_at is not None or node.pods:
+            if node is None or cordon_blocker(
+                self._cutoff, at(now), None, node.domain(), self._pods_on(node)
+            ):
                 continue
             node.cordoned_at = now
             state.restyle(node)
@@ -176,19 +191,16 @@ class SimController:
             if decision.enter_backoff:
                 self._fleet.capacity_failure(group, now)
                 changed = True
+            # Equal: nothing to set (desired_to_set says so too), and no ASG to describe for it.
             target = decision.desired
-            if target > group.desired:
-                group.desired = target
-                group.last_scale_up = now
-                group.result.scale_ups += 1
+            desired = desired_to_set(target, self._asg(group)) if target != group.desired else None
+            if desired is not None:
+                if desired > group.desired:
+                    group.last_scale_up = now
+                    group.result.scale_ups += 1
+                group.desired = desired
                 group.asg_cache = None
                 changed = True
-            elif target < group.desired:
-                lowered = max(target, group.alive)
-                if lowered != group.desired:
-                    group.desired = lowered
-                    group.asg_cache = None
-                    changed = True
             if group.alive < group.desired:
                 self._fleet.launch(group, now)
                 changed = True

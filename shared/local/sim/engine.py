@@ -1,8 +1,8 @@
 """The discrete-event replay: simulated ASGs, nodes, scheduler and state store around the real planner.
 
 The collaborators, one job each, share one `SimState`: `EventQueue` (events.py, the clock), `JobLoader`
-(loading.py, trace jobs as pods), `Binder` (binding.py, the scheduler binds, pods finish), `Fleet`
-(fleet.py, ASGs, EC2, boot), `SimController` + `StateStore` (control.py, store.py, plan and apply),
+(loading.py, trace jobs as pods), `Binder` (binding.py, the scheduler binds, pods finish), `SimFleet`
+(fleet.py, ASGs, EC2, boot), `SimController` + `SimStateStore` (control.py, store.py, plan and apply),
 `SeriesRecorder` (metrics.py, the figures). This module runs the loop.
 
 What is simulated, and how it mirrors production:
@@ -61,11 +61,11 @@ from shared.local.sim.entities import (
     epoch_seconds,
 )
 from shared.local.sim.events import EventQueue
-from shared.local.sim.fleet import Fleet
+from shared.local.sim.fleet import SimFleet
 from shared.local.sim.loading import JobLoader
 from shared.local.sim.metrics import SeriesRecorder, account_until, not_started
 from shared.local.sim.state import SimState
-from shared.local.sim.store import StateStore
+from shared.local.sim.store import SimStateStore
 from shared.local.sim.trace import Trace
 from shared.local.sim.workload import default_sizing
 from shared.planner import plan as plan_fn
@@ -110,8 +110,8 @@ class Simulation:
             else config.deployment.webhook_queue_delay_seconds
         )
         self._tick = options.tick_seconds
-        store = StateStore()
-        self._fleet = Fleet(state, store)
+        store = SimStateStore()
+        self._fleet = SimFleet(state, store)
         self._binder = Binder(state)
         self._control = SimController(state, store, self._fleet, config, planner)
         self._recorder = SeriesRecorder(state) if options.record_series else None

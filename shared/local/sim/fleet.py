@@ -1,4 +1,5 @@
-"""The simulated ASGs and EC2: launches (capped by capacity, sped up by warm pools), boot, removal."""
+"""The simulated ASGs and EC2 (`SimFleet`: not an implementation of the Fleet port): launches (capped by
+capacity, sped up by warm pools), boot, removal."""
 
 from __future__ import annotations
 
@@ -15,14 +16,14 @@ from shared.local.sim.entities import (
     epoch_seconds,
 )
 from shared.local.sim.state import SimState
-from shared.local.sim.store import StateStore
+from shared.local.sim.store import SimStateStore
 from shared.local.sim.world import BootModel, launchable, take_warm
 
 
-class Fleet:
+class SimFleet:
     """Instances of every group from launch to termination, and the group's capacity backoff."""
 
-    def __init__(self, state: SimState, store: StateStore) -> None:
+    def __init__(self, state: SimState, store: SimStateStore) -> None:
         options = state.options
         self._state = state
         self._store = store

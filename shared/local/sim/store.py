@@ -1,4 +1,5 @@
-"""The replay's state store (the DynamoDB table in production): what the planner remembers between runs."""
+"""The replay's state store (`SimStateStore`: the DynamoDB table in production, not an implementation of the
+StateStore port): what the planner remembers between runs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from shared.domain.plan import Plan
 from shared.local.sim.entities import SimGroup, at_or_none, epoch_seconds
 
 
-class StateStore:
+class SimStateStore:
     """Idle-since per node, instances first seen, pod memory; a group's state lives on the group."""
 
     def __init__(self) -> None:
