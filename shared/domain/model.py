@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from shared.domain.constraints import NO_CONSTRAINTS, PodConstraints
+from shared.domain.dra import NO_DRA, DraObjects
 from shared.domain.keys import namespaced_key
 from shared.domain.labels import Requirement
 from shared.domain.resources import EMPTY, Resources
@@ -121,6 +122,8 @@ class Pod:
     constraints: PodConstraints = NO_CONSTRAINTS  # inter-pod, port, volume and DRA constraints
     nominated_node: str | None = None  # status.nominatedNodeName: preemption is under way there
     scheduler_message: str = ""  # PodScheduled condition message: the scheduler's own words
+    # DRA: status.resourceClaimStatuses, (pod claim name, ResourceClaim generated from its template)
+    resource_claim_statuses: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
@@ -453,3 +456,4 @@ class Snapshot:
     pod_groups: tuple[PodGroup, ...] = ()  # coscheduling and Volcano PodGroups (gang sizes)
     provisioning_requests: tuple[ProvisioningRequest, ...] = ()
     pod_templates: tuple[PodTemplate, ...] = ()  # those the provisioning requests reference
+    dra: DraObjects = field(default_factory=lambda: NO_DRA)  # resource.k8s.io/v1 (DRA)

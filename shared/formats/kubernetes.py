@@ -20,6 +20,7 @@ from shared.domain.constraints import (
     PodConstraints,
     SpreadConstraint,
 )
+from shared.domain.dra import PodResourceClaim
 from shared.domain.errors import InputError
 from shared.domain.labels import LabelSelector
 from shared.domain.model import (
@@ -422,6 +423,7 @@ def pod_constraints(
     host_ports = _host_ports(spec)
     claims = _claims(spec, name)
     resource_claims = tuple(str(c["name"]) for c in spec.get("resourceClaims") or ())
+    claim_sources = _pod_resource_claims(spec)
     if not host_ports and not claims and not resource_claims:
         return constraints
     return _intern_constraints(
@@ -432,7 +434,27 @@ def pod_constraints(
             spread=constraints.spread,
             claims=claims,
             resource_claims=resource_claims,
+            resource_claim_sources=claim_sources,
         )
+    )
+
+
+def _pod_resource_claims(spec: Mapping[str, Any]) -> tuple[PodResourceClaim, ...]:
+    """spec.resourceClaims (DRA): each by resourceClaimName or resourceClaimTemplateName."""
+    return tuple(
+        PodResourceClaim(
+            str(c["name"]), str(c.get("resourceClaimName") or ""), str(c.get("resourceClaimTemplateName") or "")
+        )
+        for c in spec.get("resourceClaims") or ()
+    )
+
+
+def _pod_claim_statuses(status: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """status.resourceClaimStatuses: (pod claim name, the ResourceClaim generated for it)."""
+    return tuple(
+        (str(s["name"]), str(s["resourceClaimName"]))
+        for s in status.get("resourceClaimStatuses") or ()
+        if s.get("resourceClaimName")
     )
 
 
@@ -479,6 +501,7 @@ def pod_from_json(obj: Mapping[str, Any]) -> Pod:
         constraints=pod_constraints(spec, namespace, name, labels),
         nominated_node=status.get("nominatedNodeName") or None,
         scheduler_message=message,
+        resource_claim_statuses=_pod_claim_statuses(status),
     )
 
 
