@@ -12,6 +12,7 @@ from shared.config import NodeGroupConfig, ScalerConfig
 from shared.domain.model import AsgInstance, AsgState, GroupState, Node, Pod, Snapshot, Taint
 from shared.domain.resources import PODS, Resources
 from shared.planner.capacity import GroupCapacity, group_capacity
+from shared.planner.filters.dynamic_resources import DeviceWorld, device_world
 from shared.planner.template import Template, build_template
 
 
@@ -85,6 +86,7 @@ class Context:
     busy_nodes: frozenset[str]  # nodes running a pod other than DaemonSet/mirror pods
     dims: tuple[str, ...]
     dim_index: dict[str, int]
+    devices: DeviceWorld | None = None  # DRA: the run's ResourceSlices, classes and claims
     _requests: dict[Resources, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     _vectors: dict[Resources, tuple[int, ...]] = field(default_factory=dict)
 
@@ -185,4 +187,11 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
         busy_nodes=frozenset(busy),
         dims=dims,
         dim_index={name: i for i, name in enumerate(dims)},
+        devices=device_world(
+            snapshot.dra,
+            {
+                view.name: (tuple((n.name, n.ready) for n in view.nodes), view.config.device_slices)
+                for view in groups
+            },
+        ),
     )
