@@ -90,7 +90,9 @@ class NodeGroupConfig(_Model):
             where = f"resource_slices[{index}]"
             for key in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection"):
                 if key in spec:
-                    raise ValueError(f"{where}: drop {key}: the slices are those of one new node of the group")
+                    raise ValueError(
+                        f"{where}: drop {key}: the slices are those of one new node of the group"
+                    )
             try:
                 parsed = slice_spec_from_json(spec, where)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:

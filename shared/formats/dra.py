@@ -51,7 +51,8 @@ def device_from_json(raw: Mapping[str, Any], driver: str) -> Device:
     return Device(
         name=str(raw["name"]),
         attributes={
-            _qualified(str(n), driver): _attribute(v, str(n)) for n, v in (raw.get("attributes") or {}).items()
+            _qualified(str(n), driver): _attribute(v, str(n))
+            for n, v in (raw.get("attributes") or {}).items()
         },
         capacity={
             _qualified(str(n), driver): Fraction(parse_quantity(str(v["value"])))

@@ -443,7 +443,9 @@ def _pod_resource_claims(spec: Mapping[str, Any]) -> tuple[PodResourceClaim, ...
     """spec.resourceClaims (DRA): each by resourceClaimName or resourceClaimTemplateName."""
     return tuple(
         PodResourceClaim(
-            str(c["name"]), str(c.get("resourceClaimName") or ""), str(c.get("resourceClaimTemplateName") or "")
+            str(c["name"]),
+            str(c.get("resourceClaimName") or ""),
+            str(c.get("resourceClaimTemplateName") or ""),
         )
         for c in spec.get("resourceClaims") or ()
     )

@@ -26,9 +26,7 @@ from shared.domain.quantity import parse_quantity
 
 _Q = "__k8s_quantity__"  # value: [numerator, denominator]
 _V = "__k8s_semver__"  # value: [major, minor, patch, pre-release]
-_SEMVER = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$"
-)
+_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
 
 
 class CelError(Exception):
@@ -130,7 +128,11 @@ def _environment() -> Any:
     functions = [
         cel.FunctionDecl(
             name,
-            [cel.Overload(f"k8s_{name}", kinds[ret], [kinds[p] for p in params], is_member=member, impl=impl)],
+            [
+                cel.Overload(
+                    f"k8s_{name}", kinds[ret], [kinds[p] for p in params], is_member=member, impl=impl
+                )
+            ],
         )
         for name, (member, params, ret, impl) in _EXTENSIONS.items()
     ]
@@ -164,7 +166,9 @@ def device_input(driver: str, device: Device) -> dict[str, Any]:
     attributes: dict[str, dict[str, Any]] = {}
     for name, value in device.attributes.items():
         domain, _, ident = name.rpartition("/")
-        attributes.setdefault(domain, {})[ident] = _parse_semver(value.text) if isinstance(value, Semver) else value
+        attributes.setdefault(domain, {})[ident] = (
+            _parse_semver(value.text) if isinstance(value, Semver) else value
+        )
     capacity: dict[str, dict[str, Any]] = {}
     for name, amount in device.capacity.items():
         domain, _, ident = name.rpartition("/")

@@ -97,7 +97,9 @@ class _Search:
 
     free: list[NodeDevice]
     taken: set[DeviceId]
-    picks: list[tuple[int, str, NodeDevice, bool]] = field(default_factory=list)  # claim, request, device, admin
+    picks: list[tuple[int, str, NodeDevice, bool]] = field(
+        default_factory=list
+    )  # claim, request, device, admin
     steps: int = 0
     why: str = ""
 
@@ -149,7 +151,7 @@ class DeviceWorld:
         self._group_slices = group_slices
         self._booting = booting
         self._selectors: dict[str, Selector | CelError] = {}
-        self._matches: dict[tuple[str, int], bool | CelError] = {}
+        self._answers: dict[tuple[str, int], bool | CelError] = {}
         self._devices: dict[str, NodeDevices | None] = {}
         self._inputs: dict[tuple[str, int], Mapping[str, Any]] = {}
 
@@ -201,7 +203,9 @@ class DeviceWorld:
         """A missing DeviceClass or a selector that does not compile, named with its object."""
         for request in spec.requests:
             for sub, exact in request.alternatives:
-                where = f'{label} request "{request.name}/{sub}"' if sub else f'{label} request "{request.name}"'
+                where = (
+                    f'{label} request "{request.name}/{sub}"' if sub else f'{label} request "{request.name}"'
+                )
                 device_class = self._classes.get(exact.device_class)
                 if device_class is None:
                     return f'{where}: deviceclass "{exact.device_class}" not found'
@@ -269,7 +273,7 @@ class DeviceWorld:
 
     def _matches(self, expression: str, device: NodeDevice) -> bool:
         key = (expression, id(device.input))
-        found = self._matches.get(key)
+        found = self._answers.get(key)
         if found is None:
             selector = self._selector(expression)
             if isinstance(selector, CelError):
@@ -279,7 +283,7 @@ class DeviceWorld:
                     found = selector.matches(device.input)
                 except CelError as exc:
                     found = exc
-            self._matches[key] = found
+            self._answers[key] = found
         if isinstance(found, CelError):
             raise found
         return found
@@ -321,7 +325,9 @@ class DeviceWorld:
         if devices is None:
             return f"{CANNOT_ALLOCATE}: the node publishes no ResourceSlices"
         search = _Search(list(devices.devices), in_use)
-        items = [(index, claim, request) for index, claim in enumerate(claims) for request in claim.spec.requests]
+        items = [
+            (index, claim, request) for index, claim in enumerate(claims) for request in claim.spec.requests
+        ]
         try:
             if self._solve(items, 0, search):
                 taken = tuple(d.id for _, _, d, admin in search.picks if not admin)
@@ -353,7 +359,9 @@ class DeviceWorld:
                     f' "{exact.device_class}" and its selectors, {need} needed'
                 )
                 continue
-            if self._pick(items, position, (index, claim, name, exact.admin_access), candidates, need, 0, search):
+            if self._pick(
+                items, position, (index, claim, name, exact.admin_access), candidates, need, 0, search
+            ):
                 return True
         return False
 
@@ -407,13 +415,17 @@ class DeviceWorld:
                 if exact.admin_access or device.id not in search.taken:
                     found.append(device)
                 elif exact.allocation_mode == ALLOCATION_ALL:
-                    search.why = search.why or f'{claim.label} request "{name}": allocationMode All, a device is taken'
+                    search.why = (
+                        search.why or f'{claim.label} request "{name}": allocationMode All, a device is taken'
+                    )
                     return None
         if exact.allocation_mode == ALLOCATION_ALL and not found:
             return None
         return found
 
-    def _agrees(self, index: int, claim: PendingClaim, name: str, device: NodeDevice, search: _Search) -> bool:
+    def _agrees(
+        self, index: int, claim: PendingClaim, name: str, device: NodeDevice, search: _Search
+    ) -> bool:
         """constraints[].matchAttribute: the device has the attribute, equal to earlier picks'."""
         for constraint in claim.spec.constraints:
             if not _applies(constraint, name):
