@@ -9,8 +9,14 @@ DRIVER = "gpu.nvidia.com"
 CLASS = "gpu.nvidia.com"
 
 
-def gpu_device(index: int, *, memory: str = "80Gi", product: str = "NVIDIA A100-SXM4-80GB",
-               pcie_root: str | None = None, driver_version: str = "550.54.15") -> dict[str, Any]:  # fmt: skip
+def gpu_device(
+    index: int,
+    *,
+    memory: str = "80Gi",
+    product: str = "NVIDIA A100-SXM4-80GB",
+    pcie_root: str | None = None,
+    driver_version: str = "550.54.15",
+) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "type": {"string": "gpu"},
         "index": {"int": index},
@@ -57,8 +63,14 @@ def device_class(name: str = CLASS, expression: str = f"device.driver == '{DRIVE
     }
 
 
-def exactly(count: int = 1, *, device_class_name: str = CLASS, selectors: tuple[str, ...] = (),
-            mode: str = "ExactCount", admin: bool = False) -> dict[str, Any]:  # fmt: skip
+def exactly(
+    count: int = 1,
+    *,
+    device_class_name: str = CLASS,
+    selectors: tuple[str, ...] = (),
+    mode: str = "ExactCount",
+    admin: bool = False,
+) -> dict[str, Any]:
     body: dict[str, Any] = {"deviceClassName": device_class_name, "allocationMode": mode}
     if mode == "ExactCount":
         body["count"] = count
@@ -95,8 +107,14 @@ def claim_template(
     }
 
 
-def resource_claim(name: str, spec: dict[str, Any] | None = None, *, namespace: str = "ml",
-                   allocated_on: str | None = None, devices: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+def resource_claim(
+    name: str,
+    spec: dict[str, Any] | None = None,
+    *,
+    namespace: str = "ml",
+    allocated_on: str | None = None,
+    devices: tuple[str, ...] = (),
+) -> dict[str, Any]:
     claim: dict[str, Any] = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
@@ -125,8 +143,9 @@ def resource_claim(name: str, spec: dict[str, Any] | None = None, *, namespace: 
     return claim
 
 
-def dra_pod(name: str, claims: list[dict[str, Any]], *, namespace: str = "ml",
-            statuses: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+def dra_pod(
+    name: str, claims: list[dict[str, Any]], *, namespace: str = "ml", statuses: dict[str, str] | None = None
+) -> dict[str, Any]:
     """A pending pod with spec.resourceClaims; `statuses`: claims the controller generated."""
     status: dict[str, Any] = {
         "phase": "Pending",
@@ -142,7 +161,7 @@ def dra_pod(name: str, claims: list[dict[str, Any]], *, namespace: str = "ml",
             "namespace": namespace,
             "uid": f"uid-{name}",
             "creationTimestamp": "2026-01-01T00:00:00Z",
-        },  # fmt: skip
+        },
         "spec": {
             "containers": [
                 {

@@ -113,6 +113,7 @@ def claim_spec_from_json(spec: Mapping[str, Any]) -> ClaimSpec:
     requests = []
     for raw in devices.get("requests") or ():
         name = str(raw["name"])
+        alternatives: tuple[tuple[str, ExactRequest], ...]
         if raw.get("exactly") is not None:
             alternatives = (("", _exact(raw["exactly"], f"request {name}")),)
         else:

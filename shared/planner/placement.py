@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from shared.domain.model import Pod
 from shared.planner.context import Context, GroupView
-from shared.planner.filters.framework import SimNode
 from shared.planner.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILABLE
+from shared.planner.filters.framework import SimNode
 from shared.planner.filters.inter_pod_affinity import ANTI_AFFINITY, EXISTING_ANTI_AFFINITY
 from shared.planner.filters.node_ports import REASON as PORTS_TAKEN
 from shared.planner.filters.pod_topology_spread import SpreadState, allowed_domains

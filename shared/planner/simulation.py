@@ -445,7 +445,7 @@ class Simulation:
         for key in found.claims:
             claim_nodes[key] = node.name
         undo.append(lambda: in_use.difference_update(found.devices))
-        undo.append(lambda: [claim_nodes.pop(key, None) for key in found.claims])  # type: ignore[func-returns-value]
+        undo.append(lambda: _forget(claim_nodes, found.claims))
 
     def _count_updates(self, pod: Pod, node: SimNode) -> list[tuple[Counter[Pair], list[Pair]]]:
         """The counters a placed pod counts in, with the topology pairs of its node."""
@@ -486,6 +486,11 @@ def _pairs(keys: Iterable[str], labels: Mapping[str, str]) -> list[Pair]:
 def _give_back(free: list[int], request: Request) -> None:
     for dim, amount in request:
         free[dim] += amount
+
+
+def _forget(claim_nodes: dict[str, str], claims: tuple[str, ...]) -> None:
+    for key in claims:
+        del claim_nodes[key]
 
 
 def _decrement(counter: Counter[Pair], pairs: list[Pair]) -> None:

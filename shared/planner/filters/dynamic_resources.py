@@ -20,7 +20,7 @@ Not modelled: slices published for several nodes (nodeSelector / allNodes), part
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -434,13 +434,16 @@ class DeviceWorld:
             if value is None:
                 search.why = search.why or f'{claim.label}: no device with attribute "{constraint.attribute}"'
                 return False
-            for other_claim, other_name, other, _ in search.picks:
-                if other_claim == index and _applies(constraint, other_name):
-                    if other.device.attributes.get(constraint.attribute) != value:
-                        search.why = search.why or (
-                            f'{claim.label}: constraint matchAttribute "{constraint.attribute}" cannot be met'
-                        )
-                        return False
+            if any(
+                other_claim == index
+                and _applies(constraint, other_name)
+                and other.device.attributes.get(constraint.attribute) != value
+                for other_claim, other_name, other, _ in search.picks
+            ):
+                search.why = search.why or (
+                    f'{claim.label}: constraint matchAttribute "{constraint.attribute}" cannot be met'
+                )
+                return False
         return True
 
 
@@ -473,7 +476,6 @@ def dynamic_resources(world: DeviceWorld | None, pod: Pod) -> ClaimDemand | None
         return None
     if world is None or not pod.constraints.resource_claim_sources:
         names = ", ".join(pod.constraints.resource_claims)
-        return ClaimDemand(
-            unresolvable=f"uses DRA resource claims ({names}): the planner cannot verify devices, left to the scheduler"
-        )
+        why = f"uses DRA resource claims ({names}): the planner cannot verify devices, left to the scheduler"
+        return ClaimDemand(unresolvable=why)
     return world.demand(pod)
