@@ -174,6 +174,7 @@ def dra_pod(
                 }
             ],
             "resourceClaims": claims,
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         },
         "status": status,
     }

@@ -298,15 +298,18 @@ class DeviceWorld:
             if terms and not _holds(terms, node.labels):
                 return NOT_AVAILABLE
         if demand.claims and self.devices_of(node) is None:
-            group = node.group or self._booting.get(node.name, "")
-            if group:
-                return (
-                    f"{CANNOT_ALLOCATE}: node group {group} has no DRA devices to model: no registered"
-                    " node of it publishes ResourceSlices; set node_groups[].resource_slices to the"
-                    " slices its driver publishes for one node"
-                )
-            return f"{CANNOT_ALLOCATE}: the node publishes no ResourceSlices"
+            return self._no_devices(node)
         return None
+
+    def _no_devices(self, node: SimNode) -> str:
+        group = node.group or self._booting.get(node.name, "")
+        if group:
+            return (
+                f"{CANNOT_ALLOCATE}: node group {group} has no DRA devices to model: no registered"
+                " node of it publishes ResourceSlices; set node_groups[].resource_slices to the"
+                " slices its driver publishes for one node"
+            )
+        return f"{CANNOT_ALLOCATE}: the node publishes no ResourceSlices"
 
     def allocate(
         self, demand: ClaimDemand, node: SimNode, in_use: set[DeviceId], claim_nodes: Mapping[str, str]
@@ -323,7 +326,7 @@ class DeviceWorld:
             return Allocation((), ())
         devices = self.devices_of(node)
         if devices is None:
-            return f"{CANNOT_ALLOCATE}: the node publishes no ResourceSlices"
+            return self._no_devices(node)
         search = _Search(list(devices.devices), in_use)
         items = [
             (index, claim, request) for index, claim in enumerate(claims) for request in claim.spec.requests
