@@ -24,7 +24,7 @@ from shared.domain.dra import (
     Semver,
 )
 from shared.domain.quantity import parse_quantity
-from shared.formats.kubernetes import _node_selector_terms
+from shared.domain.volumes import NodeSelectorTerms
 
 _MODES = frozenset({ALLOCATION_EXACT, ALLOCATION_ALL})
 
@@ -132,6 +132,14 @@ def claim_spec_from_json(spec: Mapping[str, Any]) -> ClaimSpec:
     return ClaimSpec(tuple(requests), constraints)
 
 
+def _node_selector(raw: Mapping[str, Any]) -> NodeSelectorTerms:
+    # One parser of node selectors; imported here because shared.formats.kubernetes imports this
+    # module for its registry of kinds.
+    from shared.formats.kubernetes import _node_selector_terms
+
+    return _node_selector_terms(raw.get("nodeSelectorTerms"))
+
+
 def resource_claim_from_json(obj: Mapping[str, Any]) -> ResourceClaim:
     meta = obj["metadata"]
     allocation = (obj.get("status") or {}).get("allocation")
@@ -143,7 +151,7 @@ def resource_claim_from_json(obj: Mapping[str, Any]) -> ResourceClaim:
         spec=claim_spec_from_json(obj.get("spec") or {}),
         allocated=allocation is not None,
         devices=tuple((str(r["driver"]), str(r["pool"]), str(r["device"])) for r in results),
-        node_selector=_node_selector_terms(selector.get("nodeSelectorTerms")) if selector else None,
+        node_selector=_node_selector(selector) if selector else None,
     )
 
 

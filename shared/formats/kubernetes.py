@@ -20,7 +20,7 @@ from shared.domain.constraints import (
     PodConstraints,
     SpreadConstraint,
 )
-from shared.domain.dra import PodResourceClaim
+from shared.domain.dra import NO_DRA, DraObjects, PodResourceClaim
 from shared.domain.errors import InputError
 from shared.domain.labels import LabelSelector
 from shared.domain.model import (
@@ -47,6 +47,12 @@ from shared.domain.provisioning import (
 from shared.domain.quantity import quantity
 from shared.domain.resources import Resources
 from shared.domain.volumes import NodeSelectorTerms, PersistentVolume, PersistentVolumeClaim, StorageClass
+from shared.formats.dra import (
+    device_class_from_json,
+    resource_claim_from_json,
+    resource_claim_template_from_json,
+    resource_slice_from_json,
+)
 
 _PROVIDER_ID = re.compile(r"^aws:///[^/]*/(i-[0-9a-f]+)$")
 _EFFECTS = {e.value: e for e in TaintEffect}
@@ -803,6 +809,10 @@ _PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
     "PodGroup": pod_group_from_json,
     "PodTemplate": pod_template_from_json,
     "ProvisioningRequest": provisioning_request_from_json,
+    "ResourceSlice": resource_slice_from_json,
+    "DeviceClass": device_class_from_json,
+    "ResourceClaim": resource_claim_from_json,
+    "ResourceClaimTemplate": resource_claim_template_from_json,
 }
 
 
@@ -820,6 +830,7 @@ class KubeObjects:
     pod_groups: tuple[PodGroup, ...] = ()
     pod_templates: tuple[PodTemplate, ...] = ()
     provisioning_requests: tuple[ProvisioningRequest, ...] = ()
+    dra: DraObjects = NO_DRA  # resource.k8s.io/v1 ResourceSlices, DeviceClasses, claims, templates
     skipped: tuple[str, ...] = ()  # the kind of each object skipped (one entry per object)
     kinds: frozenset[str] = frozenset()  # kinds present, incl. that of an empty <Kind>List
 
@@ -886,6 +897,12 @@ def objects_from_documents(documents: Iterable[tuple[object, str]]) -> KubeObjec
         pod_groups=tuple(found["PodGroup"]),
         pod_templates=tuple(found["PodTemplate"]),
         provisioning_requests=tuple(found["ProvisioningRequest"]),
+        dra=DraObjects(
+            tuple(found["ResourceSlice"]),
+            tuple(found["DeviceClass"]),
+            tuple(found["ResourceClaim"]),
+            tuple(found["ResourceClaimTemplate"]),
+        ),
         skipped=tuple(skipped),
         kinds=frozenset(kinds),
     )
