@@ -44,10 +44,17 @@ def _dra(objects: list[dict[str, Any]]) -> DraObjects:
     )
 
 
-def _plan(pods: list[dict[str, Any]], objects: list[dict[str, Any]], nodes: list[dict[str, Any]] = (),  # type: ignore[assignment]
-          group: dict[str, Any] | None = None, desired: int = 0) -> Plan:  # fmt: skip
+def _plan(
+    pods: list[dict[str, Any]],
+    objects: list[dict[str, Any]],
+    nodes: list[dict[str, Any]] | None = None,
+    group: dict[str, Any] | None = None,
+    desired: int = 0,
+) -> Plan:
+    nodes = nodes or []
     instances = [f"i-{i}" for i in range(len(nodes))]
-    snap = replace(snapshot(pods, list(nodes), [asg("research-a100", desired=desired, instances=instances)]), dra=_dra(objects))
+    groups_asg = [asg("research-a100", desired=desired, instances=instances)]
+    snap = replace(snapshot(pods, nodes, groups_asg), dra=_dra(objects))
     groups = [a100_group(price_per_hour=32.77, max_size=16, **(group or {}))]
     return plan(snap, config(node_groups=groups), NOW)
 
@@ -79,7 +86,8 @@ def test_a_group_without_known_devices_is_not_bought_for_dra_pods_and_the_reason
 def test_free_devices_of_a_registered_node_serve_pods_before_new_nodes() -> None:
     # Given a registered node publishing 8 GPUs, 6 of them allocated to running pods' claims
     objects = [device_class(), claim_template(), gpu_slice("gpu-node-1", 8)]
-    objects.append(resource_claim("running", allocated_on="gpu-node-1", devices=tuple(f"gpu-{i}" for i in range(6))))
+    taken = tuple(f"gpu-{i}" for i in range(6))
+    objects.append(resource_claim("running", allocated_on="gpu-node-1", devices=taken))
     pods = [dra_pod(f"train-{i}", [from_template()]) for i in range(4)]
     nodes = [node("gpu-node-1", "i-0", gpus=0)]
     # When four pods want a GPU each
