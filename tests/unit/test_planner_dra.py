@@ -4,12 +4,14 @@ group up like any other, from zero too, and bad DRA input unhelps only the pod i
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from shared.domain.dra import DraObjects
 from shared.domain.errors import ConfigError
+from shared.domain.model import PodMemory, ScalerState
 from shared.domain.plan import Outcome, Plan, ReasonCode
 from shared.formats.dra import (
     device_class_from_json,
@@ -128,3 +130,22 @@ def test_bad_dra_input_unhelps_only_its_pod() -> None:
 def test_configured_slices_are_validated_at_load(slices: list[dict[str, Any]], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         config(node_groups=[a100_group(resource_slices=slices)])
+
+
+def test_a_dra_fit_the_scheduler_refutes_is_a_model_error_once() -> None:
+    # Given a registered node with free devices by the planner's model, where a DRA pod has been
+    # counted for 6 minutes without the scheduler binding it (its driver disagrees, say)
+    objects = [device_class(), claim_template(), gpu_slice("gpu-node-1", 8)]
+    memory = PodMemory(uid="uid-stuck", counted_on="gpu-node-1", counted_since=NOW - timedelta(minutes=6))
+    snap = snapshot(
+        [dra_pod("stuck", [from_template()])],
+        [node("gpu-node-1", "i-0", gpus=0)],
+        [asg("research-a100", desired=1, instances=["i-0"])],
+        ScalerState(pods={"ml/stuck": memory}),
+    )
+    groups = [a100_group(price_per_hour=32.77, max_size=16, resource_slices=SLICES)]
+    result = plan(replace(snap, dra=_dra(objects)), config(node_groups=groups), NOW)
+    # Then it is a model error on that node, the node is no longer counted, and a node is bought
+    assert [(e.pod, e.node) for e in result.model_errors] == [("ml/stuck", "gpu-node-1")]
+    assert _outcome(result, "stuck")[0] == str(Outcome.SCALE_UP)
+    assert result.pod_memory["ml/stuck"].distrusted == ("gpu-node-1",)
