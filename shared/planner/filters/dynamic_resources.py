@@ -71,8 +71,8 @@ class ClaimDemand:
 @dataclass(frozen=True, slots=True)
 class NodeDevice:
     id: DeviceId
+    driver: str
     device: Device
-    input: Mapping[str, Any]  # the CEL `device` variable, built once
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +151,7 @@ class DeviceWorld:
         self._group_slices = group_slices
         self._booting = booting
         self._selectors: dict[str, Selector | CelError] = {}
-        self._answers: dict[tuple[str, int], bool | CelError] = {}
+        self._answers: dict[tuple[str, str, int], bool | CelError] = {}
         self._devices: dict[str, NodeDevices | None] = {}
         self._inputs: dict[tuple[str, int], Mapping[str, Any]] = {}
 
@@ -260,19 +260,20 @@ class DeviceWorld:
                     invalid = invalid or f'duplicate device name "{device.name}" in pool "{pool}"'
                     continue
                 seen.add(ident)
-                devices.append(NodeDevice(ident, device, self._input(item.driver, device)))
+                devices.append(NodeDevice(ident, item.driver, device))
         return NodeDevices(tuple(devices), invalid)
 
-    def _input(self, driver: str, device: Device) -> Mapping[str, Any]:
-        """One CEL input per device object: a template's devices are shared by its new nodes."""
-        key = (driver, id(device))
+    def _input(self, device: NodeDevice) -> Mapping[str, Any]:
+        """One CEL input per device object (a template's devices are shared by its new nodes),
+        built when a selector first reads it: devices already taken are never looked at."""
+        key = (device.driver, id(device.device))
         found = self._inputs.get(key)
         if found is None:
-            found = self._inputs[key] = device_input(driver, device)
+            found = self._inputs[key] = device_input(device.driver, device.device)
         return found
 
     def _matches(self, expression: str, device: NodeDevice) -> bool:
-        key = (expression, id(device.input))
+        key = (expression, device.driver, id(device.device))
         found = self._answers.get(key)
         if found is None:
             selector = self._selector(expression)
@@ -280,7 +281,7 @@ class DeviceWorld:
                 found = selector
             else:
                 try:
-                    found = selector.matches(device.input)
+                    found = selector.matches(self._input(device))
                 except CelError as exc:
                     found = exc
             self._answers[key] = found
@@ -404,7 +405,10 @@ class DeviceWorld:
         device_class = self._classes[exact.device_class]
         expressions = device_class.selectors + exact.selectors
         found: list[NodeDevice] = []
+        every = exact.allocation_mode == ALLOCATION_ALL
         for device in search.free:
+            if not (every or exact.admin_access) and device.id in search.taken:
+                continue  # taken either way: no need to ask its selectors
             for expression in expressions:
                 try:
                     if not self._matches(expression, device):
