@@ -358,10 +358,7 @@ class DeviceWorld:
                 continue
             need = len(candidates) if exact.allocation_mode == ALLOCATION_ALL else exact.count
             if len(candidates) < need:
-                search.why = search.why or (
-                    f'{claim.label} request "{name}": {len(candidates)} free device(s) match deviceclass'
-                    f' "{exact.device_class}" and its selectors, {need} needed'
-                )
+                search.why = search.why or self._shortfall(claim, name, exact, len(candidates), need, search)
                 continue
             if self._pick(
                 items, position, (index, claim, name, exact.admin_access), candidates, need, 0, search
@@ -396,6 +393,23 @@ class DeviceWorld:
                 return True
             search.picks.pop()
         return False
+
+    def _shortfall(
+        self, claim: PendingClaim, name: str, exact: ExactRequest, found: int, need: int, search: _Search
+    ) -> str:
+        """Why a request has too few devices: the first selector no free device passes, if any."""
+        where = f'{claim.label} request "{name}"'
+        free = [d for d in search.free if d.id not in search.taken]
+        owned = [
+            (f'deviceclass "{exact.device_class}"', e) for e in self._classes[exact.device_class].selectors
+        ]
+        try:
+            for owner, expression in owned + [("its", e) for e in exact.selectors]:
+                if free and not any(self._matches(expression, d) for d in free):
+                    return f"{where}: no free device passes {owner} selector {expression!r}"
+        except CelError:
+            pass  # a selector failing on a device the search never asked: the count says enough
+        return f"{where}: {found} free device(s) match, {need} needed"
 
     def _candidates(
         self, claim: PendingClaim, name: str, exact: ExactRequest, search: _Search

@@ -271,7 +271,10 @@ def test_semver_and_quantity_selectors_of_a_device_class() -> None:
     pod = _pod("a", [from_template()])
     # Then only the node with the newer driver fits
     assert _verdict(sim, pod, sim.nodes["new"]) is None
-    assert (_verdict(sim, pod, sim.nodes["old"]) or "").startswith(CANNOT_ALLOCATE)
+    reason = _verdict(sim, pod, sim.nodes["old"]) or ""
+    # And the other's reason names the request and the selector no device passes, in the plugin's words
+    assert reason.startswith(CANNOT_ALLOCATE)
+    assert f'request "gpu": no free device passes deviceclass "{CLASS}" selector {expression!r}' in reason
 
 
 def test_a_selector_that_does_not_compile_names_the_expression_and_the_class() -> None:
