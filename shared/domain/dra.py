@@ -49,6 +49,7 @@ class ResourceSlice:
     devices: tuple[Device, ...]
     node_name: str = ""  # "" with all_nodes or a node selector: not one node's (not modelled)
     invalid: str = ""
+    generation: int = 0  # pool.generation: only a pool's newest generation counts
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,6 +80,7 @@ def slice_spec_from_json(spec: Mapping[str, Any], name: str) -> ResourceSlice:
         devices=devices,
         node_name=str(spec.get("nodeName") or ""),
         invalid=invalid,
+        generation=int(spec["pool"].get("generation") or 0),
     )
 
 

@@ -124,6 +124,20 @@ def _applies(constraint: MatchAttribute, request: str) -> bool:
     return request in constraint.requests or request.split("/", 1)[0] in constraint.requests
 
 
+def _by_node(slices: tuple[ResourceSlice, ...]) -> dict[str, list[ResourceSlice]]:
+    """Node-local slices by node, of each pool's newest generation only: while a driver republishes
+    a pool, the older generation's slices are stale (structured/pools.go GatherPools)."""
+    newest: dict[tuple[str, str], int] = {}
+    for item in slices:
+        key = (item.driver, item.pool)
+        newest[key] = max(newest.get(key, item.generation), item.generation)
+    found: dict[str, list[ResourceSlice]] = {}
+    for item in slices:
+        if item.node_name and item.generation == newest[(item.driver, item.pool)]:
+            found.setdefault(item.node_name, []).append(item)
+    return found
+
+
 def _holds(terms: NodeSelectorTerms, labels: Mapping[str, str]) -> bool:
     return any(all(req.holds(labels) for req in term) for term in terms)
 
@@ -143,10 +157,7 @@ class DeviceWorld:
         self._classes = {c.name: c for c in objects.classes}
         self._claims = {c.key: c for c in objects.claims}
         self._templates = {t.key: t for t in objects.templates}
-        self._slices: dict[str, list[ResourceSlice]] = {}
-        for item in objects.slices:
-            if item.node_name:
-                self._slices.setdefault(item.node_name, []).append(item)
+        self._slices = _by_node(objects.slices)
         self.allocated = frozenset(d for c in objects.claims if c.allocated for d in c.devices)
         self._group_slices = group_slices
         self._booting = booting
@@ -474,10 +485,7 @@ def device_world(
     """The run's DeviceWorld. `groups`: per group its registered nodes (name, Ready) sorted by
     name, and the config's resource_slices. A new node of a group publishes what its first
     registered node with slices publishes, else the config's slices (at zero), else nothing known."""
-    by_node: dict[str, list[ResourceSlice]] = {}
-    for item in objects.slices:
-        if item.node_name:
-            by_node.setdefault(item.node_name, []).append(item)
+    by_node = _by_node(objects.slices)
     group_slices: dict[str, tuple[ResourceSlice, ...] | None] = {}
     booting: dict[str, str] = {}
     for group, (nodes, configured) in groups.items():

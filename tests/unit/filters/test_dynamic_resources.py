@@ -365,3 +365,28 @@ def test_without_the_dra_objects_claims_stay_unverifiable() -> None:
     sim = Simulation({}, {}, Volumes.of((), (), ()))
     pod = _pod("a", [from_template()])
     assert "cannot verify devices" in (sim.state(pod).unverifiable or "")
+
+
+def test_only_the_newest_generation_of_a_pool_counts() -> None:
+    # Given a driver republishing node-a's pool: generation 1 had one GPU, generation 2 has two
+    old = gpu_slice("node-a", 1)
+    new = gpu_slice("node-a", 2)
+    new["metadata"]["name"] = "node-a-gpu.nvidia.com-fghij"
+    new["spec"]["pool"]["generation"] = 2
+    sim = _sim([*BASE, old, new], ["node-a"])
+    node = sim.nodes["node-a"]
+    # Then gpu-0 is not a duplicate, and the pool has two devices
+    _place(sim, _pod("a", [from_template()]), node)
+    _place(sim, _pod("b", [from_template()]), node)
+    assert (_verdict(sim, _pod("c", [from_template()]), node) or "").startswith(CANNOT_ALLOCATE)
+
+
+def test_a_booting_node_without_slices_yet_has_its_groups_devices() -> None:
+    # Given a100 with a Ready node publishing one GPU and a node still booting (driver not up yet)
+    groups = {"a100": ((("node-a", True), ("node-b", False)), ())}
+    sim = _sim([*BASE, gpu_slice("node-a", 1)], ["node-a", "node-b"], groups)
+    # Then the booting node counts as the group's template: one GPU
+    _place(sim, _pod("a", [from_template()]), sim.nodes["node-b"])
+    assert (_verdict(sim, _pod("b", [from_template()]), sim.nodes["node-b"]) or "").startswith(
+        CANNOT_ALLOCATE
+    )
