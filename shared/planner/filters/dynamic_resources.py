@@ -10,7 +10,7 @@ staging/src/k8s.io/dynamic-resource-allocation/structured/allocator.go):
   pods share is allocated once, by the first of them the run places.
 - Filter (`DeviceWorld.allocate`): per request the DeviceClass's selectors and the request's own
   (CEL, `dra_cel`), `exactly` with `count` or `allocationMode: All`, `firstAvailable` (the first
-  alternative that fits), `constraints[].matchAttribute`, searched with backtracking as the
+  alternative that fits), `constraints[].matchAttribute`, searched with backtracking (`dra_allocator`) as the
   allocator does. Devices allocated to any claim, or taken by pods placed earlier in the run, are
   not free; `adminAccess` requests need a matching device but take none.
 
@@ -21,40 +21,32 @@ Not modelled: slices published for several nodes (nodeSelector / allNodes), part
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from shared.domain.dra import (
-    ALLOCATION_ALL,
     ClaimSpec,
-    Device,
     DeviceId,
     DraObjects,
-    ExactRequest,
-    MatchAttribute,
     PodResourceClaim,
     ResourceSlice,
 )
 from shared.domain.keys import namespaced_key
 from shared.domain.model import Pod
 from shared.domain.volumes import NodeSelectorTerms
+from shared.planner.filters.dra_allocator import (
+    SEARCH_LIMIT,
+    Allocator,
+    NodeDevice,
+    NodeDevices,
+    PendingClaim,
+    TooHardError,
+)
 from shared.planner.filters.dra_cel import CelError, Selector, device_input
 from shared.planner.filters.framework import Reason, SimNode
 
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
-_SEARCH_LIMIT = 10_000  # device picks tried per node before giving up (a pathological constraint)
-
-
-@dataclass(frozen=True, slots=True)
-class PendingClaim:
-    """A claim the run must allocate: `key` is the ResourceClaim's (or, before the claim is
-    generated, the pod's own), `shared` when other pods may use the same claim."""
-
-    key: str
-    label: str  # how reasons name it: 'resourceclaim "ns/name"'
-    spec: ClaimSpec
-    shared: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,39 +61,11 @@ class ClaimDemand:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeDevice:
-    id: DeviceId
-    driver: str
-    device: Device
-
-
-@dataclass(frozen=True, slots=True)
-class NodeDevices:
-    """What one node publishes; `invalid` names a pool the allocator refuses."""
-
-    devices: tuple[NodeDevice, ...]
-    invalid: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class Allocation:
     """A fit: the devices it takes (not admin ones) and the shared claims it allocates."""
 
     devices: tuple[DeviceId, ...]
     claims: tuple[str, ...]
-
-
-@dataclass
-class _Search:
-    """One allocation attempt on one node: the picks so far and what was learnt on failure."""
-
-    free: list[NodeDevice]
-    taken: set[DeviceId]
-    picks: list[tuple[int, str, NodeDevice, bool]] = field(
-        default_factory=list
-    )  # claim, request, device, admin
-    steps: int = 0
-    why: str = ""
 
 
 def _template_slices(slices: tuple[ResourceSlice, ...], node: str) -> tuple[ResourceSlice, ...]:
@@ -111,17 +75,6 @@ def _template_slices(slices: tuple[ResourceSlice, ...], node: str) -> tuple[Reso
         ResourceSlice(s.name, s.driver, s.pool.replace(node, "{node}"), s.devices, "", s.invalid)
         for s in slices
     )
-
-
-class _TooHard(Exception):
-    """The search tried more picks than _SEARCH_LIMIT on one node."""
-
-
-def _applies(constraint: MatchAttribute, request: str) -> bool:
-    """A constraint names requests, or subrequests as "request/sub"; none named: all requests."""
-    if not constraint.requests:
-        return True
-    return request in constraint.requests or request.split("/", 1)[0] in constraint.requests
 
 
 def _by_node(slices: tuple[ResourceSlice, ...]) -> dict[str, list[ResourceSlice]]:
@@ -339,144 +292,19 @@ class DeviceWorld:
         devices = self.devices_of(node)
         if devices is None:
             return self._no_devices(node)
-        search = _Search(list(devices.devices), in_use)
-        items = [
-            (index, claim, request) for index, claim in enumerate(claims) for request in claim.spec.requests
-        ]
+        allocator = Allocator(self._classes, self._matches, devices, in_use)
         try:
-            if self._solve(items, 0, search):
-                taken = tuple(d.id for _, _, d, admin in search.picks if not admin)
-                return Allocation(taken, tuple(c.key for c in claims if c.shared))
+            taken = allocator.allocate(claims)
         except CelError as exc:
             return f"{CANNOT_ALLOCATE}: {exc}"
-        except _TooHard:
-            return f"{CANNOT_ALLOCATE}: no allocation found within {_SEARCH_LIMIT} device choices"
-        why = search.why or "no free devices match"
+        except TooHardError:
+            return f"{CANNOT_ALLOCATE}: no allocation found within {SEARCH_LIMIT} device choices"
+        if taken is not None:
+            return Allocation(taken, tuple(c.key for c in claims if c.shared))
+        why = allocator.why or "no free devices match"
         if devices.invalid:
             why = f"{why} (pool not used: {devices.invalid})"
         return f"{CANNOT_ALLOCATE}: {why}"
-
-    def _solve(self, items: list[tuple[int, PendingClaim, Any]], position: int, search: _Search) -> bool:
-        """Allocate items[position:], backtracking over alternatives and devices (allocator.go
-        allocateOne: first alternative of firstAvailable that fits, devices in slice order)."""
-        if position == len(items):
-            return True
-        index, claim, request = items[position]
-        for sub, exact in request.alternatives:
-            name = f"{request.name}/{sub}" if sub else request.name
-            candidates = self._candidates(claim, name, exact, search)
-            if candidates is None:
-                continue
-            need = len(candidates) if exact.allocation_mode == ALLOCATION_ALL else exact.count
-            if len(candidates) < need:
-                search.why = search.why or self._shortfall(claim, name, exact, len(candidates), need, search)
-                continue
-            if self._pick(
-                items, position, (index, claim, name, exact.admin_access), candidates, need, 0, search
-            ):
-                return True
-        return False
-
-    def _pick(
-        self,
-        items: list[tuple[int, PendingClaim, Any]],
-        position: int,
-        slot: tuple[int, PendingClaim, str, bool],
-        candidates: list[NodeDevice],
-        need: int,
-        start: int,
-        search: _Search,
-    ) -> bool:
-        """Choose `need` more devices from candidates[start:] (combinations, never permutations)."""
-        if need == 0:
-            return self._solve(items, position + 1, search)
-        index, claim, name, admin = slot
-        picked = {d.id for _, _, d, a in search.picks if not a}
-        for at in range(start, len(candidates)):
-            device = candidates[at]
-            if (not admin and device.id in picked) or not self._agrees(index, claim, name, device, search):
-                continue
-            search.steps += 1
-            if search.steps > _SEARCH_LIMIT:
-                raise _TooHard
-            search.picks.append((index, name, device, admin))
-            if self._pick(items, position, slot, candidates, need - 1, at + 1, search):
-                return True
-            search.picks.pop()
-        return False
-
-    def _shortfall(
-        self, claim: PendingClaim, name: str, exact: ExactRequest, found: int, need: int, search: _Search
-    ) -> str:
-        """Why a request has too few devices: the first selector no free device passes, if any."""
-        where = f'{claim.label} request "{name}"'
-        free = [d for d in search.free if d.id not in search.taken]
-        owned = [
-            (f'deviceclass "{exact.device_class}"', e) for e in self._classes[exact.device_class].selectors
-        ]
-        try:
-            for owner, expression in owned + [("its", e) for e in exact.selectors]:
-                if free and not any(self._matches(expression, d) for d in free):
-                    return f"{where}: no free device passes {owner} selector {expression!r}"
-        except CelError:
-            pass  # a selector failing on a device the search never asked: the count says enough
-        return f"{where}: {found} free device(s) match, {need} needed"
-
-    def _candidates(
-        self, claim: PendingClaim, name: str, exact: ExactRequest, search: _Search
-    ) -> list[NodeDevice] | None:
-        """Devices matching the class's and the request's selectors, free (or any, for adminAccess).
-        None for `All` when a matching device is taken: the request wants every one of them."""
-        device_class = self._classes[exact.device_class]
-        expressions = device_class.selectors + exact.selectors
-        found: list[NodeDevice] = []
-        every = exact.allocation_mode == ALLOCATION_ALL
-        for device in search.free:
-            if not (every or exact.admin_access) and device.id in search.taken:
-                continue  # taken either way: no need to ask its selectors
-            for expression in expressions:
-                try:
-                    if not self._matches(expression, device):
-                        break
-                except CelError as exc:
-                    raise CelError(
-                        f'{claim.label} request "{name}": selector {expression!r} on device'
-                        f' "{"/".join(device.id)}": {exc}'
-                    ) from exc
-            else:
-                if exact.admin_access or device.id not in search.taken:
-                    found.append(device)
-                elif exact.allocation_mode == ALLOCATION_ALL:
-                    search.why = (
-                        search.why or f'{claim.label} request "{name}": allocationMode All, a device is taken'
-                    )
-                    return None
-        if exact.allocation_mode == ALLOCATION_ALL and not found:
-            return None
-        return found
-
-    def _agrees(
-        self, index: int, claim: PendingClaim, name: str, device: NodeDevice, search: _Search
-    ) -> bool:
-        """constraints[].matchAttribute: the device has the attribute, equal to earlier picks'."""
-        for constraint in claim.spec.constraints:
-            if not _applies(constraint, name):
-                continue
-            value = device.device.attributes.get(constraint.attribute)
-            if value is None:
-                search.why = search.why or f'{claim.label}: no device with attribute "{constraint.attribute}"'
-                return False
-            if any(
-                other_claim == index
-                and _applies(constraint, other_name)
-                and other.device.attributes.get(constraint.attribute) != value
-                for other_claim, other_name, other, _ in search.picks
-            ):
-                search.why = search.why or (
-                    f'{claim.label}: constraint matchAttribute "{constraint.attribute}" cannot be met'
-                )
-                return False
-        return True
 
 
 def device_world(
