@@ -10,8 +10,8 @@ staging/src/k8s.io/dynamic-resource-allocation/structured/allocator.go):
   pods share is allocated once, by the first of them the run places.
 - Filter (`DeviceWorld.allocate`): per request the DeviceClass's selectors and the request's own
   (CEL, `dra_cel`), `exactly` with `count` or `allocationMode: All`, `firstAvailable` (the first
-  alternative that fits), `constraints[].matchAttribute`, searched with backtracking (`dra_allocator`) as the
-  allocator does. Devices allocated to any claim, or taken by pods placed earlier in the run, are
+  alternative that fits), `constraints[].matchAttribute`, searched with backtracking as the
+  allocator does (`dra_allocator`). Devices allocated to any claim, or taken by pods placed earlier in the run, are
   not free; `adminAccess` requests need a matching device but take none.
 
 Not modelled: slices published for several nodes (nodeSelector / allNodes), partitionable devices
