@@ -194,9 +194,8 @@ class DeviceWorld:
 
     def devices_of(self, node: SimNode) -> NodeDevices | None:
         """A node's devices: its own slices; a new or booting node's are its group's template."""
-        found = self._devices.get(node.name, self)  # type: ignore[arg-type]
-        if found is not self:
-            return found  # type: ignore[return-value]
+        if node.name in self._devices:
+            return self._devices[node.name]
         slices: tuple[ResourceSlice, ...] | None = tuple(self._slices.get(node.name, ()))
         template = False
         if not slices:
