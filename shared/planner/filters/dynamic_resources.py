@@ -11,8 +11,8 @@ staging/src/k8s.io/dynamic-resource-allocation/structured/allocator.go):
 - Filter (`DeviceWorld.allocate`): per request the DeviceClass's selectors and the request's own
   (CEL, `dra_cel`), `exactly` with `count` or `allocationMode: All`, `firstAvailable` (the first
   alternative that fits), `constraints[].matchAttribute`, searched with backtracking as the
-  allocator does (`dra_allocator`). Devices allocated to any claim, or taken by pods placed earlier in the run, are
-  not free; `adminAccess` requests need a matching device but take none.
+  allocator does (`dra_allocator`). Devices allocated to any claim, or taken by pods placed
+  earlier in the run, are not free; `adminAccess` requests need a matching device but take none.
 
 Not modelled: slices published for several nodes (nodeSelector / allNodes), partitionable devices
 (sharedCounters), device taints, binding conditions, consumable capacity.
