@@ -17,10 +17,12 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shared.domain.dra import ResourceSlice
 from shared.domain.errors import ConfigError
 from shared.domain.model import Taint, TaintEffect
 from shared.domain.quantity import resources as parse_resources
 from shared.domain.resources import Resources
+from shared.formats.dra import slice_spec_from_json
 
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -69,6 +71,9 @@ class NodeGroupConfig(_Model):
     # --local-disks (AL2). RAID0 / RAID10: the instance store is the nodes' ephemeral storage; Mount or
     # unset: it is not, and ephemeral storage is what a registered node shows (else not limiting).
     local_storage: Literal["RAID0", "RAID10", "Mount"] | None = None
+    # DRA (resource.k8s.io/v1): the ResourceSlice specs the group's DRA driver publishes for one
+    # node, without nodeName. Used at zero, when no registered node of the group shows its slices.
+    resource_slices: tuple[dict[str, Any], ...] = ()
 
     _validate_allocatable = field_validator("allocatable")(_validate_quantities)
 
@@ -82,6 +87,30 @@ class NodeGroupConfig(_Model):
                 " and grant scaling on other groups"
             )
         return value
+
+    @field_validator("resource_slices")
+    @classmethod
+    def _valid_slices(cls, value: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+        for index, spec in enumerate(value):
+            where = f"resource_slices[{index}]"
+            for key in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection"):
+                if key in spec:
+                    raise ValueError(
+                        f"{where}: drop {key}: the slices are those of one new node of the group"
+                    )
+            try:
+                parsed = slice_spec_from_json(spec, where)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+                raise ValueError(f"{where}: not a ResourceSlice spec: {detail}") from exc
+            if parsed.invalid:
+                raise ValueError(f"{where}: {parsed.invalid}")
+        return value
+
+    @property
+    def device_slices(self) -> tuple[ResourceSlice, ...]:
+        """resource_slices as the domain's slices (pool names are per new node)."""
+        return tuple(slice_spec_from_json(s, f"{self.name}-{i}") for i, s in enumerate(self.resource_slices))
 
     @model_validator(mode="after")
     def _needs_a_shape(self) -> NodeGroupConfig:

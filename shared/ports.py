@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from shared.domain.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from shared.domain.model import AsgState, DaemonSet, InstanceType, Node, Pod, PodMemory, ScalerState, Taint
 from shared.domain.operations import ClusterEvent, DrainIntent, Lease, ScalingFailure
 from shared.domain.provisioning import ConditionUpdate, PodGroup, PodTemplate, ProvisioningRequest
@@ -128,6 +129,31 @@ class Cluster(Protocol):
 
     def list_pod_templates(self) -> tuple[PodTemplate, ...]:
         """All PodTemplates of all namespaces. Raises ClusterReadError, AuthError."""
+        ...
+
+    def list_resource_slices(self) -> tuple[ResourceSlice, ...]:
+        """All resource.k8s.io/v1 ResourceSlices; () when the API is not served (no DRA).
+
+        Raises ClusterReadError, AuthError.
+        """
+        ...
+
+    def list_device_classes(self) -> tuple[DeviceClass, ...]:
+        """All DeviceClasses; () when the API is not served. Raises ClusterReadError, AuthError."""
+        ...
+
+    def list_resource_claims(self) -> tuple[ResourceClaim, ...]:
+        """All ResourceClaims of all namespaces; () when the API is not served.
+
+        Raises ClusterReadError, AuthError.
+        """
+        ...
+
+    def list_resource_claim_templates(self) -> tuple[ResourceClaimTemplate, ...]:
+        """All ResourceClaimTemplates of all namespaces; () when the API is not served.
+
+        Raises ClusterReadError, AuthError.
+        """
         ...
 
     def list_pod_groups(self) -> tuple[PodGroup, ...]:

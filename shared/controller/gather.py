@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from shared.config import ScalerConfig
+from shared.domain.dra import NO_DRA, DraObjects
 from shared.domain.model import (
     ANNOTATION_CORDONED_AT,
     AsgState,
@@ -23,7 +24,7 @@ from shared.domain.provisioning import PodGroup, PodTemplate, ProvisioningReques
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.ports import Cluster, Fleet, StateStore
 
-GATHER_THREADS = 16  # reads of one run in flight at once (13 listings and loads, plus one per group)
+GATHER_THREADS = 20  # reads of one run in flight at once (17 listings and loads, plus one per group)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Gathered:
     pod_groups: tuple[PodGroup, ...] = ()  # coscheduling and Volcano PodGroups (gang sizes)
     provisioning_requests: tuple[ProvisioningRequest, ...] = ()  # () without the CRD
     pod_templates: tuple[PodTemplate, ...] = ()
+    dra: DraObjects = NO_DRA  # resource.k8s.io/v1 objects; empty without the API
 
     @property
     def draining(self) -> frozenset[str]:
@@ -69,6 +71,7 @@ class Gathered:
             pod_groups=self.pod_groups,
             provisioning_requests=self.provisioning_requests,
             pod_templates=self.pod_templates,
+            dra=self.dra,
         )
 
 
@@ -94,6 +97,10 @@ def gather(
         pod_groups = pool.submit(cluster.list_pod_groups)
         provisioning_requests = pool.submit(cluster.list_provisioning_requests)
         pod_templates = pool.submit(cluster.list_pod_templates)
+        slices = pool.submit(cluster.list_resource_slices)
+        device_classes = pool.submit(cluster.list_device_classes)
+        claims = pool.submit(cluster.list_resource_claims)
+        claim_templates = pool.submit(cluster.list_resource_claim_templates)
         stored = pool.submit(state.load)
         intents = pool.submit(state.drain_intents)
         instance_types = pool.submit(_instance_types, config, fleet)
@@ -119,6 +126,9 @@ def gather(
             pod_groups=pod_groups.result(),
             provisioning_requests=provisioning_requests.result(),
             pod_templates=pod_templates.result(),
+            dra=DraObjects(
+                slices.result(), device_classes.result(), claims.result(), claim_templates.result()
+            ),
         )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from shared.domain.dra import PodResourceClaim
 from shared.domain.labels import LabelSelector
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -90,6 +91,7 @@ class PodConstraints:
     spread: tuple[SpreadConstraint, ...] = ()  # DoNotSchedule and ScheduleAnyway
     claims: tuple[str, ...] = ()  # PVC names in the pod's namespace (incl. generic ephemeral volumes)
     resource_claims: tuple[str, ...] = ()  # DRA: spec.resourceClaims names
+    resource_claim_sources: tuple[PodResourceClaim, ...] = ()  # DRA: the same, with their sources
     # No constraint that depends on other pods, ports or volumes: the class-based fast path.
     # Computed once (the planner asks for every pod, many times).
     is_plain: bool = field(init=False, compare=False, repr=False)

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from shared.domain.constraints import NO_CONSTRAINTS, PodConstraints
+from shared.domain.dra import NO_DRA, DraObjects
 from shared.domain.keys import namespaced_key
 from shared.domain.labels import Requirement
 from shared.domain.resources import EMPTY, Resources
@@ -128,6 +129,8 @@ class Pod:
     scheduler_message: str = ""  # PodScheduled condition message: the scheduler's own words
     deleted_at: datetime | None = None  # metadata.deletionTimestamp: the pod is terminating
     termination_grace_seconds: int = DEFAULT_TERMINATION_GRACE_SECONDS  # spec.terminationGracePeriodSeconds
+    # DRA: status.resourceClaimStatuses, (pod claim name, ResourceClaim generated from its template)
+    resource_claim_statuses: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
@@ -485,3 +488,4 @@ class Snapshot:
     pod_groups: tuple[PodGroup, ...] = ()  # coscheduling and Volcano PodGroups (gang sizes)
     provisioning_requests: tuple[ProvisioningRequest, ...] = ()
     pod_templates: tuple[PodTemplate, ...] = ()  # those the provisioning requests reference
+    dra: DraObjects = field(default_factory=lambda: NO_DRA)  # resource.k8s.io/v1 (DRA)

@@ -20,6 +20,7 @@ from shared.domain.constraints import (
     PodConstraints,
     SpreadConstraint,
 )
+from shared.domain.dra import NO_DRA, DraObjects, PodResourceClaim
 from shared.domain.errors import InputError
 from shared.domain.labels import LabelSelector
 from shared.domain.model import (
@@ -47,6 +48,12 @@ from shared.domain.provisioning import (
 from shared.domain.quantity import quantity
 from shared.domain.resources import Resources
 from shared.domain.volumes import NodeSelectorTerms, PersistentVolume, PersistentVolumeClaim, StorageClass
+from shared.formats.dra import (
+    device_class_from_json,
+    resource_claim_from_json,
+    resource_claim_template_from_json,
+    resource_slice_from_json,
+)
 
 _PROVIDER_ID = re.compile(r"^aws:///[^/]*/(i-[0-9a-f]+)$")
 _EFFECTS = {e.value: e for e in TaintEffect}
@@ -445,6 +452,7 @@ def pod_constraints(
     host_ports = _host_ports(spec)
     claims = _claims(spec, name)
     resource_claims = tuple(str(c["name"]) for c in spec.get("resourceClaims") or ())
+    claim_sources = _pod_resource_claims(spec)
     if not host_ports and not claims and not resource_claims:
         return constraints
     return _intern_constraints(
@@ -455,7 +463,29 @@ def pod_constraints(
             spread=constraints.spread,
             claims=claims,
             resource_claims=resource_claims,
+            resource_claim_sources=claim_sources,
         )
+    )
+
+
+def _pod_resource_claims(spec: Mapping[str, Any]) -> tuple[PodResourceClaim, ...]:
+    """spec.resourceClaims (DRA): each by resourceClaimName or resourceClaimTemplateName."""
+    return tuple(
+        PodResourceClaim(
+            str(c["name"]),
+            str(c.get("resourceClaimName") or ""),
+            str(c.get("resourceClaimTemplateName") or ""),
+        )
+        for c in spec.get("resourceClaims") or ()
+    )
+
+
+def _pod_claim_statuses(status: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """status.resourceClaimStatuses: (pod claim name, the ResourceClaim generated for it)."""
+    return tuple(
+        (str(s["name"]), str(s["resourceClaimName"]))
+        for s in status.get("resourceClaimStatuses") or ()
+        if s.get("resourceClaimName")
     )
 
 
@@ -504,6 +534,7 @@ def pod_from_json(obj: Mapping[str, Any]) -> Pod:
         scheduler_message=message,
         deleted_at=parse_time(meta.get("deletionTimestamp")),
         termination_grace_seconds=_grace_seconds(spec.get("terminationGracePeriodSeconds")),
+        resource_claim_statuses=_pod_claim_statuses(status),
     )
 
 
@@ -815,6 +846,10 @@ _PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
     "PodGroup": pod_group_from_json,
     "PodTemplate": pod_template_from_json,
     "ProvisioningRequest": provisioning_request_from_json,
+    "ResourceSlice": resource_slice_from_json,
+    "DeviceClass": device_class_from_json,
+    "ResourceClaim": resource_claim_from_json,
+    "ResourceClaimTemplate": resource_claim_template_from_json,
 }
 
 
@@ -832,6 +867,7 @@ class KubeObjects:
     pod_groups: tuple[PodGroup, ...] = ()
     pod_templates: tuple[PodTemplate, ...] = ()
     provisioning_requests: tuple[ProvisioningRequest, ...] = ()
+    dra: DraObjects = NO_DRA  # resource.k8s.io/v1 ResourceSlices, DeviceClasses, claims, templates
     skipped: tuple[str, ...] = ()  # the kind of each object skipped (one entry per object)
     kinds: frozenset[str] = frozenset()  # kinds present, incl. that of an empty <Kind>List
 
@@ -898,6 +934,12 @@ def objects_from_documents(documents: Iterable[tuple[object, str]]) -> KubeObjec
         pod_groups=tuple(found["PodGroup"]),
         pod_templates=tuple(found["PodTemplate"]),
         provisioning_requests=tuple(found["ProvisioningRequest"]),
+        dra=DraObjects(
+            tuple(found["ResourceSlice"]),
+            tuple(found["DeviceClass"]),
+            tuple(found["ResourceClaim"]),
+            tuple(found["ResourceClaimTemplate"]),
+        ),
         skipped=tuple(skipped),
         kinds=frozenset(kinds),
     )

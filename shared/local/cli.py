@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.config import ScalerConfig, load_config
+from shared.domain.dra import DraObjects
 from shared.domain.errors import ConfigError, InputError
 from shared.domain.model import AsgState, InstanceType, ScalerState, Snapshot
 from shared.formats.aws import (
@@ -108,6 +109,12 @@ def _snapshot_inputs(args: argparse.Namespace) -> dict[str, Any]:
             [r for o in extra for r in o.provisioning_requests], lambda r: r.key
         ),
         "pod_templates": _unique([t for o in extra for t in o.pod_templates], lambda t: t.key),
+        "dra": DraObjects(
+            _unique([s for o in extra for s in o.dra.slices], lambda s: s.name),
+            _unique([c for o in extra for c in o.dra.classes], lambda c: c.name),
+            _unique([c for o in extra for c in o.dra.claims], lambda c: c.key),
+            _unique([t for o in extra for t in o.dra.templates], lambda t: t.key),
+        ),
     }
 
 

@@ -130,7 +130,19 @@ def _template_free(ctx: Context, view: GroupView) -> list[int] | None:
     return free
 
 
-def _verdicts(ctx: Context, pod: Pod, state: PodState, node: SimNode) -> tuple[Verdict, ...]:
+def _dynamic_resources(sim: Simulation, state: PodState, node: SimNode) -> Reason:
+    """The DynamicResources verdict in the plugin's words: the claims resolve and their devices
+    can be allocated on the node (which request and selector failed, if not)."""
+    demand = state.devices
+    if demand is None:
+        return None
+    if sim.devices is None:
+        return demand.unresolvable
+    found = sim.devices.static(demand, node) or sim.allocation(demand, node)
+    return found if isinstance(found, str) else None
+
+
+def _verdicts(ctx: Context, sim: Simulation, pod: Pod, state: PodState, node: SimNode) -> tuple[Verdict, ...]:
     scheduling = pod.scheduling
     reasons: dict[str, Reason] = {
         "node_unschedulable": node_unschedulable(scheduling, node.unschedulable),
@@ -145,7 +157,7 @@ def _verdicts(ctx: Context, pod: Pod, state: PodState, node: SimNode) -> tuple[V
             pod_topology_spread(state.spread, node.labels) if state.spread is not None else None
         ),
         "volume_binding": volume_binding(state.volumes, node.labels) if state.volumes is not None else None,
-        "dynamic_resources": state.unverifiable,
+        "dynamic_resources": _dynamic_resources(sim, state, node),
     }
     return tuple(Verdict(name, reasons[name]) for name in FILTERS)
 
@@ -170,6 +182,7 @@ def explain_pod(snapshot: Snapshot, config: ScalerConfig, now: datetime, pod_key
         ctx.pods_on_node,
         snapshot.namespaces,
         Volumes.of(snapshot.pvcs, snapshot.pvs, snapshot.storage_classes),
+        ctx.devices,
     )
     for node in sorted(snapshot.nodes, key=lambda n: n.name):
         sim.add_node(_registered_node(ctx, node))
@@ -184,7 +197,7 @@ def explain_pod(snapshot: Snapshot, config: ScalerConfig, now: datetime, pod_key
     groups = []
     for view in ctx.groups:
         template = templates.get(view.name)
-        verdicts = _verdicts(ctx, pod, state, template) if template is not None else ()
+        verdicts = _verdicts(ctx, sim, pod, state, template) if template is not None else ()
         if template is not None:
             verdicts += _zone_verdict(view, pod, state)
         name = template.name if template is not None else None

@@ -204,6 +204,19 @@ VOLCANO_POD_GROUPS = ServedResource(
     subresources=_STATUS,
     custom=True,
 )
+# Dynamic Resource Allocation, GA in Kubernetes 1.34 (built in, not a CRD).
+RESOURCE_SLICES = ServedResource(
+    "resourceslices", "resource.k8s.io", "v1", "ResourceSlice", namespaced=False, fields=_NAME_FIELD
+)
+DEVICE_CLASSES = ServedResource(
+    "deviceclasses", "resource.k8s.io", "v1", "DeviceClass", namespaced=False, fields=_NAME_FIELD
+)
+RESOURCE_CLAIMS = ServedResource(
+    "resourceclaims", "resource.k8s.io", "v1", "ResourceClaim", subresources=_STATUS
+)
+RESOURCE_CLAIM_TEMPLATES = ServedResource(
+    "resourceclaimtemplates", "resource.k8s.io", "v1", "ResourceClaimTemplate"
+)
 SHORT_NAMES = {
     "provisioningrequests": ["provreq", "provreqs"],
     "pods": ["po"],
@@ -234,6 +247,10 @@ RESOURCES = {
         POD_TEMPLATES,
         COSCHEDULING_POD_GROUPS,
         VOLCANO_POD_GROUPS,
+        RESOURCE_SLICES,
+        DEVICE_CLASSES,
+        RESOURCE_CLAIMS,
+        RESOURCE_CLAIM_TEMPLATES,
     )
 }
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace

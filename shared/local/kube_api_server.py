@@ -113,6 +113,7 @@ from shared.local.kube_api_http import CallLog, Injection, RecordedCall, make_ha
 from shared.local.kube_api_resources import (
     COSCHEDULING_POD_GROUPS,
     DAEMONSETS,
+    DEVICE_CLASSES,
     EVENTS,
     NAMESPACES,
     NODES,
@@ -122,6 +123,9 @@ from shared.local.kube_api_resources import (
     PROVISIONING_REQUESTS,
     PVCS,
     PVS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
     STORAGE_CLASSES,
     VOLCANO_POD_GROUPS,
     JsonObj,
@@ -257,6 +261,13 @@ class FakeKubeApiServer:
 
     def add_pod_template(self, obj: JsonObj) -> JsonObj:
         return self._store.seed(POD_TEMPLATES, obj)
+
+    def add_dra_object(self, obj: JsonObj) -> JsonObj:
+        """A resource.k8s.io/v1 ResourceSlice, DeviceClass, ResourceClaim or ResourceClaimTemplate."""
+        served = {
+            r.kind: r for r in (RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES)
+        }
+        return self._store.seed(served[obj["kind"]], obj)
 
     def add_pod_group(self, obj: JsonObj) -> JsonObj:
         """A coscheduling or Volcano PodGroup, by the group of its apiVersion."""

@@ -12,6 +12,7 @@ from shared.config import NodeGroupConfig, ScalerConfig
 from shared.domain.model import AsgInstance, AsgState, GroupState, Node, Pod, Snapshot, Taint
 from shared.domain.resources import PODS, Resources
 from shared.planner.capacity import GroupCapacity, group_capacity
+from shared.planner.filters.dynamic_resources import DeviceWorld, device_world
 from shared.planner.template import Template, build_template
 
 
@@ -86,6 +87,7 @@ class Context:
     dims: tuple[str, ...]
     dim_index: dict[str, int]
     nodes_by_name: dict[str, Node] = field(default_factory=dict)  # every registered node
+    devices: DeviceWorld | None = None  # DRA: the run's ResourceSlices, classes and claims
     _requests: dict[Resources, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     _vectors: dict[Resources, tuple[int, ...]] = field(default_factory=dict)
 
@@ -187,4 +189,11 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
         dims=dims,
         dim_index={name: i for i, name in enumerate(dims)},
         nodes_by_name={n.name: n for n in snapshot.nodes},
+        devices=device_world(
+            snapshot.dra,
+            {
+                view.name: (tuple((n.name, n.ready) for n in view.nodes), view.config.device_slices)
+                for view in groups
+            },
+        ),
     )

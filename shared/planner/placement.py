@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from shared.domain.model import Pod
 from shared.planner.context import Context, GroupView
+from shared.planner.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILABLE
 from shared.planner.filters.framework import SimNode
 from shared.planner.filters.inter_pod_affinity import ANTI_AFFINITY, EXISTING_ANTI_AFFINITY
 from shared.planner.filters.node_ports import REASON as PORTS_TAKEN
@@ -22,7 +23,13 @@ from shared.planner.simulation import PodState, Simulation
 
 # Filter answers that can only get worse as a run places pods: a node failing one of them for a
 # pod spec is skipped for that spec for the rest of the run (until a gang rollback).
-_PERMANENT = frozenset({ANTI_AFFINITY, EXISTING_ANTI_AFFINITY, PORTS_TAKEN})
+_PERMANENT = frozenset({ANTI_AFFINITY, EXISTING_ANTI_AFFINITY, PORTS_TAKEN, NOT_AVAILABLE})
+
+
+def _permanent(reason: str) -> bool:
+    # DRA: devices are only ever taken during a run, so "cannot allocate" stays true (its
+    # details vary with the request, hence the prefix).
+    return reason in _PERMANENT or reason.startswith(("Insufficient", "Too many", CANNOT_ALLOCATE))
 
 
 def template_node(view: GroupView, index: int, free: list[int]) -> SimNode:
@@ -34,6 +41,7 @@ def template_node(view: GroupView, index: int, free: list[int]) -> SimNode:
         template.taints,
         free,
         ports=set(template.ports),
+        group=view.name,
     )
 
 
@@ -138,7 +146,7 @@ class Placer:
             reason = self.sim.dynamic(pod, state, node, request, dims)
             if reason is None:
                 return bins, position
-            if reason in _PERMANENT or reason.startswith(("Insufficient", "Too many")):
+            if _permanent(reason):
                 progress.kill(index, reason)
                 if index == progress.start:
                     progress.start += 1
@@ -157,7 +165,8 @@ class Placer:
         # Static filters read the pod's node constraints, volumes and DRA claims; never its labels
         # nor its inter-pod rules, so all the replicas of all the apps of a spec share one list.
         constraints = pod.constraints
-        key = (id(scope), pod.namespace, id(pod.scheduling), constraints.claims, constraints.resource_claims)
+        devices = state.devices.key if state.devices is not None else None  # resolved DRA claims
+        key = (id(scope), pod.namespace, id(pod.scheduling), constraints.claims, devices)
         found = self._candidates.get(key)
         if found is None:
             found = self._candidates[key] = _Candidates(
@@ -200,7 +209,7 @@ class Placer:
             if reason is None:
                 progress.starts[domain] = start
                 return bins, position
-            if reason in _PERMANENT or reason.startswith(("Insufficient", "Too many")):
+            if _permanent(reason):
                 progress.kill(index, reason)
                 if position_in == start:
                     start += 1

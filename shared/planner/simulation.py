@@ -16,7 +16,7 @@ from typing import Generic, TypeVar
 
 from shared.domain.constraints import LabelSelector, PodAffinityTerm, SpreadConstraint
 from shared.domain.model import Pod, Scheduling, Taint
-from shared.planner.filters.dynamic_resources import dynamic_resources
+from shared.planner.filters.dynamic_resources import Allocation, ClaimDemand, DeviceWorld, dynamic_resources
 from shared.planner.filters.framework import Reason, SimNode
 from shared.planner.filters.inter_pod_affinity import InterPodAffinityState, inter_pod_affinity
 from shared.planner.filters.node_affinity import node_affinity
@@ -82,7 +82,12 @@ class PodState:
     affinity: InterPodAffinityState | None
     spread: SpreadState | None
     volumes: VolumeDemand | None
-    unverifiable: Reason  # DRA: never placed
+    devices: ClaimDemand | None  # DRA claims
+
+    @property
+    def unverifiable(self) -> Reason:
+        """DRA claims that fail the pod on every node (missing objects, selectors not compiling)."""
+        return self.devices.unresolvable if self.devices is not None else None
 
 
 def _spread_key(pod: Pod, constraint: SpreadConstraint, keys: tuple[str, ...]) -> tuple[object, ...]:
@@ -128,8 +133,14 @@ class Simulation:
         pods_on_node: Mapping[str, Iterable[Pod]],
         namespaces: Mapping[str, Mapping[str, str]],
         volumes: Volumes,
+        devices: DeviceWorld | None = None,
     ) -> None:
         self.nodes: dict[str, SimNode] = {}
+        # DRA: the cluster's devices; those allocated to claims or taken by pods placed this run,
+        # and the shared claims this run allocated, by node.
+        self.devices = devices
+        self._in_use: set[tuple[str, str, str]] | None = None
+        self._claim_nodes: dict[str, str] = {}
         self._namespaces = namespaces
         self._volumes = volumes
         self._bound = pods_on_node
@@ -281,7 +292,13 @@ class Simulation:
         found = self._state_of.get(id(pod))
         if found is not None:
             return found
-        key = (pod.namespace, id(pod.constraints), id(pod.scheduling), frozenset(pod.labels.items()))
+        key = (
+            pod.namespace,
+            id(pod.constraints),
+            id(pod.scheduling),
+            frozenset(pod.labels.items()),
+            pod.resource_claim_statuses,  # DRA: each pod's own generated claims
+        )
         found = self._states.get(key)
         if found is None:
             found = self._states[key] = self._prefilter(pod)
@@ -322,7 +339,7 @@ class Simulation:
         volumes = (
             volume_demand(pod.namespace, constraints.claims, self._volumes) if constraints.claims else None
         )
-        return PodState(affinity, spread, volumes, dynamic_resources(constraints))
+        return PodState(affinity, spread, volumes, dynamic_resources(self.devices, pod))
 
     def is_plain(self, pod: Pod) -> bool:
         """No constraint of its own and no placed pod's anti-affinity about it: the fast path."""
@@ -336,7 +353,19 @@ class Simulation:
             state.unverifiable
             or static_reason(pod.scheduling, node.labels, node.taints, node.unschedulable)
             or (volume_binding(state.volumes, node.labels) if state.volumes is not None else None)
+            or (self._devices_static(state.devices, node) if state.devices is not None else None)
         )
+
+    def _devices_static(self, demand: ClaimDemand, node: SimNode) -> Reason:
+        return demand.unresolvable if self.devices is None else self.devices.static(demand, node)
+
+    def allocation(self, demand: ClaimDemand, node: SimNode) -> Allocation | str:
+        """DynamicResources Filter: devices for the pod's claims on `node`, given this run's use."""
+        if self.devices is None:
+            return demand.unresolvable or ""
+        if self._in_use is None:
+            self._in_use = set(self.devices.allocated)
+        return self.devices.allocate(demand, node, self._in_use, self._claim_nodes)
 
     def dynamic(
         self, pod: Pod, state: PodState, node: SimNode, request: Request, dims: tuple[str, ...]
@@ -347,7 +376,14 @@ class Simulation:
             or (node_ports(pod.constraints.host_ports, node.ports) if pod.constraints.host_ports else None)
             or (inter_pod_affinity(state.affinity, node.labels) if state.affinity is not None else None)
             or (pod_topology_spread(state.spread, node.labels) if state.spread is not None else None)
+            or (self._devices_dynamic(state.devices, node) if state.devices is not None else None)
         )
+
+    def _devices_dynamic(self, demand: ClaimDemand, node: SimNode) -> Reason:
+        if not demand.claims:
+            return None
+        found = self.allocation(demand, node)
+        return found if isinstance(found, str) else None
 
     # ------------------------------------------------------------------------------ placement
 
@@ -383,6 +419,9 @@ class Simulation:
             if key not in node.ports:
                 node.ports.add(key)
                 undo.append(lambda key=key: node.ports.discard(key))  # type: ignore[misc]
+        demand = self.state(pod).devices if pod.constraints.resource_claims else None
+        if demand is not None and demand.claims:
+            self._take_devices(demand, node, undo)
         if self.active and self.watched(pod):
             for counter, by in self._count_updates(pod, node):
                 for pair in by:
@@ -395,6 +434,18 @@ class Simulation:
                     undo.append(lambda index=index, value=value: index.counts.increment(value, -1))  # type: ignore[misc]
         if self._undo is not None:
             self._undo.extend(undo)
+
+    def _take_devices(self, demand: ClaimDemand, node: SimNode, undo: list[Callable[[], None]]) -> None:
+        """The devices the pod's claims take on `node`, and its shared claims now allocated there."""
+        found = self.allocation(demand, node)
+        if isinstance(found, str) or self._in_use is None:
+            return  # placed against the filter's answer (a caller's bug): nothing to take
+        in_use, claim_nodes = self._in_use, self._claim_nodes
+        in_use.update(found.devices)
+        for key in found.claims:
+            claim_nodes[key] = node.name
+        undo.append(lambda: in_use.difference_update(found.devices))
+        undo.append(lambda: _forget(claim_nodes, found.claims))
 
     def _count_updates(self, pod: Pod, node: SimNode) -> list[tuple[Counter[Pair], list[Pair]]]:
         """The counters a placed pod counts in, with the topology pairs of its node."""
@@ -435,6 +486,11 @@ def _pairs(keys: Iterable[str], labels: Mapping[str, str]) -> list[Pair]:
 def _give_back(free: list[int], request: Request) -> None:
     for dim, amount in request:
         free[dim] += amount
+
+
+def _forget(claim_nodes: dict[str, str], claims: tuple[str, ...]) -> None:
+    for key in claims:
+        del claim_nodes[key]
 
 
 def _decrement(counter: Counter[Pair], pairs: list[Pair]) -> None:

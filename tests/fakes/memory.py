@@ -26,6 +26,7 @@ from typing import Any
 from shared.adapters.kubernetes.cluster import taints_with, taints_without
 from shared.adapters.kubernetes.writes import TaintEdit, edited_taints
 from shared.config import PolicyConfig
+from shared.domain.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from shared.domain.errors import (
     ConflictError,
     EvictionBlockedError,
@@ -61,6 +62,12 @@ from shared.domain.resources import Resources
 from shared.domain.safety import Backoff, is_counted, next_backoff
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.formats.aws import asg_from_json
+from shared.formats.dra import (
+    device_class_from_json,
+    resource_claim_from_json,
+    resource_claim_template_from_json,
+    resource_slice_from_json,
+)
 from shared.formats.kubernetes import (
     condition_to_json,
     daemonset_from_json,
@@ -167,6 +174,14 @@ def _iso(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_DRA_PARSERS: dict[str, Callable[[Json], Any]] = {
+    "ResourceSlice": resource_slice_from_json,
+    "DeviceClass": device_class_from_json,
+    "ResourceClaim": resource_claim_from_json,
+    "ResourceClaimTemplate": resource_claim_template_from_json,
+}
+
+
 def _json_key(obj: Json, *, namespaced: bool) -> str:
     meta = obj["metadata"]
     return f"{meta.get('namespace') or 'default'}/{meta['name']}" if namespaced else meta["name"]
@@ -193,6 +208,8 @@ class FakeCluster(Faults):
         # Custom resources and PodTemplates as JSON, by (API group, namespace/name).
         self.custom: dict[tuple[str, str], Json] = {}
         self.pod_templates: dict[str, Json] = {}
+        # resource.k8s.io/v1 objects as JSON, by kind, then (namespace/)name.
+        self.dra: dict[str, dict[str, Json]] = {kind: {} for kind in _DRA_PARSERS}
         for obj in pods:
             self.add_pod(obj)
         for obj in nodes:
@@ -229,6 +246,13 @@ class FakeCluster(Faults):
         with self._lock:
             key = obj.name if isinstance(obj, StorageClass) else _json_key(obj, namespaced=False)
             self.storage_classes[key] = copy.deepcopy(obj) if isinstance(obj, dict) else obj
+
+    def add_dra_object(self, obj: Json) -> None:
+        """A ResourceSlice, DeviceClass, ResourceClaim or ResourceClaimTemplate."""
+        kind = obj["kind"]
+        with self._lock:
+            key = _json_key(obj, namespaced=kind in ("ResourceClaim", "ResourceClaimTemplate"))
+            self.dra[kind][key] = copy.deepcopy(obj)
 
     def add_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> None:
         """A namespace, labelled kubernetes.io/metadata.name as the API server does."""
@@ -313,6 +337,22 @@ class FakeCluster(Faults):
     @_recorded
     def list_pod_templates(self) -> tuple[PodTemplate, ...]:
         return self._listed(self.pod_templates, pod_template_from_json)
+
+    @_recorded
+    def list_resource_slices(self) -> tuple[ResourceSlice, ...]:
+        return self._listed(self.dra["ResourceSlice"], _DRA_PARSERS["ResourceSlice"])
+
+    @_recorded
+    def list_device_classes(self) -> tuple[DeviceClass, ...]:
+        return self._listed(self.dra["DeviceClass"], _DRA_PARSERS["DeviceClass"])
+
+    @_recorded
+    def list_resource_claims(self) -> tuple[ResourceClaim, ...]:
+        return self._listed(self.dra["ResourceClaim"], _DRA_PARSERS["ResourceClaim"])
+
+    @_recorded
+    def list_resource_claim_templates(self) -> tuple[ResourceClaimTemplate, ...]:
+        return self._listed(self.dra["ResourceClaimTemplate"], _DRA_PARSERS["ResourceClaimTemplate"])
 
     @_recorded
     def list_pod_groups(self) -> tuple[PodGroup, ...]:
@@ -801,6 +841,10 @@ class FakeWorld:
             "list_pod_groups",
             "list_provisioning_requests",
             "list_pod_templates",
+            "list_resource_slices",
+            "list_device_classes",
+            "list_resource_claims",
+            "list_resource_claim_templates",
             "get_node",
             "list_pods_on_node",
             "describe_groups",

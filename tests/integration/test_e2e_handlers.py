@@ -44,6 +44,7 @@ from shared.observability import PowertoolsReporter
 from shared.runtime import build_controller, load_settings
 from shared.webhook_auth import sign
 from tests.builders import GPU_TAINT, iso, node, pod
+from tests.builders_dra import claim_template, device_class, dra_pod, from_template, gpu_device, slice_spec
 from tests.fakes.aws import use_fake_credentials
 from tests.fakes.memory import FakeClock, FakeLambdaContext
 
@@ -483,3 +484,23 @@ def test_pending_pods_reach_the_group_through_webhook_queue_and_reconcile(
     assert len(event["Records"]) == 1
     assert response == {"batchItemFailures": []}
     assert cluster.desired(cluster.a100) == 3
+
+
+def test_pods_claiming_gpus_through_dra_scale_a_group_up_from_zero(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a100 at zero declaring the 8 GPUs its DRA driver publishes per node, a DeviceClass and a
+    # claim template on the API server, and 10 pending pods each claiming one GPU from the template
+    config = scaler_config(cluster.name)
+    config["node_groups"][0]["resource_slices"] = [slice_spec([gpu_device(i) for i in range(8)], pool="gpus")]
+    monkeypatch.setenv("SCALER_CONFIG", json.dumps(config))
+    cluster.wire()
+    cluster.server.add_dra_object(device_class())
+    cluster.server.add_dra_object(claim_template())
+    for index in range(10):
+        cluster.server.add_pod(dra_pod(f"train-{index}", [from_template()]))
+    # When the reconcile runs (its reads pass the generated ClusterRole)
+    result = run_reconcile(cluster)
+    # Then a100 grows to the two nodes whose devices the claims need; h100 (no devices known) stays
+    assert cluster.desired(cluster.a100) == 2 and cluster.desired(cluster.h100) == 0
+    assert [a["kind"] for a in result["actions"]] == ["set-desired"]

@@ -906,6 +906,7 @@ def test_discovery_lists_the_groups_and_resources_served(server: FakeKubeApiServ
         "autoscaling.x-k8s.io",
         "events.k8s.io",
         "policy",
+        "resource.k8s.io",
         "scheduling.volcano.sh",
         "scheduling.x-k8s.io",
         "storage.k8s.io",

@@ -45,6 +45,7 @@ from shared.domain.operations import ClusterEvent, EventType, ObjectRef
 from shared.domain.provisioning import Condition, ConditionUpdate
 from shared.domain.resources import GPU
 from shared.local.kube_api_server import FakeKubeApiServer
+from tests.builders_dra import claim_template, device_class, gpu_slice, resource_claim
 from tests.builders_provisioning import condition, pod_group, pod_template, provisioning_request
 
 TOKEN = "test-token"
@@ -1111,3 +1112,33 @@ def test_requests_of_an_older_crd_are_read_and_answered_at_v1beta1(
     assert request.version == "v1beta1"
     [patch] = [c for c in server.calls if c.method == "PATCH"]
     assert patch.path.startswith("/apis/autoscaling.x-k8s.io/v1beta1/")
+
+
+# ---------------------------------------------------------------------------------------------- DRA
+
+
+def test_dra_objects_are_listed_from_resource_k8s_io_v1(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given a cluster with a GPU node's ResourceSlice, a DeviceClass, a template and an allocated claim
+    server.add_dra_object(gpu_slice("gpu-0", 8))
+    server.add_dra_object(device_class())
+    server.add_dra_object(claim_template())
+    server.add_dra_object(resource_claim("train-0-gpu", allocated_on="gpu-0", devices=("gpu-3",)))
+    # When each is listed (one paged call each)
+    slices, classes = cluster.list_resource_slices(), cluster.list_device_classes()
+    claims, templates = cluster.list_resource_claims(), cluster.list_resource_claim_templates()
+    # Then they arrive parsed
+    assert [(s.node_name, len(s.devices)) for s in slices] == [("gpu-0", 8)]
+    assert [c.name for c in classes] == ["gpu.nvidia.com"] and [t.key for t in templates] == ["ml/one-gpu"]
+    assert claims[0].allocated and claims[0].devices == (("gpu.nvidia.com", "gpu-0", "gpu-3"),)
+
+
+def test_a_cluster_without_the_dra_api_has_no_dra(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given an API server that does not serve resource.k8s.io/v1 (before Kubernetes 1.34)
+    server.inject("GET", r"^/apis/resource\.k8s\.io/", status=404, times=-1)
+    # When / Then every DRA list is empty, not an error
+    assert cluster.list_resource_slices() == () and cluster.list_device_classes() == ()
+    assert cluster.list_resource_claims() == () and cluster.list_resource_claim_templates() == ()

@@ -62,6 +62,10 @@ CALLS: dict[str, Callable[[KubernetesCluster], object]] = {
     "list_pod_templates": lambda c: c.list_pod_templates(),
     "list_pod_groups": lambda c: c.list_pod_groups(),
     "set_provisioning_request_conditions": lambda c: c.set_provisioning_request_conditions(ANSWER),
+    "list_resource_slices": lambda c: c.list_resource_slices(),
+    "list_device_classes": lambda c: c.list_device_classes(),
+    "list_resource_claims": lambda c: c.list_resource_claims(),
+    "list_resource_claim_templates": lambda c: c.list_resource_claim_templates(),
 }
 
 

@@ -51,11 +51,13 @@ from shared.adapters.kubernetes.auth import (
 )
 from shared.adapters.kubernetes.calls import ApiCaller
 from shared.adapters.kubernetes.custom_resources import CustomResourceReader
+from shared.adapters.kubernetes.dra import DraReader
 from shared.adapters.kubernetes.events import EventRecorder
 from shared.adapters.kubernetes.listing import peek_continue as _peek_continue
 from shared.adapters.kubernetes.options import ACTIVE_PODS_FIELD_SELECTOR, ClusterOptions
 from shared.adapters.kubernetes.reads import CoreReader
 from shared.adapters.kubernetes.writes import ClusterWriter, taints_with, taints_without
+from shared.domain.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from shared.domain.model import DaemonSet, Node, Pod, Taint
 from shared.domain.operations import ClusterEvent
 from shared.domain.provisioning import ConditionUpdate, PodGroup, PodTemplate, ProvisioningRequest
@@ -100,6 +102,7 @@ class KubernetesCluster:
         caller = ApiCaller(api_client, options or ClusterOptions(), sleep=sleep)
         self._reads = CoreReader(caller)
         self._custom = CustomResourceReader(caller)
+        self._dra = DraReader(caller)
         self._writes = ClusterWriter(caller)
         self._events = EventRecorder(caller, clock)
 
@@ -148,6 +151,22 @@ class KubernetesCluster:
     def list_provisioning_requests(self) -> tuple[ProvisioningRequest, ...]:
         """Every ProvisioningRequest, from v1 or (an older CRD) v1beta1; () when neither is served."""
         return self._custom.list_provisioning_requests()
+
+    def list_resource_slices(self) -> tuple[ResourceSlice, ...]:
+        """Every resource.k8s.io/v1 ResourceSlice; () when the API is not served (no DRA)."""
+        return self._dra.list_resource_slices()
+
+    def list_device_classes(self) -> tuple[DeviceClass, ...]:
+        """Every DeviceClass; () when the API is not served."""
+        return self._dra.list_device_classes()
+
+    def list_resource_claims(self) -> tuple[ResourceClaim, ...]:
+        """Every ResourceClaim of every namespace; () when the API is not served."""
+        return self._dra.list_resource_claims()
+
+    def list_resource_claim_templates(self) -> tuple[ResourceClaimTemplate, ...]:
+        """Every ResourceClaimTemplate of every namespace; () when the API is not served."""
+        return self._dra.list_resource_claim_templates()
 
     def list_pod_groups(self) -> tuple[PodGroup, ...]:
         """Every coscheduling and Volcano PodGroup; an API that is not served adds none."""

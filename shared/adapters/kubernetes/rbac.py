@@ -54,6 +54,11 @@ PERMISSIONS: tuple[Permission, ...] = (
     Permission(
         PROVISIONING_GROUP, "provisioningrequests/status", "patch", ("set_provisioning_request_conditions",)
     ),
+    # Dynamic Resource Allocation (resource.k8s.io/v1): 404 without the API, then no DRA.
+    Permission("resource.k8s.io", "deviceclasses", "list", ("list_device_classes",)),
+    Permission("resource.k8s.io", "resourceclaims", "list", ("list_resource_claims",)),
+    Permission("resource.k8s.io", "resourceclaimtemplates", "list", ("list_resource_claim_templates",)),
+    Permission("resource.k8s.io", "resourceslices", "list", ("list_resource_slices",)),
     Permission("scheduling.volcano.sh", "podgroups", "list", ("list_pod_groups",)),
     Permission("scheduling.x-k8s.io", "podgroups", "list", ("list_pod_groups",)),
     Permission("storage.k8s.io", "storageclasses", "list", ("list_storage_classes",)),

@@ -10,7 +10,7 @@
   pod_topology_spread  PodTopologySpread    DoNotSchedule constraints
   volume_binding       VolumeBinding + VolumeZone: bound PVs' node affinity and zone labels,
                        WaitForFirstConsumer classes' allowedTopologies, missing claims
-  dynamic_resources    DynamicResources     DRA claims: not verifiable here, so never counted
+  dynamic_resources    DynamicResources     DRA claims allocated on ResourceSlices (structured parameters)
 
 Contract shared by every filter: a function of a pod (and, for the stateful ones, the per-domain
 counts the simulation keeps) and one node view, returning None when the node passes or the

@@ -25,3 +25,4 @@ class SimNode:
     free: list[int]
     unschedulable: bool = False
     ports: set[tuple[str, str, int]] = field(default_factory=set)
+    group: str = ""  # a new (template) node's group: where its DRA devices come from

@@ -209,6 +209,7 @@ def simulation(ctx: Context) -> Simulation:
         ctx.pods_on_node,
         snapshot.namespaces,
         Volumes.of(snapshot.pvcs, snapshot.pvs, snapshot.storage_classes),
+        devices=ctx.devices,
     )
 
 

@@ -1,0 +1,179 @@
+"""CEL device selectors of DRA, as kube-scheduler evaluates them (k8s.io/dynamic-resource-allocation
+/cel compile.go): one variable `device` with `driver`, `attributes[domain][id]` and
+`capacity[domain][id]`, and the Kubernetes CEL extensions drivers' selectors use: quantities
+(k8s.io/apiserver/pkg/cel/library/quantity.go: `quantity()`, `isQuantity()`, `compareTo`,
+`isGreaterThan`, `isLessThan`, `add`, `sub`, `asInteger`, `asApproximateFloat`, `sign`,
+`isInteger`) and semantic versions (library/semver_test.go: `semver()`, `isSemver()`, `compareTo`,
+`isGreaterThan`, `isLessThan`, `major`, `minor`, `patch`).
+
+The runtime is cel-expr-python, the CEL project's own Python binding of cel-cpp: ~10 ms to import
+and ~20 us per evaluation (a pure-Python CEL takes ~1.7 ms). It is imported on the first compile,
+so a run without DRA claims never loads it. Quantities and versions travel through CEL as maps
+tagged with one reserved key (the binding carries no opaque Python values); every extension
+function checks the tag, so mixing them up is a runtime error, as in Kubernetes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from fractions import Fraction
+from functools import cache
+from typing import Any
+
+from shared.domain.dra import Device, Semver
+from shared.domain.quantity import parse_quantity
+
+_Q = "__k8s_quantity__"  # value: [numerator, denominator]
+_V = "__k8s_semver__"  # value: [major, minor, patch, pre-release]
+_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
+
+
+class CelError(Exception):
+    """A selector that does not compile, fails at run time or yields no bool (message says which)."""
+
+
+def _quantity(value: Fraction) -> dict[str, Any]:
+    return {_Q: [value.numerator, value.denominator]}
+
+
+def _parse_quantity(text: str) -> dict[str, Any]:
+    try:
+        return _quantity(Fraction(parse_quantity(str(text))))
+    except Exception as exc:  # parse_quantity raises ValueError or decimal errors
+        raise ValueError(f"invalid quantity {text!r}") from exc
+
+
+def _parse_semver(text: str) -> dict[str, Any]:
+    found = _SEMVER.match(str(text))
+    if found is None:
+        raise ValueError(f"invalid semver {text!r}")
+    return {_V: [int(found[1]), int(found[2]), int(found[3]), found[4] or ""]}
+
+
+def _fraction(value: Any) -> Fraction:
+    if not isinstance(value, Mapping) or _Q not in value:
+        raise ValueError("not a quantity")
+    num, den = value[_Q]
+    return Fraction(int(num), int(den))
+
+
+def _version_key(value: Any) -> tuple[Any, ...]:
+    if not isinstance(value, Mapping) or _V not in value:
+        raise ValueError("not a semver")
+    major, minor, patch, pre = value[_V]
+    # semver 2.0.0 section 11: a pre-release sorts before its release; identifiers compared in turn.
+    parts = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in str(pre).split(".")) if pre else ()
+    return (int(major), int(minor), int(patch), 0 if pre else 1, parts)
+
+
+def _compare(a: Any, b: Any) -> int:
+    if isinstance(a, Mapping) and _V in a:
+        ka, kb = _version_key(a), _version_key(b)
+    else:
+        ka, kb = _fraction(a), _fraction(b)  # type: ignore[assignment]
+    return (ka > kb) - (ka < kb)
+
+
+def _is(parse: Callable[[str], Any]) -> Callable[[str], bool]:
+    def check(text: str) -> bool:
+        try:
+            parse(text)
+        except ValueError:
+            return False
+        return True
+
+    return check
+
+
+def _version_part(index: int) -> Callable[[Any], int]:
+    return lambda value: int(value[_V][index]) if _V in value else _fraction(None)  # type: ignore[return-value]
+
+
+def _as_integer(value: Any) -> int:
+    amount = _fraction(value)
+    if amount.denominator != 1:
+        raise ValueError("quantity is not an integer")
+    return amount.numerator
+
+
+# name -> (is_member, parameter kinds, return kind, implementation)
+_EXTENSIONS: dict[str, tuple[bool, tuple[str, ...], str, Callable[..., Any]]] = {
+    "quantity": (False, ("string",), "map", _parse_quantity),
+    "isQuantity": (False, ("string",), "bool", _is(_parse_quantity)),
+    "semver": (False, ("string",), "map", _parse_semver),
+    "isSemver": (False, ("string",), "bool", _is(_parse_semver)),
+    "compareTo": (True, ("map", "map"), "int", _compare),
+    "isGreaterThan": (True, ("map", "map"), "bool", lambda a, b: _compare(a, b) > 0),
+    "isLessThan": (True, ("map", "map"), "bool", lambda a, b: _compare(a, b) < 0),
+    "add": (True, ("map", "map"), "map", lambda a, b: _quantity(_fraction(a) + _fraction(b))),
+    "sub": (True, ("map", "map"), "map", lambda a, b: _quantity(_fraction(a) - _fraction(b))),
+    "sign": (True, ("map",), "int", lambda a: (_fraction(a) > 0) - (_fraction(a) < 0)),
+    "isInteger": (True, ("map",), "bool", lambda a: _fraction(a).denominator == 1),
+    "asInteger": (True, ("map",), "int", _as_integer),
+    "asApproximateFloat": (True, ("map",), "double", lambda a: float(_fraction(a))),
+    "major": (True, ("map",), "int", _version_part(0)),
+    "minor": (True, ("map",), "int", _version_part(1)),
+    "patch": (True, ("map",), "int", _version_part(2)),
+}
+
+
+@cache
+def _environment() -> Any:
+    """The CEL environment, built on first use (the import is what pods without claims skip)."""
+    from cel_expr_python import cel
+
+    kinds = {"string": cel.Type.STRING, "map": cel.Type.MAP, "int": cel.Type.INT}
+    kinds.update(bool=cel.Type.BOOL, double=cel.Type.DOUBLE)
+    functions = [
+        cel.FunctionDecl(
+            name,
+            [
+                cel.Overload(
+                    f"k8s_{name}", kinds[ret], [kinds[p] for p in params], is_member=member, impl=impl
+                )
+            ],
+        )
+        for name, (member, params, ret, impl) in _EXTENSIONS.items()
+    ]
+    return cel.NewEnv(variables={"device": cel.Type.DYN}, functions=functions)
+
+
+class Selector:
+    """One compiled CEL selector; `matches` answers for one device (CelError at run time)."""
+
+    def __init__(self, expression: str) -> None:
+        self.expression = expression
+        try:
+            self._program = _environment().compile(expression)
+        except RuntimeError as exc:
+            raise CelError(f"CEL compile error: {exc}") from exc
+
+    def matches(self, device: Mapping[str, Any]) -> bool:
+        try:
+            value = self._program.eval(data={"device": device})
+        except RuntimeError as exc:  # raised by the binding for errors outside the expression
+            raise CelError(f"CEL runtime error: {exc}") from exc
+        result = value.value()
+        if value.type().name() == "ERROR" or not isinstance(result, bool):
+            detail = result if value.type().name() == "ERROR" else f"evaluates to {value.type().name()}"
+            raise CelError(f"CEL runtime error: {detail}")
+        return result
+
+
+def device_input(driver: str, device: Device) -> dict[str, Any]:
+    """The `device` variable for one device: attributes and capacity by domain, then id."""
+    attributes: dict[str, dict[str, Any]] = {}
+    for name, value in device.attributes.items():
+        domain, _, ident = name.rpartition("/")
+        attributes.setdefault(domain, {})[ident] = (
+            _parse_semver(value.text) if isinstance(value, Semver) else value
+        )
+    capacity: dict[str, dict[str, Any]] = {}
+    for name, amount in device.capacity.items():
+        domain, _, ident = name.rpartition("/")
+        capacity.setdefault(domain, {})[ident] = _quantity(amount)
+    # compile.go: a domain the device has nothing in reads as an empty map, not as an error.
+    attributes.setdefault(driver, {})
+    capacity.setdefault(driver, {})
+    return {"driver": driver, "attributes": attributes, "capacity": capacity}

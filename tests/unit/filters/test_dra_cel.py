@@ -1,0 +1,62 @@
+"""The Kubernetes CEL extensions DRA selectors use (k8s.io/apiserver/pkg/cel/library quantity.go and
+the semver library; their tests' cases), evaluated on a device as compile.go presents it."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from shared.domain.dra import Device, Semver
+from shared.planner.filters.dra_cel import CelError, Selector, device_input
+
+DEVICE = device_input(
+    "gpu.nvidia.com",
+    Device(
+        "gpu-0",
+        {"gpu.nvidia.com/driverVersion": Semver("550.54.15"), "gpu.nvidia.com/index": 0},
+        {"gpu.nvidia.com/memory": Fraction(80 * 2**30)},
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ('quantity("1Gi").compareTo(quantity("1024Mi")) == 0', True),
+        ('quantity("1Gi").isGreaterThan(quantity("1G"))', True),
+        ('quantity("500m").isLessThan(quantity("1"))', True),
+        ('quantity("1.5").isInteger()', False),
+        ('quantity("2k").asInteger() == 2000', True),
+        ('quantity("1").add(quantity("500m")).compareTo(quantity("1500m")) == 0', True),
+        ('quantity("1").sub(quantity("2")).sign() == -1', True),
+        ('isQuantity("20Mi") && !isQuantity("twenty")', True),
+        ('semver("1.2.3").isLessThan(semver("1.10.0"))', True),
+        ('semver("1.0.0-alpha").isLessThan(semver("1.0.0"))', True),
+        ('semver("1.0.0-alpha.1").isLessThan(semver("1.0.0-alpha.beta"))', True),
+        ('isSemver("1.2.3") && !isSemver("1.2")', True),
+        ('device.attributes["gpu.nvidia.com"].driverVersion.major() == 550', True),
+        ('device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0', True),
+    ],
+)
+def test_extension_functions(expression: str, expected: bool) -> None:
+    assert Selector(expression).matches(DEVICE) is expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("device.driver ==", "CEL compile error"),
+        ('device.attributes["gpu.nvidia.com"].missing', "CEL runtime error"),
+        ('device.attributes["gpu.nvidia.com"].index', "CEL runtime error: evaluates to INT"),
+        ('quantity("lots").sign() == 1', "CEL runtime error"),
+        ('semver("1.0.0").compareTo(quantity("1")) == 0', "CEL runtime error"),
+    ],
+)
+def test_errors_say_whether_compile_or_run_time(expression: str, message: str) -> None:
+    with pytest.raises(CelError, match=message):
+        Selector(expression).matches(DEVICE)
+
+
+def test_a_domain_the_device_has_nothing_in_reads_as_empty_for_its_driver() -> None:
+    assert Selector('device.attributes["gpu.nvidia.com"].size() == 2').matches(DEVICE)
