@@ -68,7 +68,7 @@ def synth(app: cdk.App, stack: BacklogScalerStack) -> cx_api.CloudAssembly:
     assembly = app.synth()
     cluster = stack.config.cluster_name
     (Path(assembly.directory) / rbac_manifest_filename(cluster)).write_text(
-        rbac_manifest(cluster), encoding="utf-8"
+        rbac_manifest(cluster, stack.config.kubernetes.status_namespace), encoding="utf-8"
     )
     return assembly
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shared.constants import DEFAULT_STATUS_NAMESPACE
 from shared.domain.errors import ConfigError
 from shared.domain.model import Taint, TaintEffect
 from shared.domain.quantity import resources as parse_resources
@@ -176,6 +177,14 @@ class KubernetesConfig(_Model):
     endpoint: str | None = None
     certificate_authority: str | None = None  # base64 PEM, as eks:DescribeCluster returns it
     kubeconfig: str | None = None  # local use only
+    # Where the status ConfigMap (constants.STATUS_CONFIGMAP) lives; the printed manifests create it
+    # there and grant get/patch on it alone.
+    status_namespace: str = Field(
+        default=DEFAULT_STATUS_NAMESPACE,
+        min_length=1,
+        max_length=63,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",  # a DNS-1123 label, as namespace names are
+    )
 
 
 class DeploymentConfig(_Model):

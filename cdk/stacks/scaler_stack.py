@@ -224,7 +224,11 @@ class BacklogScalerStack(cdk.Stack):
             "NotificationsTopicArn", notifications.topic.topic_arn, "SNS topic of notifications and alarms"
         )
         output("DashboardName", observability.dashboard.dashboard_name, "CloudWatch dashboard")
-        output("RbacManifest", rbac_manifest(config.cluster_name), "kubectl apply -f - (RBAC of the scaler)")
+        output(
+            "RbacManifest",
+            rbac_manifest(config.cluster_name, config.kubernetes.status_namespace),
+            "kubectl apply -f - (RBAC of the scaler)",
+        )
         before, after = admission_webhook_manifest(config.cluster_name).split(WEBHOOK_URL_PLACEHOLDER)
         output(
             "AdmissionWebhookManifest",

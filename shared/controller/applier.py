@@ -37,11 +37,15 @@ smallest example:
                            partial(self._cluster.untaint_node, node, key), destructive=False)
 
 The method returns True when done (or, in dry run, would be attempted); the caller never catches.
+
+Outside the policy, as reporting: the status ConfigMap (`publish_status`) is written under the lease
+but is not an action of the log; a failure to write it, the lease lost included, is a warning and
+never an error of the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -386,6 +390,28 @@ class Applier:
             destructive=False,
             quiet=True,  # the drain's own record says it finished or was given up
         )
+
+    def publish_status(self, namespace: str, name: str, data: Mapping[str, str]) -> bool:
+        """Patch the status ConfigMap's `data` (shared.controller.status); True when written.
+
+        The run's last write and only a report: whatever it raises is a warning (the next run writes
+        again), never an error or an action of the run. A dry run writes nothing.
+        """
+        if self.dry_run:
+            return False
+        try:
+            self._fence(None)
+            self._cluster.patch_config_map(namespace, name, data)
+        except ScalerError as exc:  # LeaseHeldError included: the run is over, nothing follows
+            self._reporter.log(
+                "warning",
+                "status ConfigMap not written",
+                configmap=f"{namespace}/{name}",
+                error=str(exc),
+                error_type=type(exc).__name__,
+            )
+            return False
+        return True
 
     def save(self, what: str, write: Callable[[Lease], object]) -> bool:
         """A state write under the lease (idle-since, first seen, pod memory, scale times).

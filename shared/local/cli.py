@@ -1,4 +1,5 @@
-"""`backlog-scaler`: the decision engine on local files (`plan`), trace replay (`simulate`), demo."""
+"""`backlog-scaler`: the decision engine on local files (`plan`), trace replay (`simulate`), demo,
+and the deployed scaler's status (`status`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from shared.formats.aws import (
 )
 from shared.formats.kubernetes import KubeObjects, nodes_from_list, objects_from_documents, pods_from_list
 from shared.formats.state import state_from_json
+from shared.local import status_cli
 from shared.local.demo import cli as demo_cli
 from shared.local.explain import explain_pod, group_summaries
 from shared.local.plan_output import explanation_to_text, plan_to_json, plan_to_table
@@ -218,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     # The simulator and the local run live in their own packages and register their commands.
     sim_cli.add_commands(commands)
     demo_cli.add_commands(commands)
+    status_cli.add_commands(commands)
     return parser
 
 

@@ -186,6 +186,7 @@ PROVISIONING_REQUESTS = ServedResource(
 # The same objects at the older version, as a CRD serves both.
 _PROVISIONING_REQUESTS_V1BETA1 = replace(PROVISIONING_REQUESTS, version="v1beta1")
 POD_TEMPLATES = ServedResource("podtemplates", "", "v1", "PodTemplate")
+CONFIG_MAPS = ServedResource("configmaps", "", "v1", "ConfigMap")  # the scaler's status ConfigMap
 COSCHEDULING_POD_GROUPS = ServedResource(
     "podgroups",
     "scheduling.x-k8s.io",
@@ -215,6 +216,7 @@ SHORT_NAMES = {
     "poddisruptionbudgets": ["pdb"],
     "daemonsets": ["ds"],
     "storageclasses": ["sc"],
+    "configmaps": ["cm"],
 }
 RESOURCES = {
     (r.group, r.version, r.plural): r
@@ -232,6 +234,7 @@ RESOURCES = {
         PROVISIONING_REQUESTS,
         _PROVISIONING_REQUESTS_V1BETA1,
         POD_TEMPLATES,
+        CONFIG_MAPS,
         COSCHEDULING_POD_GROUPS,
         VOLCANO_POD_GROUPS,
     )

@@ -47,7 +47,7 @@ from typing import TextIO, cast
 from shared import constants
 from shared.adapters.aws import clients
 from shared.adapters.aws.queue import clear_fast_clients
-from shared.adapters.kubernetes.rbac import cluster_role
+from shared.adapters.kubernetes.rbac import cluster_role, status_config_map, status_role
 from shared.config import ScalerConfig, parse_config
 from shared.domain.errors import InputError
 from shared.local.demo.aws import FAKE_CREDENTIALS, CapacityShortage, DemoResources, MotoServer, provision
@@ -59,6 +59,7 @@ from shared.local.demo.scenario import DemoJob, Scenario
 from shared.local.demo.timeline import SOURCE_WIDTH, Console, decision_line, line, offset
 from shared.local.demo.world import KubeApi, Sample, StepReport, World
 from shared.local.kube_api_server import FakeKubeApiServer
+from shared.local.status_cli import read_status, status_to_table
 
 SQS_BATCH_SIZE = 10
 
@@ -121,7 +122,7 @@ def run_demo(options: DemoOptions) -> DemoOutcome:
         stack.callback(_forget_clients)
         _forget_clients()
         resources = provision(config, asg_max_size=scenario.asg_max_size)
-        kube, kube_url, kubeconfig = _start_kube_api(out, stack)
+        kube, kube_url, kubeconfig = _start_kube_api(out, stack, config.kubernetes.status_namespace)
         stack.enter_context(_environment(_function_environment(config, resources, kubeconfig)))
         stack.enter_context(CapacityShortage(scenario.timings.capacity).installed())
         clock = DemoClock(datetime.now(UTC).replace(second=0, microsecond=0))
@@ -140,6 +141,7 @@ def run_demo(options: DemoOptions) -> DemoOutcome:
         run.until_done()
         wall = time.perf_counter() - wall_started
         report = _finish(options, console, run, config, world, functions, (clock.now(), wall))
+        _print_status(console, kubeconfig, config.kubernetes.status_namespace, clock.now())
         if options.hold:
             _hold(console, kubeconfig, kube_url, options.wait or _sleep_until_interrupted)
     return DemoOutcome(0 if report.passed else 1, report, console.lines)
@@ -185,10 +187,24 @@ def _finish(
     return report
 
 
+def _print_status(console: Console, kubeconfig: Path, namespace: str, now: datetime) -> None:
+    """The status the functions left in the cluster, read as `backlog-scaler status` reads it."""
+    console.print("")
+    console.print(f"status (backlog-scaler status --kubeconfig {kubeconfig} -n {namespace}):")
+    try:
+        document = read_status(str(kubeconfig), None, namespace)
+    except InputError as exc:
+        console.print(f"  unavailable: {exc}")
+        return
+    for text in status_to_table(document, now).splitlines():
+        console.print(f"  {text}" if text else "")
+
+
 def _hold(console: Console, kubeconfig: Path, kube_url: str, wait: Callable[[], None]) -> None:
     """Keep the servers up for kubectl until Ctrl-C; the run's exit status stays the report's."""
     console.print("")
     console.print(f"holding: the Kubernetes API (fake) stays up at {kube_url}; Ctrl-C to stop. Try:")
+    console.print(f"  backlog-scaler status --kubeconfig {kubeconfig}")
     console.print(f"  kubectl --kubeconfig {kubeconfig} get nodes,pods -A")
     console.print(f"  kubectl --kubeconfig {kubeconfig} get events -A -w")
     with contextlib.suppress(KeyboardInterrupt):
@@ -354,12 +370,16 @@ class _Run:
         )
 
 
-def _start_kube_api(out: Path, stack: contextlib.ExitStack) -> tuple[KubeApi, str, Path]:
+def _start_kube_api(
+    out: Path, stack: contextlib.ExitStack, status_namespace: str
+) -> tuple[KubeApi, str, Path]:
     """The fake Kubernetes API server and a kubeconfig for it."""
     server = FakeKubeApiServer(allow_anonymous_loopback=True).start()
     stack.callback(server.stop)
-    # The functions get what the deployed ClusterRole grants them, and not a verb more.
-    server.enforce_cluster_role(cluster_role())
+    # The functions get what the deployed roles grant them, and not a verb more; the status ConfigMap
+    # exists as the applied manifests create it.
+    server.enforce_cluster_role(cluster_role(), roles=[status_role(status_namespace)])
+    server.add_config_map(status_config_map(status_namespace))
     token = secrets.token_urlsafe(24)
     server.require_token(token)
     kubeconfig = server.write_kubeconfig(out / "kubeconfig", token, name="demo")
