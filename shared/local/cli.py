@@ -27,7 +27,7 @@ from shared.formats.state import state_from_json
 from shared.local import status_cli
 from shared.local.demo import cli as demo_cli
 from shared.local.explain import explain_pod, group_summaries
-from shared.local.plan_output import explanation_to_text, plan_to_json, plan_to_table
+from shared.local.plan_output import explanation_to_json, explanation_to_text, plan_to_json, plan_to_table
 from shared.local.sim import cli as sim_cli
 from shared.planner import plan
 from shared.webhook_auth import admission_path_token, secret_value
@@ -143,7 +143,11 @@ def run_plan(args: argparse.Namespace) -> int:
     )
     now = _parse_now(args.now)
     if args.explain:
-        print(explanation_to_text(explain_pod(snapshot, config, now, args.explain)))
+        explanation = explain_pod(snapshot, config, now, args.explain)
+        if args.format == "json":
+            print(json.dumps(explanation_to_json(explanation), indent=2))
+        else:
+            print(explanation_to_text(explanation))
         return 0
     result = plan(snapshot, config, now)
     if args.format == "json":
