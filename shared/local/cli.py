@@ -27,6 +27,7 @@ from shared.formats.state import state_from_json
 from shared.local import status_cli
 from shared.local.demo import cli as demo_cli
 from shared.local.explain import explain_pod, group_summaries
+from shared.local.help_format import CliParser
 from shared.local.plan_output import explanation_to_json, explanation_to_text, plan_to_json, plan_to_table
 from shared.local.sim import cli as sim_cli
 from shared.planner import plan
@@ -174,7 +175,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="backlog-scaler", description=__doc__)
+    parser = CliParser(prog="backlog-scaler", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     p = commands.add_parser("plan", help="show what the scaler would do on kubectl/aws dumps")
@@ -196,7 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
         "into (named by their CapacityReservationTarget or node_groups[].capacity_reservation_ids)",
     )
     p.add_argument("--config", required=True, help="scaler config (YAML or JSON)")
-    p.add_argument("--state", help="stored state: idle-since per node, backoff per group (JSON)")
+    p.add_argument(
+        "--state", help="stored state: idle-since per node, backoff per group (JSON; default: none stored)"
+    )
     p.add_argument("--now", help="evaluate at this time (ISO 8601; default: now)")
     p.add_argument(
         "--format", choices=("table", "json"), default="table", help="output format (default: table)"

@@ -125,7 +125,8 @@ def _add_input_arguments(p: Any) -> None:
         action=_FormatAction,
         choices=(*OUTPUT_FORMATS, "auto", *FORMATS),
         metavar="{table,json}",
-        help="output format, as for plan (a trace format here is the old spelling of --trace-format)",
+        help="output format, as for plan (default: table; a trace format here is the old spelling of "
+        "--trace-format)",
     )
     p.add_argument("--config", required=True, help="scaler config (YAML or JSON)")
     p.add_argument("--compare", metavar="CONFIG2", help="also replay this config and show both side by side")
@@ -152,7 +153,11 @@ def _add_world_arguments(p: Any) -> None:
     p.add_argument("--start", help="keep jobs submitted at or after (ISO 8601, or seconds from the origin)")
     p.add_argument("--end", help="keep jobs submitted before (ISO 8601, or seconds from the origin)")
     p.add_argument(
-        "--limit", type=_positive_int, help="keep the first N jobs (after --cluster/--start/--end)"
+        "--limit",
+        type=_positive_int,
+        help="keep the N earliest jobs by submit time, whatever the row order "
+        "(after --cluster/--start/--end; "
+        "default: all)",
     )
     p.add_argument("--cpu-per-gpu", help="cpu per GPU for traces without cpu (e.g. 10 or 10500m)")
     p.add_argument("--memory-per-gpu", help="memory per GPU for traces without memory (e.g. 120Gi)")
