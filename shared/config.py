@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 import gzip
 import json
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -27,8 +28,25 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
 
 
+# No number of the config needs more (a billion seconds is 31 years): a larger one is a typo, or
+# YAML's 1e400, which is infinity.
+MAX_NUMBER = 1_000_000_000
+# Kubernetes' documented limit of a cluster ("Considerations for large clusters": no more than
+# 5,000 nodes): a group or a headroom beyond it is a typo.
+MAX_NODES = 5000
+NodeCount = Annotated[int, Field(ge=0, le=MAX_NODES)]
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) > MAX_NUMBER:
+            got = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+            raise ValueError(f"must be at most {MAX_NUMBER:,} (got {got})")
+        return value
 
 
 class TaintConfig(_Model):
@@ -57,9 +75,9 @@ class NodeGroupConfig(_Model):
     taints: tuple[TaintConfig, ...] = ()
     priority: int = 0
     price_per_hour: Annotated[float, Field(ge=0)] | None = None
-    max_size: NonNegativeInt | None = None
+    max_size: NodeCount | None = None
     region: str | None = None
-    headroom_nodes: NonNegativeInt = 0
+    headroom_nodes: NodeCount = 0
     idle_seconds: NonNegativeInt | None = None  # overrides policy.idle_seconds for this group
     # Capacity reservations (On-Demand Capacity Reservations or Capacity Blocks for ML, "cr-...")
     # the group launches into, as its launch template targets them; the group's own
@@ -270,12 +288,45 @@ def format_validation_error(exc: ValidationError, source: str = "config") -> str
         for part in err["loc"]:
             path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
         message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = _unknown_key(err["loc"])
         lines.append(f"{source}: {path or '(root)'}: {message}")
     return "\n".join(lines)
 
 
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    """ "unknown key", with the closest keys of its mapping (a typo's likely meaning)."""
+    known = sorted(_model_at(loc[:-1]).model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), known, n=3, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean {' or '.join(repr(k) for k in close)}?"
+    return f"unknown key; known keys here: {', '.join(known)}"
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel]:
+    """The model whose fields the mapping at `loc` (a pydantic error location) holds."""
+    model: type[BaseModel] = ScalerConfig
+    for part in loc:
+        if isinstance(part, int) or part not in model.model_fields:
+            continue  # an item of a tuple of models: same model
+        nested = _models_in(model.model_fields[part].annotation)
+        if nested:
+            model = nested[0]
+    return model
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
 def parse_config(document: object, source: str = "config") -> ScalerConfig:
     """Validate a decoded document; ConfigError naming each bad field."""
+    if document is None:
+        raise ConfigError(
+            f"{source}: the config is empty (expected a mapping with cluster_name and node_groups)"
+        )
     if not isinstance(document, Mapping):
         raise ConfigError(f"{source}: expected a mapping at the top level, got {type(document).__name__}")
     try:
