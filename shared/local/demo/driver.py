@@ -44,6 +44,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO, cast
 
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+
 from shared import constants
 from shared.adapters.aws import clients
 from shared.adapters.aws.queue import clear_fast_clients
@@ -431,10 +433,11 @@ def _environment(values: Mapping[str, str]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _logging_to(stream: TextIO) -> Iterator[None]:
-    """Standard-library logging (adapters, moto) goes to the log file, not the console."""
+    """Standard-library logging (adapters, botocore, moto) goes to the log file, not the console, as
+    JSON lines like the functions' own (Powertools' formatter), so the file is one `jq` can read."""
     root = logging.getLogger()
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(LambdaPowertoolsFormatter(service="local", name="%(name)s"))
     previous = root.level
     root.addHandler(handler)
     root.setLevel(logging.INFO)
