@@ -57,8 +57,12 @@ def clone(obj: Any) -> Any:
     return json.loads(json.dumps(obj))
 
 
+def rfc3339(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(datetime.now(UTC))
 
 
 # --------------------------------------------------------------------------- resources

@@ -105,6 +105,7 @@ import re
 import socket
 import threading
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
@@ -355,6 +356,12 @@ class FakeKubeApiServer:
         be granted by one rule, else 403 Forbidden. Non-resource paths (version, health) stay open.
         """
         self._access.enforce_cluster_role(role, user, roles)
+
+    def set_clock(self, now: Callable[[], datetime]) -> None:
+        """Use `now` as the server's time (creationTimestamp, deletionTimestamp, the tables' AGE): the
+        demo's world runs on a simulated clock, and kubectl's ages must be of that clock."""
+        with self._store.lock:
+            self._store.now = now
 
     def require_token(self, token: str | None) -> None:
         """Demand ``Authorization: Bearer <token>`` on every request (None disables the check)."""

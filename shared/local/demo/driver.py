@@ -59,7 +59,7 @@ from shared.local.demo.queue import DemoQueue, QueueKube
 from shared.local.demo.report import DemoReport, build_report, summary_lines, write_plot
 from shared.local.demo.scenario import DemoJob, Scenario
 from shared.local.demo.timeline import SOURCE_WIDTH, Console, decision_line, line, offset
-from shared.local.demo.world import KubeApi, Sample, StepReport, World
+from shared.local.demo.world import NAMESPACE, SYSTEM_NAMESPACE, KubeApi, Sample, StepReport, World
 from shared.local.kube_api_server import FakeKubeApiServer
 from shared.local.status_cli import read_status, status_to_table
 
@@ -124,10 +124,10 @@ def run_demo(options: DemoOptions) -> DemoOutcome:
         stack.callback(_forget_clients)
         _forget_clients()
         resources = provision(config, asg_max_size=scenario.asg_max_size)
-        kube, kube_url, kubeconfig = _start_kube_api(out, stack, config.kubernetes.status_namespace)
+        clock = DemoClock(datetime.now(UTC).replace(second=0, microsecond=0))
+        kube, kube_url, kubeconfig = _start_kube_api(out, stack, config.kubernetes.status_namespace, clock)
         stack.enter_context(_environment(_function_environment(config, resources, kubeconfig)))
         stack.enter_context(CapacityShortage(scenario.timings.capacity).installed())
-        clock = DemoClock(datetime.now(UTC).replace(second=0, microsecond=0))
         # The handlers are imported (their cold start) now that their environment is complete.
         functions = Functions(
             clock=clock,
@@ -373,11 +373,16 @@ class _Run:
 
 
 def _start_kube_api(
-    out: Path, stack: contextlib.ExitStack, status_namespace: str
+    out: Path, stack: contextlib.ExitStack, status_namespace: str, clock: DemoClock
 ) -> tuple[KubeApi, str, Path]:
-    """The fake Kubernetes API server and a kubeconfig for it."""
+    """The fake Kubernetes API server on the demo's clock, its namespaces, and a kubeconfig for it."""
     server = FakeKubeApiServer(allow_anonymous_loopback=True).start()
     stack.callback(server.stop)
+    server.set_clock(clock.now)  # kubectl's AGE and Events' times are of the simulated world
+    # What a new cluster has, and the namespace of the demo's jobs (kubectl get ns).
+    system = {"default", "kube-node-lease", "kube-public", SYSTEM_NAMESPACE}
+    for name in sorted(system | {NAMESPACE, status_namespace}):
+        server.add_namespace({"metadata": {"name": name}})
     # The functions get what the deployed roles grant them, and not a verb more; the status ConfigMap
     # exists as the applied manifests create it.
     server.enforce_cluster_role(cluster_role(), roles=[status_role(status_namespace)])
