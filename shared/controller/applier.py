@@ -39,8 +39,8 @@ smallest example:
 The method returns True when done (or, in dry run, would be attempted); the caller never catches.
 
 Outside the policy, as reporting: the status ConfigMap (`publish_status`) is written under the lease
-but is not an action of the log; a failure to write it, the lease lost included, is a warning and
-never an error of the run.
+(and, being the scaler's own object, in a dry run too) but is not an action of the log; a failure to
+write it, the lease lost included, is a warning and never an error of the run.
 """
 
 from __future__ import annotations
@@ -395,10 +395,9 @@ class Applier:
         """Patch the status ConfigMap's `data` (shared.controller.status); True when written.
 
         The run's last write and only a report: whatever it raises is a warning (the next run writes
-        again), never an error or an action of the run. A dry run writes nothing.
+        again), never an error or an action of the run. Written in a dry run too (the document says
+        dryRun): it is the scaler's own object, and how a shadow trial is watched.
         """
-        if self.dry_run:
-            return False
         try:
             self._fence(None)
             self._cluster.patch_config_map(namespace, name, data)

@@ -12,7 +12,9 @@ drains in progress. `backlog-scaler status` prints it.
   unchanged status is still rewritten every STATUS_REFRESH_SECONDS, so `run.at` says the scaler lives.
   Comparing with what is stored (not with a process's memory) holds across cold starts and concurrent
   function instances.
-- Under the lease, through the applier (`Applier.publish_status`); a dry run writes nothing.
+- Under the lease, through the applier (`Applier.publish_status`). A dry run writes it too (`run.dryRun`):
+  the ConfigMap is the scaler's own object, and it is where a shadow trial beside another autoscaler
+  shows what the scaler would do.
 - Never fails the run: a failed read is a write anyway, a failed write a warning in the log.
 """
 
@@ -188,8 +190,6 @@ def _comparable(document: Mapping[str, Any]) -> dict[str, Any]:
 
 def publish_status(cluster: Cluster, applier: Applier, config: ScalerConfig, facts: StatusFacts) -> bool:
     """Write the status ConfigMap when it changed (see the module docstring); True when written."""
-    if applier.dry_run:
-        return False
     namespace = config.kubernetes.status_namespace
     document = status_document(config, facts)
     try:

@@ -137,10 +137,16 @@ def test_a_failed_read_of_the_status_writes_it_anyway() -> None:
     assert patches(w) == 1
 
 
-def test_a_dry_run_writes_no_status() -> None:
-    w = status_world([pod("train", gpus=4)])
+def test_a_dry_run_writes_its_status_marked_as_such() -> None:
+    # Given a dry run (shadow mode) with a pod that needs a node
+    w = status_world([pod(f"train-{i}", gpus=8) for i in range(3)])
     w.controller(dry_run=True).reconcile("schedule")
-    assert patches(w) == 0
+    # Then nothing of the cluster changed, and the status says what it would do, marked dry run
+    assert w.fleet.desired(A100) == 2
+    status = stored(w)
+    assert status["run"]["dryRun"] is True
+    assert status["run"]["actions"] == {"dry-run": 1}
+    assert status["groups"][0]["why"].startswith("+1 node")
 
 
 def test_needs_write_compares_content_not_the_run_time() -> None:
