@@ -43,7 +43,12 @@ The scaler reads one document: the `scaler` key of `cdk.json` context for `cdk d
 JSON file for `backlog-scaler plan` and `simulate` (the `deployment` section is read by the CDK app
 only). Unknown keys are errors (with the closest known key suggested), every number must be finite
 and at most {MAX_NUMBER:,}, and each error names its key, e.g. `node_groups[1].taints[0].effect`.
-Validated examples: `examples/`.
+
+Examples, each loaded by a test through this parser (`examples/configs/`): `zones.yaml` (one ASG per
+zone, for zone-bound pods), `spot-on-demand.yaml` (Spot first, On-Demand when Spot has no capacity),
+`p5-efa.yaml` (multi-node training with EFA), `graviton.yaml` (arm64 GPU and launcher groups),
+`kueue-provisioning.yaml` (Kueue's ProvisioningRequests); `examples/config.yaml` is the one the
+`plan` example uses.
 
 ## Trial beside another autoscaler: dry run (shadow mode)
 
