@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from shared.local.cli import main
+from shared.local.sim.cli import Progress, eta_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "tests" / "fixtures" / "traces"
@@ -188,6 +190,26 @@ def test_progress_line_on_request(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     err = capsys.readouterr().err
     assert err.startswith("\rsimulate sim-config.yaml [") and "100%" in err and err.endswith("\n")
+
+
+def test_progress_shows_the_time_left_at_the_rate_so_far() -> None:
+    # Given a progress line on a clock the test moves (wall seconds)
+    wall = [100.0]
+    out = io.StringIO()
+    progress = Progress(out, "simulate t.csv", interval=0, clock=lambda: wall[0])
+
+    # When 250 of 1,000 jobs have started after 30 s, then all of them after 120 s
+    wall[0] = 130.0
+    progress(1_506_816_000, 250, 1000)
+    first = out.getvalue()
+    wall[0] = 220.0
+    progress(1_506_902_400, 1000, 1000)
+
+    # Then the first line says 30 s went and 90 s are left at that rate; the last has no ETA
+    assert "250/1,000 jobs started  30s  ETA 1m30s" in first
+    assert out.getvalue()[len(first) :].rstrip().endswith("1,000/1,000 jobs started  2m00s")
+    assert eta_seconds(10.0, 5, 1000) is None  # under 1 %: no estimate yet
+    assert eta_seconds(10.0, 0, 0) is None
 
 
 def test_simulate_without_a_plot_never_imports_matplotlib() -> None:

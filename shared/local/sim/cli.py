@@ -7,11 +7,13 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from shared.config import ScalerConfig, load_config
+from shared.domain.durations import short_duration
 from shared.domain.errors import InputError
 from shared.domain.quantity import quantity
 from shared.local.sim.engine import SimOptions, SimResult, at, simulate
@@ -29,27 +31,45 @@ for consolidation by attrition included). Always runs as fast as possible (--spe
 ignored)."""
 
 
-class Progress:
-    """A single updating line on stderr: percent of jobs started, simulated date, wall time."""
+def eta_seconds(elapsed: float, started: int, total: int) -> float | None:
+    """Wall seconds left at the rate so far (jobs start in submit order, so started jobs measure how
+    far the replay is); None until 1 % has started, when the rate says little yet."""
+    if total <= 0 or started * 100 < total:
+        return None
+    return elapsed * (total - started) / started
 
-    def __init__(self, stream: TextIO, label: str, interval: float = 0.2) -> None:
+
+class Progress:
+    """A single updating line on stderr: percent of jobs started, simulated date, wall time, ETA."""
+
+    def __init__(
+        self,
+        stream: TextIO,
+        label: str,
+        interval: float = 0.2,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self._stream = stream
         self._label = label
         self._interval = interval
-        self._started = time.perf_counter()
+        self._clock = clock
+        self._started = clock()
         self._last = 0.0
         self._shown = False
 
     def __call__(self, now: int, started: int, total: int) -> None:
-        wall = time.perf_counter()
+        wall = self._clock()
         if wall - self._last < self._interval and started < total:
             return
         self._last = wall
         share = started / total if total else 1.0
         bar = "#" * int(share * 30)
+        elapsed = wall - self._started
+        eta = eta_seconds(elapsed, started, total)
+        left = "" if started >= total else f"  ETA {short_duration(eta)}" if eta is not None else "  ETA ..."
         line = (
             f"\r{self._label} [{bar:<30}] {share:4.0%}  {at(now):%Y-%m-%d %H:%M}  "
-            f"{started:,}/{total:,} jobs started  {wall - self._started:5.1f}s"
+            f"{started:,}/{total:,} jobs started  {short_duration(elapsed)}{left}"
         )
         self._stream.write(line)
         self._stream.flush()
