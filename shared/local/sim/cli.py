@@ -16,6 +16,7 @@ from shared.config import ScalerConfig, load_config
 from shared.domain.durations import short_duration
 from shared.domain.errors import InputError
 from shared.domain.quantity import quantity
+from shared.local.sim.compare_table import compare_table
 from shared.local.sim.engine import SimOptions, SimResult, at, simulate
 from shared.local.sim.report import build_report, compare_document, report_table
 from shared.local.sim.scheduler import DEFAULT_SCORING, Scoring
@@ -337,7 +338,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         results.append(_run_one(args, trace, args.compare, candidate, sizing))
     reports = [build_report(result, trace) for result in results]
     if args.compare:
-        titles = [f"baseline: {Path(args.config).name}", f"candidate: {Path(args.compare).name}"]
+        titles = [Path(args.config).name, Path(args.compare).name]
         document: dict[str, Any] = compare_document(reports[0], reports[1])
     else:
         titles = [Path(args.config).name]
@@ -348,7 +349,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     else:
         for note in trace.notes:
             print(f"note: {note}")
-        print(report_table(list(zip(titles, reports, strict=True))))
+        if len(reports) == 2:
+            print(compare_table((titles[0], reports[0]), (titles[1], reports[1])))
+        else:
+            print(report_table([(titles[0], reports[0])]))
     if args.out:
         out = Path(args.out)
         try:
