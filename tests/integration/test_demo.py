@@ -205,6 +205,19 @@ def test_hold_keeps_the_fake_kubernetes_api_up_for_kubectl_until_ctrl_c(tmp_path
             [*base, "get", "nodes,pods", "-A"], capture_output=True, text=True, timeout=30
         )
         events = subprocess.run([*base, "get", "events", "-A"], capture_output=True, text=True, timeout=30)
+        namespaces = subprocess.run([*base, "get", "ns"], capture_output=True, text=True, timeout=30)
+        left = next(line for line in printed if line.startswith("left for kubectl")).split(": ", 1)[1]
+        node = left.split(",")[0].split(".")[0].strip()
+        cordon = subprocess.run([*base, "cordon", node], capture_output=True, text=True, timeout=30)
+        drain = subprocess.run(
+            [*base, "drain", node, "--ignore-daemonsets", "--force", "--timeout=30s"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        after = subprocess.run(
+            [*base, "get", "pods", "-A", "-o", "wide"], capture_output=True, text=True, timeout=30
+        )
     finally:
         demo.send_signal(signal.SIGINT)
         demo.wait(timeout=60)
@@ -217,6 +230,14 @@ def test_hold_keeps_the_fake_kubernetes_api_up_for_kubectl_until_ctrl_c(tmp_path
     assert events.returncode == 0, events.stderr
     assert events.stdout.split()[:6] == ["NAMESPACE", "LAST", "SEEN", "TYPE", "REASON", "OBJECT"]
     assert "TriggeredScaleUp" in events.stdout
+    # the namespaces a cluster has, with ages on the demo's clock; a node left to cordon and drain
+    assert {"default", "kube-system", "research"} <= {
+        line.split()[0] for line in namespaces.stdout.splitlines()[1:]
+    }
+    assert cordon.returncode == 0 and "cordoned" in cordon.stdout, cordon.stderr
+    assert drain.returncode == 0, drain.stderr
+    assert f"{node}-job" in drain.stdout + drain.stderr  # its job was evicted
+    assert f"{node}-job" not in after.stdout
     assert demo.returncode == 0, f"stdout:\n{stdout[-4000:]}\nstderr:\n{stderr[-4000:]}"
     assert "holding: the Kubernetes API (fake) stays up" in stdout
 

@@ -145,7 +145,8 @@ def run_demo(options: DemoOptions) -> DemoOutcome:
         report = _finish(options, console, run, config, world, functions, (clock.now(), wall))
         _print_status(console, kubeconfig, config.kubernetes.status_namespace, clock.now())
         if options.hold:
-            _hold(console, kubeconfig, kube_url, options.wait or _sleep_until_interrupted)
+            left = world.leave_nodes(clock.now())
+            _hold(console, kubeconfig, kube_url, left, options.wait or _sleep_until_interrupted)
     return DemoOutcome(0 if report.passed else 1, report, console.lines)
 
 
@@ -202,10 +203,16 @@ def _print_status(console: Console, kubeconfig: Path, namespace: str, now: datet
         console.print(f"  {text}" if text else "")
 
 
-def _hold(console: Console, kubeconfig: Path, kube_url: str, wait: Callable[[], None]) -> None:
+def _hold(
+    console: Console, kubeconfig: Path, kube_url: str, nodes: list[str], wait: Callable[[], None]
+) -> None:
     """Keep the servers up for kubectl until Ctrl-C; the run's exit status stays the report's."""
     console.print("")
-    console.print(f"holding: the Kubernetes API (fake) stays up at {kube_url}; Ctrl-C to stop. Try:")
+    console.print(f"holding: the Kubernetes API (fake) stays up at {kube_url}; Ctrl-C to stop.")
+    console.print(f"left for kubectl, each running one job: {', '.join(nodes)}. Try:")
+    if nodes:
+        console.print(f"  kubectl --kubeconfig {kubeconfig} cordon {nodes[0]}")
+        console.print(f"  kubectl --kubeconfig {kubeconfig} drain {nodes[0]} --ignore-daemonsets")
     console.print(f"  backlog-scaler status --kubeconfig {kubeconfig}")
     console.print(f"  kubectl --kubeconfig {kubeconfig} get nodes,pods -A")
     console.print(f"  kubectl --kubeconfig {kubeconfig} get events -A -w")

@@ -478,6 +478,20 @@ class World:
         self._kube.add_pod(_device_plugin_pod(instance.node_name, at))
         instance.registered_at = now
 
+    def leave_nodes(self, now: datetime) -> list[str]:
+        """For `--hold`: one Ready node per group, running one job pod, so the documented
+        `kubectl cordon` and `kubectl drain` have something to act on once every node was given back.
+        Not instances of the groups: nothing invokes the functions while the demo holds."""
+        names = []
+        for index, shape in enumerate(self._shapes.values()):
+            zone = f"{self._config.region}a"
+            instance = Instance(f"i-0hold{index:012d}", shape, zone, f"hold-{shape.name}-0", now)
+            self._register(instance, now)
+            self._advertise_gpus(instance, now)
+            self._kube.add_pod(_held_job_pod(instance.node_name, shape, timestamp(now)))
+            names.append(instance.node_name)
+        return names
+
     def _advertise_gpus(self, instance: Instance, now: datetime) -> None:
         amounts = quantities(instance.group.allocatable)
 
@@ -775,6 +789,21 @@ def _device_plugin_pod(node_name: str, at: str) -> Json:
                 }
             ],
             "tolerations": [{"operator": "Exists"}],
+        },
+        "status": {"phase": "Running", "startTime": at},
+    }
+
+
+def _held_job_pod(node_name: str, shape: GroupShape, at: str) -> Json:
+    """A running one-GPU job on a node left for `--hold` (what `kubectl drain` evicts)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{node_name}-job", "namespace": NAMESPACE, "creationTimestamp": at},
+        "spec": {
+            "nodeName": node_name,
+            "containers": [{"name": "train", "image": "busybox", "resources": {"requests": {GPU: "1"}}}],
+            "tolerations": [{"key": t["key"], "operator": "Exists"} for t in shape.taints],
         },
         "status": {"phase": "Running", "startTime": at},
     }
