@@ -16,6 +16,15 @@ if __name__ == "__main__":
     _script_dir = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _script_dir]
     sys.path.insert(0, str(_script_dir.parent))
+    # `cdk synth` in an environment without the cdk extra would end in an ImportError's traceback.
+    from importlib.util import find_spec
+
+    _missing = [name for name in ("aws_cdk", "constructs", "cdk_nag") if find_spec(name) is None]
+    if _missing:
+        sys.exit(
+            f"cdk/app.py: the CDK app needs the cdk extra, which this Python ({sys.executable}) lacks "
+            f"(missing: {', '.join(_missing)}). Install it: pip install -e '.[cdk]'"
+        )
 
 import json
 import os
@@ -68,7 +77,7 @@ def synth(app: cdk.App, stack: BacklogScalerStack) -> cx_api.CloudAssembly:
     assembly = app.synth()
     cluster = stack.config.cluster_name
     (Path(assembly.directory) / rbac_manifest_filename(cluster)).write_text(
-        rbac_manifest(cluster), encoding="utf-8"
+        rbac_manifest(cluster, stack.config.kubernetes.status_namespace), encoding="utf-8"
     )
     return assembly
 

@@ -12,8 +12,14 @@ from typing import Any
 
 import yaml
 
-from shared.adapters.kubernetes.rbac import RBAC_API_GROUP, cluster_role
-from shared.constants import RBAC_GROUP, SERVICE_NAME
+from shared.adapters.kubernetes.rbac import (
+    RBAC_API_GROUP,
+    cluster_role,
+    status_config_map,
+    status_role,
+    status_role_binding,
+)
+from shared.constants import DEFAULT_STATUS_NAMESPACE, RBAC_GROUP, SERVICE_NAME
 
 ADMISSION_WEBHOOK_NAME = "pods.backlog-scaler.dev"  # any DNS name with three labels; identifies the hook
 WEBHOOK_URL_PLACEHOLDER = "__BACKLOG_SCALER_WEBHOOK_URL__"
@@ -33,8 +39,9 @@ def _dump(documents: list[dict[str, Any]]) -> str:
     return yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False, width=1000)
 
 
-def rbac_manifest(cluster_name: str) -> str:
-    """ClusterRole (generated from the adapter's table) + ClusterRoleBinding to the scaler's group."""
+def rbac_manifest(cluster_name: str, status_namespace: str = DEFAULT_STATUS_NAMESPACE) -> str:
+    """ClusterRole (generated from the adapter's table) + ClusterRoleBinding to the scaler's group, and
+    the status ConfigMap in `status_namespace` with the Role (get/patch on it alone) and its binding."""
     role = cluster_role(SERVICE_NAME, labels=_labels(cluster_name))
     binding = {
         "apiVersion": f"{RBAC_API_GROUP}/v1",
@@ -44,7 +51,13 @@ def rbac_manifest(cluster_name: str) -> str:
         # The EKS access entries map the functions' IAM roles to this group.
         "subjects": [{"apiGroup": RBAC_API_GROUP, "kind": "Group", "name": RBAC_GROUP}],
     }
-    return _dump([role, binding])
+    labels = _labels(cluster_name)
+    status = [
+        status_config_map(status_namespace, labels=labels),
+        status_role(status_namespace, labels=labels),
+        status_role_binding(status_namespace, labels=labels),
+    ]
+    return _dump([role, binding, *status])
 
 
 # Only pods that ask for a GPU, and every ProvisioningRequest, are sent to the webhook

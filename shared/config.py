@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 import gzip
 import json
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shared.constants import DEFAULT_STATUS_NAMESPACE
 from shared.domain.dra import ResourceSlice
 from shared.domain.errors import ConfigError
 from shared.domain.model import Taint, TaintEffect
@@ -28,11 +30,30 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
 
 
+# No number of the config needs more (a billion seconds is 31 years): a larger one is a typo, or
+# YAML's 1e400, which is infinity.
+MAX_NUMBER = 1_000_000_000
+# Kubernetes' documented limit of a cluster ("Considerations for large clusters": no more than
+# 5,000 nodes): a group or a headroom beyond it is a typo.
+MAX_NODES = 5000
+NodeCount = Annotated[int, Field(ge=0, le=MAX_NODES)]
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) > MAX_NUMBER:
+            got = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+            raise ValueError(f"must be at most {MAX_NUMBER:,} (got {got})")
+        return value
 
 
 class TaintConfig(_Model):
+    # The taint of every node of the group, as in the Node's spec.taints: the planner lets only pods
+    # that tolerate it into the group.
     key: str = Field(min_length=1)
     value: str = ""
     effect: TaintEffect
@@ -50,17 +71,30 @@ def _validate_quantities(value: Mapping[str, Any] | None) -> Mapping[str, Any] |
 class NodeGroupConfig(_Model):
     """One GPU node group: an Auto Scaling group and the shape/labels/taints of its nodes."""
 
+    # The group's name in plans, metrics, Events and the status ConfigMap.
     name: str = Field(min_length=1, pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+    # The exact name of its Auto Scaling group (tagged backlog-scaler/cluster=<cluster_name>).
     asg_name: str = Field(min_length=1)
+    # EC2 instance type of its nodes: the node shape (vCPUs, memory, GPUs minus the EKS AMI's
+    # reservation) when `allocatable` is not given, so the group scales from zero without tags.
     instance_type: str = ""
+    # Allocatable of one node as Kubernetes quantities (e.g. {cpu: "95", nvidia.com/gpu: 8}); wins
+    # over the instance type's.
     allocatable: dict[str, str | int | float] | None = None
+    # Labels of its nodes (nodeSelector and node affinity are matched against them, with the
+    # well-known ones the template adds).
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[TaintConfig, ...] = ()
+    # Higher tiers are chosen first for a pod; within a tier, the least cost for the backlog.
     priority: int = 0
+    # USD per node-hour, for the least-cost choice and the simulator's cost (None: unknown).
     price_per_hour: Annotated[float, Field(ge=0)] | None = None
-    max_size: NonNegativeInt | None = None
+    # At most this many nodes (None: the ASG's MaxSize); the lower of the two holds.
+    max_size: NodeCount | None = None
+    # The group's AWS region when it is not the config's `region`.
     region: str | None = None
-    headroom_nodes: NonNegativeInt = 0
+    # Spare nodes kept warm in the group for pods yet to come.
+    headroom_nodes: NodeCount = 0
     idle_seconds: NonNegativeInt | None = None  # overrides policy.idle_seconds for this group
     # Capacity reservations (On-Demand Capacity Reservations or Capacity Blocks for ML, "cr-...")
     # the group launches into, as its launch template targets them; the group's own
@@ -133,6 +167,7 @@ class AttritionConfig(_Model):
     new pods need, its nodes cheapest to empty get the scaler's taint so new pods land elsewhere and
     they empty as their jobs finish; idle scale-down then takes them. Never evicts anything."""
 
+    # Mark nodes for consolidation by attrition at all.
     enabled: bool = True
     # PreferNoSchedule: the scheduler still uses a marked node when no other fits, so no pod ever
     # waits for a lift; measured in the simulator against NoSchedule (README, "Simulator").
@@ -144,10 +179,17 @@ class AttritionConfig(_Model):
 class PolicyConfig(_Model):
     """Planning policy; defaults and their anchors are in DESIGN.md."""
 
+    # A node running nothing but DaemonSet and mirror pods this long is cordoned, then terminated
+    # (cluster-autoscaler's scale-down-unneeded-time is 10 minutes).
     idle_seconds: NonNegativeInt = 600
+    # No scale-down in a group this long after it grew (cluster-autoscaler's 10 minutes).
     scale_down_delay_after_add_seconds: NonNegativeInt = 600
+    # An instance that has not become a usable node this long after launch is a failed launch:
+    # replaced, and the group backed off (GPU AMIs boot slowly; cluster-autoscaler's is 15 minutes).
     max_node_provision_seconds: PositiveInt = 1200
+    # At most this share of a group's nodes (at least one) is removed per run.
     max_scale_in_fraction: Annotated[float, Field(gt=0, le=1)] = 0.1
+    # The pod label that makes pods one gang (placed all or nothing), beside the known queue markers.
     gang_label: str = "scheduling.x-k8s.io/pod-group"
     # Pods with a lower priority neither trigger a scale-up nor keep a node from scale-down (None:
     # no cutoff). -10 is cluster-autoscaler's expendable-pods-priority-cutoff default.
@@ -187,8 +229,11 @@ class PolicyConfig(_Model):
     # from then on: EC2 starts terminating a block's instances 30 minutes before its end, and
     # Karpenter drains 10 minutes before that (40 minutes, its capacity-block design).
     reservation_end_margin_seconds: NonNegativeInt = 2400
+    # A group whose launches fail for capacity is skipped this long, doubling per failure up to
+    # backoff_max_seconds (cluster-autoscaler: 5 to 30 minutes); backlog spills to the next group.
     backoff_initial_seconds: PositiveInt = 300
     backoff_max_seconds: PositiveInt = 1800
+    # A group without a capacity failure this long starts again from backoff_initial_seconds.
     backoff_reset_seconds: PositiveInt = 3 * 3600
     attrition: AttritionConfig = Field(default_factory=AttritionConfig)
 
@@ -200,6 +245,9 @@ class PolicyConfig(_Model):
 
 
 class NotificationsConfig(_Model):
+    """Where each run that changed something or failed on an object is told (never a dry run)."""
+
+    # An SNS topic of your own (the stack also creates one, for alarms and notifications).
     sns_topic_arn: str | None = None
     slack_webhook_secret_arn: str | None = None  # Secrets Manager secret holding the webhook URL
 
@@ -207,23 +255,40 @@ class NotificationsConfig(_Model):
 class KubernetesConfig(_Model):
     """How the functions reach the cluster: endpoint + CA, or eks:DescribeCluster when absent."""
 
+    # The API server URL (https://...); with certificate_authority, no eks:DescribeCluster call.
     endpoint: str | None = None
     certificate_authority: str | None = None  # base64 PEM, as eks:DescribeCluster returns it
     kubeconfig: str | None = None  # local use only
+    # Where the status ConfigMap (constants.STATUS_CONFIGMAP) lives; the printed manifests create it
+    # there and grant get/patch on it alone.
+    status_namespace: str = Field(
+        default=DEFAULT_STATUS_NAMESPACE,
+        min_length=1,
+        max_length=63,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",  # a DNS-1123 label, as namespace names are
+    )
 
 
 class DeploymentConfig(_Model):
     """Settings of the CDK app only (ignored by the planner)."""
 
+    # The EventBridge schedule of the reconcile function.
     schedule_minutes: PositiveInt = 1
+    # The functions' CPU architecture and Python runtime.
     architecture: Literal["arm64", "x86_64"] = "arm64"
     python_runtime: Literal["python3.12", "python3.13"] = "python3.12"
+    # A wake-up from the webhook reaches the reconcile function this much later (SQS DelaySeconds): an
+    # AdmissionReview arrives before the scheduler has tried the pod, which must first be Unschedulable.
     webhook_queue_delay_seconds: Annotated[int, Field(ge=0, le=900)] = 10
+    # CloudWatch alarm: the oldest pending pod has waited this long.
     alarm_oldest_pending_seconds: PositiveInt = 1800
+    # CloudWatch alarm: this many capacity failures in a group within the alarm's period.
     alarm_capacity_failures: PositiveInt = 3
+    # Run the functions in this VPC (subnets and security groups) to reach a private API endpoint.
     vpc_id: str | None = None
     subnet_ids: tuple[str, ...] = ()
     security_group_ids: tuple[str, ...] = ()
+    # Create the EKS access entries mapping the functions' roles to the scaler's RBAC group.
     eks_access_entry: bool = True
     # X-Ray active tracing with the Powertools Tracer. Off by default: loading the X-Ray SDK roughly
     # doubles a function's cold-start import time (~250 ms).
@@ -234,14 +299,18 @@ class DeploymentConfig(_Model):
 class ScalerConfig(_Model):
     """The whole scaler config (the `scaler` key of cdk.json context)."""
 
+    # The EKS cluster's name: the tag value of its groups, and the key of its lease and state.
     cluster_name: str = Field(min_length=1, max_length=100, pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]*$")
+    # The AWS region of the cluster and (unless a group says otherwise) of its groups.
     region: str = "us-east-1"
+    # The GPU node groups the scaler manages, one Auto Scaling group each.
     node_groups: tuple[NodeGroupConfig, ...] = Field(min_length=1)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     # An explicit override of what is kept back from an instance type's capacity for the kubelet
     # and system daemons. Unset (the default), the EKS-optimized AMI's own formula applies
     # (shared.planner.template: kube-reserved + eviction threshold, by instance size).
     node_reservation: dict[str, str | int | float] | None = None
+    # Plan and report, change nothing (shadow mode; see "Trial beside another autoscaler").
     dry_run: bool = False
     kubernetes: KubernetesConfig = Field(default_factory=KubernetesConfig)
     notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
@@ -295,12 +364,45 @@ def format_validation_error(exc: ValidationError, source: str = "config") -> str
         for part in err["loc"]:
             path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
         message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = _unknown_key(err["loc"])
         lines.append(f"{source}: {path or '(root)'}: {message}")
     return "\n".join(lines)
 
 
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    """ "unknown key", with the closest keys of its mapping (a typo's likely meaning)."""
+    known = sorted(_model_at(loc[:-1]).model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), known, n=3, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean {' or '.join(repr(k) for k in close)}?"
+    return f"unknown key; known keys here: {', '.join(known)}"
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel]:
+    """The model whose fields the mapping at `loc` (a pydantic error location) holds."""
+    model: type[BaseModel] = ScalerConfig
+    for part in loc:
+        if isinstance(part, int) or part not in model.model_fields:
+            continue  # an item of a tuple of models: same model
+        nested = _models_in(model.model_fields[part].annotation)
+        if nested:
+            model = nested[0]
+    return model
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
 def parse_config(document: object, source: str = "config") -> ScalerConfig:
     """Validate a decoded document; ConfigError naming each bad field."""
+    if document is None:
+        raise ConfigError(
+            f"{source}: the config is empty (expected a mapping with cluster_name and node_groups)"
+        )
     if not isinstance(document, Mapping):
         raise ConfigError(f"{source}: expected a mapping at the top level, got {type(document).__name__}")
     try:

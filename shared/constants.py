@@ -116,3 +116,10 @@ GROUP_METRICS = (
 
 # The webhook's HTTP path on the deployed API (POST; sub-paths are routed to the same function).
 WEBHOOK_PATH = "/webhook"
+
+# The status ConfigMap each reconcile keeps up to date (as cluster-autoscaler's
+# `cluster-autoscaler-status`): the applied manifests create it, so the functions need only get and
+# patch on this one object (RBAC resourceNames cannot restrict create).
+STATUS_CONFIGMAP = "backlog-scaler-status"
+STATUS_DATA_KEY = "status.json"
+DEFAULT_STATUS_NAMESPACE = "kube-system"

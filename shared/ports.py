@@ -120,6 +120,21 @@ class Cluster(Protocol):
         """Create Kubernetes Events; best effort. Returns how many were written; never raises."""
         ...
 
+    def get_config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        """The data of one ConfigMap (the status ConfigMap); None when it does not exist.
+
+        Raises ClusterReadError (incl. a ConfigMap whose data is not a map of strings), AuthError.
+        """
+        ...
+
+    def patch_config_map(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        """Merge-patch the keys of `data` into one existing ConfigMap; other keys are kept.
+
+        Raises NotFoundError (the ConfigMap was never created: the manifests are not applied),
+        ClusterActionError, AuthError.
+        """
+        ...
+
     def list_provisioning_requests(self) -> tuple[ProvisioningRequest, ...]:
         """All autoscaling.x-k8s.io/v1 ProvisioningRequests; () when the API is not served (no CRD).
 

@@ -277,7 +277,9 @@ class BacklogScalerStack(cdk.Stack):
         )
         output("DashboardName", observability.dashboard.dashboard_name, "CloudWatch dashboard")
         output(
-            "RbacManifest", rbac_manifest(self.config.cluster_name), "kubectl apply -f - (RBAC of the scaler)"
+            "RbacManifest",
+            rbac_manifest(self.config.cluster_name, self.config.kubernetes.status_namespace),
+            "kubectl apply -f - (RBAC of the scaler)",
         )
         self._build_webhook_outputs(api, secret_arn)
 

@@ -41,11 +41,15 @@ batch). `unmark` below is the smallest example:
                            partial(self._cluster.untaint_node, node, key), destructive=False)
 
 The method returns True when done (or, in dry run, would be attempted); the caller never catches.
+
+Outside the policy, as reporting: the status ConfigMap (`publish_status`) is written under the lease
+(and, being the scaler's own object, in a dry run too) but is not an action of the log; a failure to
+write it, the lease lost included, is a warning and never an error of the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -408,6 +412,27 @@ class Applier:
             store_fenced=True,
             quiet=True,  # the drain's own record says it finished or was given up
         )
+
+    def publish_status(self, namespace: str, name: str, data: Mapping[str, str]) -> bool:
+        """Patch the status ConfigMap's `data` (shared.controller.status); True when written.
+
+        The run's last write and only a report: whatever it raises is a warning (the next run writes
+        again), never an error or an action of the run. Written in a dry run too (the document says
+        dryRun): it is the scaler's own object, and how a shadow trial is watched.
+        """
+        try:
+            self._fence(None)
+            self._cluster.patch_config_map(namespace, name, data)
+        except ScalerError as exc:  # LeaseHeldError included: the run is over, nothing follows
+            self._reporter.log(
+                "warning",
+                "status ConfigMap not written",
+                configmap=f"{namespace}/{name}",
+                error=str(exc),
+                error_type=type(exc).__name__,
+            )
+            return False
+        return True
 
     def save(self, what: str, write: Callable[[Lease], object]) -> bool:
         """A state write under the lease (idle-since, first seen, pod memory, scale times).

@@ -31,6 +31,7 @@ from shared.controller.deps import Deps
 from shared.controller.gather import Gathered, gather
 from shared.controller.provisioning import answer_requests
 from shared.controller.report import PodEvents, ReconcileResult, RunInfo, RunStatus, finish, log_plan, notify
+from shared.controller.status import StatusFacts, publish_status
 from shared.domain.errors import AuthError, LeaseHeldError, ReadError, ScalerError, ThrottledError
 from shared.domain.model import GroupState, Node, Pod, PodMemory, ScalerState
 from shared.domain.plan import Plan
@@ -71,6 +72,7 @@ def _reconcile(deps: Deps, events: PodEvents, run: RunInfo) -> ReconcileResult:
         raise
     plan: Plan | None = None
     lost = False
+    state = gathered.state
     try:
         state = _record_capacity_failures(deps, run, gathered)
         plan = _plan(deps, gathered, state, run.started_at)
@@ -82,7 +84,37 @@ def _reconcile(deps: Deps, events: PodEvents, run: RunInfo) -> ReconcileResult:
     if plan is not None and not lost:
         events.record(run.applier, plan, gathered.pods, run.tally, run.started_at)
     notify(deps.notifier, deps.reporter, deps.config.cluster_name, run.trigger, run.applier)
-    return finish(deps.config, deps.reporter, run, plan, gathered.pods, gathered.asgs)
+    result = finish(deps.config, deps.reporter, run, plan, gathered.pods, gathered.asgs)
+    if plan is not None and not lost:
+        _publish_status(deps, run, result, plan, gathered, state)
+    return result
+
+
+def _publish_status(
+    deps: Deps, run: RunInfo, result: ReconcileResult, plan: Plan, gathered: Gathered, state: ScalerState
+) -> None:
+    """The status ConfigMap, last: it tells what the run did (shared.controller.status)."""
+    asgs = {}
+    for group in deps.config.node_groups:
+        asg = run.tally.final.get(group.name) or gathered.asgs.get(group.asg_name)
+        if asg is not None:
+            asgs[group.name] = asg
+    facts = StatusFacts(
+        cluster=deps.config.cluster_name,
+        trigger=run.trigger,
+        at=run.started_at,
+        duration_seconds=result.duration_seconds,
+        dry_run=result.dry_run,
+        plan=plan,
+        actions=result.actions,
+        errors=result.errors,
+        pending_pods=result.pending_pods,
+        asgs=asgs,
+        nodes=gathered.nodes,
+        state=state,
+        intents=gathered.intents,
+    )
+    publish_status(deps.ports.cluster, run.applier, deps.config, facts)
 
 
 # ---------------------------------------------------------------------------------------- plan

@@ -1,4 +1,5 @@
-"""`backlog-scaler`: the decision engine on local files (`plan`), trace replay (`simulate`), demo."""
+"""`backlog-scaler`: the decision engine on local files (`plan`), trace replay (`simulate`), demo,
+and the deployed scaler's status (`status`)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,11 @@ from shared.formats.aws import (
 )
 from shared.formats.kubernetes import KubeObjects, nodes_from_list, objects_from_documents, pods_from_list
 from shared.formats.state import state_from_json
+from shared.local import status_cli
 from shared.local.demo import cli as demo_cli
 from shared.local.explain import explain_pod, group_summaries
-from shared.local.plan_output import explanation_to_text, plan_to_json, plan_to_table
+from shared.local.help_format import CliParser
+from shared.local.plan_output import explanation_to_json, explanation_to_text, plan_to_json, plan_to_table
 from shared.local.sim import cli as sim_cli
 from shared.planner import plan
 from shared.webhook_auth import admission_path_token, secret_value
@@ -160,7 +163,11 @@ def run_plan(args: argparse.Namespace) -> int:
     )
     now = _parse_now(args.now)
     if args.explain:
-        print(explanation_to_text(explain_pod(snapshot, config, now, args.explain)))
+        explanation = explain_pod(snapshot, config, now, args.explain)
+        if args.format == "json":
+            print(json.dumps(explanation_to_json(explanation), indent=2))
+        else:
+            print(explanation_to_text(explanation))
         return 0
     result = plan(snapshot, config, now)
     if args.format == "json":
@@ -186,10 +193,8 @@ def _version() -> str:
         return "unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="backlog-scaler", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    commands = parser.add_subparsers(dest="command", required=True)
+def _add_plan_command(commands: Any) -> None:
+    """`plan`: the decision engine on kubectl and AWS CLI dumps."""
     p = commands.add_parser("plan", help="show what the scaler would do on kubectl/aws dumps")
     p.add_argument("--pods", help="kubectl get pods -A -o json (or give pods in --objects)")
     p.add_argument("--nodes", help="kubectl get nodes -o json (or give nodes in --objects)")
@@ -215,7 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
         "Neuron, EFA and instance store of the nodes (as the reconcile reads them from EC2)",
     )
     p.add_argument("--config", required=True, help="scaler config (YAML or JSON)")
-    p.add_argument("--state", help="stored state: idle-since per node, backoff per group (JSON)")
+    p.add_argument(
+        "--state", help="stored state: idle-since per node, backoff per group (JSON; default: none stored)"
+    )
     p.add_argument("--now", help="evaluate at this time (ISO 8601; default: now)")
     p.add_argument(
         "--format", choices=("table", "json"), default="table", help="output format (default: table)"
@@ -232,6 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
         "and its outcome in the plan",
     )
     p.set_defaults(func=run_plan)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = CliParser(prog="backlog-scaler", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_plan_command(commands)
     t = commands.add_parser(
         "admission-token",
         help="print the admission webhook's path token for the secret read on stdin",
@@ -243,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     # The simulator and the local run live in their own packages and register their commands.
     sim_cli.add_commands(commands)
     demo_cli.add_commands(commands)
+    status_cli.add_commands(commands)
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.local.kube_api_resources import ApiError, JsonObj
@@ -12,32 +13,43 @@ from shared.local.kube_api_resources import ApiError, JsonObj
 
 @dataclass(frozen=True)
 class _PolicyRule:
-    """One rule of a ClusterRole; ``*`` matches any group, resource or verb, as in the real RBAC."""
+    """One rule of a ClusterRole or Role; ``*`` matches any group, resource or verb, as in the real
+    RBAC. A Role's rule holds in its namespace only; a rule with resourceNames only for requests naming
+    one of them (so never a list or a create, as in the real authorizer)."""
 
     groups: frozenset[str]
     resources: frozenset[str]
     verbs: frozenset[str]
+    names: frozenset[str] = frozenset()  # resourceNames (empty: any)
+    namespace: str | None = None  # a Role's namespace (None: a ClusterRole's rule, every namespace)
 
-    def allows(self, group: str, resource: str, verb: str) -> bool:
+    def allows(self, group: str, resource: str, verb: str, name: str | None, namespace: str | None) -> bool:
         return (
             ("*" in self.groups or group in self.groups)
             and ("*" in self.resources or resource in self.resources)
             and ("*" in self.verbs or verb in self.verbs)
+            and (not self.names or name in self.names)
+            and (self.namespace is None or namespace == self.namespace)
         )
 
 
-def _cluster_role_rules(role: JsonObj) -> tuple[_PolicyRule, ...]:
-    if role.get("kind") != "ClusterRole":
-        raise ValueError(f"expected a ClusterRole, got {role.get('kind')!r}")
+def _role_rules(role: JsonObj, kind: str) -> tuple[_PolicyRule, ...]:
+    if role.get("kind") != kind:
+        raise ValueError(f"expected a {kind}, got {role.get('kind')!r}")
+    namespace = (role.get("metadata") or {}).get("namespace") if kind == "Role" else None
+    if kind == "Role" and not namespace:
+        raise ValueError("a Role needs metadata.namespace")
     rules = []
     for rule in role.get("rules") or ():
-        if rule.get("nonResourceURLs") or rule.get("resourceNames"):
-            raise ValueError("nonResourceURLs and resourceNames are not supported by the fake")
+        if rule.get("nonResourceURLs"):
+            raise ValueError("nonResourceURLs are not supported by the fake")
         rules.append(
             _PolicyRule(
                 frozenset(rule.get("apiGroups") or ()),
                 frozenset(rule.get("resources") or ()),
                 frozenset(rule.get("verbs") or ()),
+                frozenset(rule.get("resourceNames") or ()),
+                namespace,
             )
         )
     return tuple(rules)
@@ -84,9 +96,14 @@ class AccessControl:
         self._rules: tuple[_PolicyRule, ...] | None = None  # None: every authenticated request is allowed
         self._user = ""
 
-    def enforce_cluster_role(self, role: JsonObj | None, user: str) -> None:
-        """Authorize resource requests against `role`'s rules as `user` (None: allow all)."""
-        rules = None if role is None else _cluster_role_rules(role)
+    def enforce_cluster_role(self, role: JsonObj | None, user: str, roles: Sequence[JsonObj] = ()) -> None:
+        """Authorize resource requests against the rules of `role` and of the namespaced `roles` as
+        `user` (`role` None: allow all)."""
+        rules = (
+            None
+            if role is None
+            else _role_rules(role, "ClusterRole") + tuple(r for ns in roles for r in _role_rules(ns, "Role"))
+        )
         with self._lock:
             self._rules = rules
             self._user = user
@@ -123,5 +140,5 @@ class AccessControl:
         sub = rest[2] if len(rest) > 2 else None
         verb = _verb(method, name, query)
         full = f"{resource}/{sub}" if sub else resource
-        if not any(rule.allows(group, full, verb) for rule in rules):
+        if not any(rule.allows(group, full, verb, name, namespace) for rule in rules):
             raise _forbidden(user, verb, group, resource, sub, name, namespace)

@@ -57,8 +57,12 @@ def clone(obj: Any) -> Any:
     return json.loads(json.dumps(obj))
 
 
+def rfc3339(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(datetime.now(UTC))
 
 
 # --------------------------------------------------------------------------- resources
@@ -186,6 +190,7 @@ PROVISIONING_REQUESTS = ServedResource(
 # The same objects at the older version, as a CRD serves both.
 _PROVISIONING_REQUESTS_V1BETA1 = replace(PROVISIONING_REQUESTS, version="v1beta1")
 POD_TEMPLATES = ServedResource("podtemplates", "", "v1", "PodTemplate")
+CONFIG_MAPS = ServedResource("configmaps", "", "v1", "ConfigMap")  # the scaler's status ConfigMap
 COSCHEDULING_POD_GROUPS = ServedResource(
     "podgroups",
     "scheduling.x-k8s.io",
@@ -228,6 +233,7 @@ SHORT_NAMES = {
     "poddisruptionbudgets": ["pdb"],
     "daemonsets": ["ds"],
     "storageclasses": ["sc"],
+    "configmaps": ["cm"],
 }
 RESOURCES = {
     (r.group, r.version, r.plural): r
@@ -245,6 +251,7 @@ RESOURCES = {
         PROVISIONING_REQUESTS,
         _PROVISIONING_REQUESTS_V1BETA1,
         POD_TEMPLATES,
+        CONFIG_MAPS,
         COSCHEDULING_POD_GROUPS,
         VOLCANO_POD_GROUPS,
         RESOURCE_SLICES,

@@ -229,7 +229,9 @@ class Router:
                 raise not_found(res, key[1])
             if table and sub is None:
                 meta = {"resourceVersion": str(store.rv)}
-                return json_response(200, as_table(res, [store.present(res, obj)], meta, query))
+                return json_response(
+                    200, as_table(res, [store.present(res, obj)], meta, query, now=store.now())
+                )
             return json_response(200, store.present(res, obj))
 
     def _list(self, res: ServedResource, namespace: str | None, query: dict[str, str]) -> Response:
@@ -245,4 +247,4 @@ class Router:
         with store.lock:
             selected, meta = store.select(res, namespace, query)
             shown = [store.present(res, o) for _, o in selected]
-            return json_response(200, as_table(res, shown, meta, query))
+            return json_response(200, as_table(res, shown, meta, query, now=store.now()))

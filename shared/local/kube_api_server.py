@@ -104,13 +104,15 @@ import json
 import re
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from shared.local.kube_api_access import AccessControl
 from shared.local.kube_api_http import CallLog, Injection, RecordedCall, make_handler
 from shared.local.kube_api_resources import (
+    CONFIG_MAPS,
     COSCHEDULING_POD_GROUPS,
     DAEMONSETS,
     DEVICE_CLASSES,
@@ -269,6 +271,12 @@ class FakeKubeApiServer:
         }
         return self._store.seed(served[obj["kind"]], obj)
 
+    def add_config_map(self, obj: JsonObj) -> JsonObj:
+        return self._store.seed(CONFIG_MAPS, obj)
+
+    def get_config_map(self, namespace: str, name: str) -> JsonObj | None:
+        return self._store.get_copy(CONFIG_MAPS, (namespace, name))
+
     def add_pod_group(self, obj: JsonObj) -> JsonObj:
         """A coscheduling or Volcano PodGroup, by the group of its apiVersion."""
         volcano = str(obj.get("apiVersion") or "").startswith("scheduling.volcano.sh/")
@@ -348,14 +356,23 @@ class FakeKubeApiServer:
 
     # ------------------------------------------------------------------ access and faults
 
-    def enforce_cluster_role(self, role: JsonObj | None, *, user: str = "backlog-scaler") -> None:
-        """Authorize every resource request against the rules of `role`, a ClusterRole (None: allow all).
+    def enforce_cluster_role(
+        self, role: JsonObj | None, *, user: str = "backlog-scaler", roles: Sequence[JsonObj] = ()
+    ) -> None:
+        """Authorize every resource request against the rules of `role`, a ClusterRole (None: allow all),
+        and of `roles`, Roles bound in their own namespace (each holds there only).
 
         As the real RBAC authorizer: the request's API group, resource (``pods/eviction`` for a
         subresource) and verb (get, list, watch, create, update, patch, delete, deletecollection) must
         be granted by one rule, else 403 Forbidden. Non-resource paths (version, health) stay open.
         """
-        self._access.enforce_cluster_role(role, user)
+        self._access.enforce_cluster_role(role, user, roles)
+
+    def set_clock(self, now: Callable[[], datetime]) -> None:
+        """Use `now` as the server's time (creationTimestamp, deletionTimestamp, the tables' AGE): the
+        demo's world runs on a simulated clock, and kubectl's ages must be of that clock."""
+        with self._store.lock:
+            self._store.now = now
 
     def require_token(self, token: str | None) -> None:
         """Demand ``Authorization: Bearer <token>`` on every request (None disables the check)."""

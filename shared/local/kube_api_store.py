@@ -10,6 +10,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from shared.local.kube_api_resources import (
@@ -25,7 +26,7 @@ from shared.local.kube_api_resources import (
     bad_request,
     clone,
     dumps,
-    now_rfc3339,
+    rfc3339,
 )
 from shared.local.kube_api_selectors import (
     Requirement,
@@ -128,6 +129,8 @@ class ObjectStore:
     """
 
     def __init__(self) -> None:
+        # The server's clock: creation and deletion times, and the tables' AGE (the demo sets its own).
+        self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)  # notified on every write (watches wait on it)
         self.rv = 0
@@ -194,7 +197,7 @@ class ObjectStore:
         if not keep_meta or not meta.get("uid"):
             meta["uid"] = str(uuid.uuid4())
         if not keep_meta or not meta.get("creationTimestamp"):
-            meta["creationTimestamp"] = now_rfc3339()
+            meta["creationTimestamp"] = rfc3339(self.now())
         if res.custom and (not keep_meta or not meta.get("generation")):
             meta["generation"] = 1  # custom resources count spec changes from 1
         if res is PODS:

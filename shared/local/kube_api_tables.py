@@ -104,8 +104,9 @@ def wants_table(accept: str) -> bool:
     return False
 
 
-def _age(timestamp: str | None) -> str:
-    """``duration.HumanDuration`` of kubectl's AGE column, for an RFC 3339 timestamp."""
+def _age(timestamp: str | None, now: datetime) -> str:
+    """``duration.HumanDuration`` of kubectl's AGE column, for an RFC 3339 timestamp, at `now` (the
+    server's clock: the demo's is simulated)."""
     if not timestamp:
         return "<unknown>"
     try:
@@ -114,7 +115,7 @@ def _age(timestamp: str | None) -> str:
         return "<unknown>"
     if then.tzinfo is None:
         then = then.replace(tzinfo=UTC)
-    seconds = max(0, int((datetime.now(UTC) - then) / timedelta(seconds=1)))
+    seconds = max(0, int((now - then) / timedelta(seconds=1)))
     minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
     if seconds < 120:
         return f"{seconds}s"
@@ -139,7 +140,7 @@ _NAME_COLUMN = _column("Name", "Name must be unique within a namespace.", fmt="n
 _AGE_COLUMN = _column("Age", "CreationTimestamp of the object.")
 
 
-def _node_cells(node: JsonObj) -> list[Any]:
+def _node_cells(node: JsonObj, now: datetime) -> list[Any]:
     conditions = (node.get("status") or {}).get("conditions") or []
     ready = next((c.get("status") for c in conditions if c.get("type") == "Ready"), None)
     status = "Ready" if ready == "True" else ("NotReady" if ready == "False" else "Unknown")
@@ -149,10 +150,10 @@ def _node_cells(node: JsonObj) -> list[Any]:
     roles = sorted(k[len(prefix) :] for k in labels_of(node) if k.startswith(prefix)) or ["<none>"]
     version = ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion") or ""
     meta = node.get("metadata") or {}
-    return [meta.get("name"), status, ",".join(roles), _age(meta.get("creationTimestamp")), version]
+    return [meta.get("name"), status, ",".join(roles), _age(meta.get("creationTimestamp"), now), version]
 
 
-def _pod_cells(pod: JsonObj) -> list[Any]:
+def _pod_cells(pod: JsonObj, now: datetime) -> list[Any]:
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     containers = spec.get("containers") or []
     statuses = status.get("containerStatuses") or []
@@ -170,12 +171,12 @@ def _pod_cells(pod: JsonObj) -> list[Any]:
         f"{ready}/{len(containers)}",
         shown,
         restarts,
-        _age(meta.get("creationTimestamp")),
+        _age(meta.get("creationTimestamp"), now),
         spec.get("nodeName") or "<none>",
     ]
 
 
-def _event_cells(event: JsonObj) -> list[Any]:
+def _event_cells(event: JsonObj, now: datetime) -> list[Any]:
     involved = event.get("involvedObject") or event.get("regarding") or {}
     last = (
         event.get("lastTimestamp")
@@ -186,7 +187,7 @@ def _event_cells(event: JsonObj) -> list[Any]:
     )
     target = f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"
     return [
-        _age(last),
+        _age(last, now),
         event.get("type", ""),
         event.get("reason", ""),
         target,
@@ -194,18 +195,18 @@ def _event_cells(event: JsonObj) -> list[Any]:
     ]
 
 
-def _namespace_cells(namespace: JsonObj) -> list[Any]:
+def _namespace_cells(namespace: JsonObj, now: datetime) -> list[Any]:
     meta = namespace.get("metadata") or {}
     phase = (namespace.get("status") or {}).get("phase", "")
-    return [meta.get("name"), phase, _age(meta.get("creationTimestamp"))]
+    return [meta.get("name"), phase, _age(meta.get("creationTimestamp"), now)]
 
 
-def _default_cells(obj: JsonObj) -> list[Any]:
+def _default_cells(obj: JsonObj, now: datetime) -> list[Any]:
     meta = obj.get("metadata") or {}
-    return [meta.get("name"), _age(meta.get("creationTimestamp"))]
+    return [meta.get("name"), _age(meta.get("creationTimestamp"), now)]
 
 
-_TABLE_COLUMNS: dict[str, tuple[list[JsonObj], Callable[[JsonObj], list[Any]]]] = {
+_TABLE_COLUMNS: dict[str, tuple[list[JsonObj], Callable[[JsonObj, datetime], list[Any]]]] = {
     "Node": (
         [
             _NAME_COLUMN,
@@ -247,14 +248,20 @@ _TABLE_COLUMNS: dict[str, tuple[list[JsonObj], Callable[[JsonObj], list[Any]]]] 
 
 
 def as_table(
-    res: ServedResource, objects: list[JsonObj], meta: JsonObj, query: dict[str, str], *, columns: bool = True
+    res: ServedResource,
+    objects: list[JsonObj],
+    meta: JsonObj,
+    query: dict[str, str],
+    *,
+    now: datetime,
+    columns: bool = True,
 ) -> JsonObj:
     """A meta.k8s.io/v1 Table of ``objects``, rows carrying the objects' metadata (``includeObject``)."""
     definitions, cells = _TABLE_COLUMNS.get(res.kind, ([_NAME_COLUMN, _AGE_COLUMN], _default_cells))
     include = query.get("includeObject", "Metadata")
     rows = []
     for obj in objects:
-        row: JsonObj = {"cells": cells(obj)}
+        row: JsonObj = {"cells": cells(obj, now)}
         if include == "Object":
             row["object"] = {**obj, "kind": res.kind, "apiVersion": res.api_version}
         elif include != "None":

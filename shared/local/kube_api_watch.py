@@ -79,7 +79,7 @@ class WatchStream:
         shown: JsonObj = obj
         if self._table:
             meta = {"resourceVersion": obj["metadata"].get("resourceVersion")}
-            shown = as_table(self._res, [obj], meta, self._query, columns=self._first)
+            shown = as_table(self._res, [obj], meta, self._query, now=self._store.now(), columns=self._first)
         self._first = False
         return dumps({"type": kind, "object": shown}) + b"\n"
 

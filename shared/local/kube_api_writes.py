@@ -14,6 +14,7 @@ from typing import Any
 from shared.local.kube_api_http import Response, json_response
 from shared.local.kube_api_patches import has_directive, json_patch, merge_patch
 from shared.local.kube_api_resources import (
+    EVENTS,
     NAME_SUFFIX_CHARS,
     PATCH_TYPES,
     PDBS,
@@ -25,7 +26,7 @@ from shared.local.kube_api_resources import (
     bad_request,
     conflict,
     not_found,
-    now_rfc3339,
+    rfc3339,
     status_details,
 )
 from shared.local.kube_api_selectors import label_selector_from_object, selector_matches
@@ -186,6 +187,41 @@ def _check_delete_preconditions(res: ServedResource, name: str, meta: JsonObj, o
         )
 
 
+def _event_key(event: JsonObj) -> tuple[str, ...]:
+    involved = event.get("involvedObject") or {}
+    source = (event.get("source") or {}).get("component") or event.get("reportingComponent") or ""
+    return (
+        str((event.get("metadata") or {}).get("namespace", "")),
+        *(str(involved.get(k, "")) for k in ("kind", "namespace", "name", "uid")),
+        str(event.get("type", "")),
+        str(event.get("reason", "")),
+        str(event.get("message", "")),
+        str(source),
+    )
+
+
+def _same_event(store: ObjectStore, res: ServedResource, event: JsonObj) -> JsonObj | None:
+    """Count a core/v1 Event that repeats a stored one into it (lock held): count + 1, lastTimestamp.
+
+    On a cluster client-go's EventCorrelator does this before the request (its aggregation key:
+    source, involved object, type, reason, message), so `kubectl get events` shows one line with
+    "(x3 over 5m)" instead of three; the fake does it for every client, which is what a reader of
+    the events sees either way.
+    """
+    if "involvedObject" not in event:
+        return None  # an events.k8s.io/v1 Event: its series are the client's to keep
+    wanted = _event_key(event)
+    namespace = wanted[0]
+    for key in store.namespace_keys(res, namespace):
+        stored = store.get(res, key)
+        if stored is not None and _event_key(stored) == wanted:
+            stored["count"] = int(stored.get("count") or 1) + int(event.get("count") or 1)
+            stored["lastTimestamp"] = event.get("lastTimestamp") or rfc3339(store.now())
+            stored["metadata"]["resourceVersion"] = store.bump()
+            return stored
+    return None
+
+
 class ObjectWriter:
     """The write verbs over an `ObjectStore`; each answers a `Response` or raises `ApiError`."""
 
@@ -204,6 +240,8 @@ class ObjectWriter:
                 key = store.fill_new(res, body, namespace, keep_meta=False)
             except ValueError as exc:
                 raise ApiError(422, f'{res.kind} "{meta["name"]}" is invalid: {exc}') from None
+            if res.store == EVENTS.store and not dry_run and (repeated := _same_event(store, res, body)):
+                return json_response(201, store.present(res, repeated))
             if key in store.stores[res.store]:
                 raise ApiError(
                     409,
@@ -328,7 +366,7 @@ class ObjectWriter:
                 return success
             self.evictions.append(key)
             if self.marks_terminating:
-                meta["deletionTimestamp"] = now_rfc3339()
+                meta["deletionTimestamp"] = rfc3339(self._store.now())
                 meta["deletionGracePeriodSeconds"] = 30
                 pod.setdefault("status", {})["phase"] = "Succeeded"
                 meta["resourceVersion"] = store.bump()

@@ -279,3 +279,31 @@ def explanation_to_text(explanation: PodExplanation) -> str:
         if group.verdicts:
             lines += ["    " + line for line in _table(rows)]
     return "\n".join(lines)
+
+
+def explanation_to_json(explanation: PodExplanation) -> dict[str, Any]:
+    """`plan --explain --format json`: the pod's outcome and every filter's verdict, as the text says."""
+    outcome = explanation.outcome
+    return {
+        "pod": explanation.pod,
+        "pending": outcome is not None,
+        "node_name": explanation.node_name,
+        "outcome": None
+        if outcome is None
+        else {
+            "outcome": str(outcome.outcome),
+            "group": outcome.group,
+            "code": str(outcome.code),
+            "reason": outcome.reason,
+        },
+        "groups": [
+            {
+                "name": g.summary.name,
+                "template_node": g.node,
+                "fits": g.fits,
+                "unavailable": g.summary.unavailable,
+                "verdicts": [{"filter": v.filter, "reason": v.reason} for v in g.verdicts],
+            }
+            for g in explanation.groups
+        ],
+    }

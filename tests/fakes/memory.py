@@ -210,6 +210,7 @@ class FakeCluster(Faults):
         self.pod_templates: dict[str, Json] = {}
         # resource.k8s.io/v1 objects as JSON, by kind, then (namespace/)name.
         self.dra: dict[str, dict[str, Json]] = {kind: {} for kind in _DRA_PARSERS}
+        self.config_maps: dict[str, dict[str, str]] = {}  # namespace/name -> data
         for obj in pods:
             self.add_pod(obj)
         for obj in nodes:
@@ -463,6 +464,20 @@ class FakeCluster(Faults):
         with self._lock:
             self.events.extend(events)
         return len(events)
+
+    @_recorded
+    def get_config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        with self._lock:
+            data = self.config_maps.get(f"{namespace}/{name}")
+            return None if data is None else dict(data)
+
+    @_recorded
+    def patch_config_map(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        with self._lock:
+            stored = self.config_maps.get(f"{namespace}/{name}")
+            if stored is None:
+                raise NotFoundError(f"patch configmap {namespace}/{name}: HTTP 404")
+            stored.update(data)
 
     @_recorded
     def set_provisioning_request_conditions(self, update: ConditionUpdate) -> None:
@@ -847,6 +862,7 @@ class FakeWorld:
             "list_resource_claim_templates",
             "get_node",
             "list_pods_on_node",
+            "get_config_map",
             "describe_groups",
             "failed_activities",
             "instance_types",

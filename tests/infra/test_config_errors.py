@@ -97,3 +97,16 @@ def test_cdk_json_runs_the_app_with_the_project_python() -> None:
     document = json.loads((REPO_ROOT / "cdk.json").read_text())
     assert "cdk/app.py" in document["app"]
     assert ".venv/bin/python" in document["app"]
+
+
+def test_synth_without_the_cdk_extra_says_what_to_install() -> None:
+    # Given a Python without the cdk extra (-S: no site-packages, so no aws_cdk, constructs, cdk_nag)
+    # When cdk.json's app command runs the app
+    result = subprocess.run(
+        [sys.executable, "-S", "cdk/app.py"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+    )
+    # Then it fails with one line naming the extra, not an ImportError's traceback
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "needs the cdk extra" in result.stderr and "pip install -e '.[cdk]'" in result.stderr
+    assert "missing: aws_cdk" in result.stderr

@@ -16,35 +16,52 @@ from cdk.manifests import (
     rbac_manifest_filename,
 )
 from shared.adapters.kubernetes.rbac import PERMISSIONS, cluster_role, policy_rules
-from shared.constants import RBAC_GROUP, SERVICE_NAME, WEBHOOK_PATH
+from shared.constants import RBAC_GROUP, SERVICE_NAME, STATUS_CONFIGMAP, WEBHOOK_PATH
 from tests.infra.conftest import Synthesized
 
 
-def test_rbac_grants_exactly_the_adapters_permission_table() -> None:
-    # Given the ClusterRole the CDK app prints
-    role, binding = yaml.safe_load_all(rbac_manifest("research"))
-
-    # Then it is the role generated from the adapter's table: every pair of it, and nothing else
-    assert role["kind"] == "ClusterRole"
-    assert role["rules"] == cluster_role()["rules"]
-    granted = [
-        (group, resource, verb)
-        for rule in role["rules"]
+def _granted(rules: list[dict[str, list[str]]]) -> list[tuple[str, str, str, str]]:
+    return [
+        (group, resource, verb, name)
+        for rule in rules
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
+        for name in rule.get("resourceNames", [""])
     ]
-    assert sorted(granted) == sorted((p.group, p.resource, p.verb) for p in PERMISSIONS)
+
+
+def test_rbac_grants_exactly_the_adapters_permission_table() -> None:
+    # Given the manifests the CDK app prints
+    role, binding, config_map, status, status_binding = yaml.safe_load_all(rbac_manifest("research", "ops"))
+
+    # Then the ClusterRole and the status Role are generated from the adapter's table: every pair of
+    # it, and nothing else; the pairs on one named object only in the Role, on that object
+    assert role["kind"] == "ClusterRole"
+    assert role["rules"] == cluster_role()["rules"]
+    assert status["kind"] == "Role"
+    assert status["metadata"]["namespace"] == "ops"
+    granted = _granted(role["rules"]) + _granted(status["rules"])
+    assert sorted(granted) == sorted((p.group, p.resource, p.verb, p.resource_name) for p in PERMISSIONS)
     assert len(granted) == len(set(granted))  # no pair granted twice
+    assert all(name == "" for *_, name in _granted(role["rules"]))
+    assert {name for *_, name in _granted(status["rules"])} == {STATUS_CONFIGMAP}
+    subjects = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": RBAC_GROUP}]
     assert binding["kind"] == "ClusterRoleBinding"
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "ClusterRole",
         "name": role["metadata"]["name"],
     }
-    assert binding["subjects"] == [
-        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": RBAC_GROUP}
-    ]
+    assert binding["subjects"] == subjects
+    assert status_binding["kind"] == "RoleBinding"
+    assert status_binding["metadata"]["namespace"] == "ops"
+    assert status_binding["roleRef"]["name"] == status["metadata"]["name"]
+    assert status_binding["subjects"] == subjects
+    # The ConfigMap the Role names exists once applied, and without data: a re-apply keeps the status
+    assert config_map["kind"] == "ConfigMap"
+    assert (config_map["metadata"]["namespace"], config_map["metadata"]["name"]) == ("ops", STATUS_CONFIGMAP)
+    assert "data" not in config_map
 
 
 def test_synthesized_cluster_role_is_the_one_generated_from_the_table(synthesized: Synthesized) -> None:

@@ -8,7 +8,9 @@ may leak into the other tests of a pytest worker.
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import shutil
 import signal
@@ -26,6 +28,7 @@ from functions.reconcile.triggers import SCHEDULE, SQS, trigger_of
 from shared.adapters.aws.fleet import classify_failure
 from shared.domain.operations import FailureKind
 from shared.local.demo.cli import main as demo_main
+from shared.local.demo.driver import _logging_to
 from shared.local.demo.lambda_events import launch_unsuccessful, scheduled_event, sqs_event
 from shared.local.demo.timeline import brief, offset, relative
 
@@ -103,7 +106,13 @@ def test_quick_demo_runs_every_job_scales_both_ways_and_spills_after_a_capacity_
     assert "reconcile/schedule       mark ip-" in timeline and "runs no job" in timeline
     assert "PASSED" in result.stdout
     assert (tmp_path / "plot.png").stat().st_size > 0
-    assert '"message":"reconcile finished"' in (tmp_path / "functions.log").read_text()
+    log = (tmp_path / "functions.log").read_text()
+    assert '"message":"reconcile finished"' in log
+    # every line of functions.log is JSON (the functions' and the libraries' alike): jq reads it
+    assert all(isinstance(json.loads(line), dict) for line in log.splitlines())
+    # and the run ends with the status the functions left in the cluster, as `backlog-scaler status` reads it
+    assert "status (backlog-scaler status --kubeconfig" in result.stdout
+    assert "GROUP   DESIRED   READY   BOOTING" in result.stdout
 
 
 def test_scheduled_event_is_a_schedule_trigger_of_reconcile() -> None:
@@ -201,6 +210,19 @@ def test_hold_keeps_the_fake_kubernetes_api_up_for_kubectl_until_ctrl_c(tmp_path
             [*base, "get", "nodes,pods", "-A"], capture_output=True, text=True, timeout=30
         )
         events = subprocess.run([*base, "get", "events", "-A"], capture_output=True, text=True, timeout=30)
+        namespaces = subprocess.run([*base, "get", "ns"], capture_output=True, text=True, timeout=30)
+        left = next(line for line in printed if line.startswith("left for kubectl")).split(": ", 1)[1]
+        node = left.split(",")[0].split(".")[0].strip()
+        cordon = subprocess.run([*base, "cordon", node], capture_output=True, text=True, timeout=30)
+        drain = subprocess.run(
+            [*base, "drain", node, "--ignore-daemonsets", "--force", "--timeout=30s"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        after = subprocess.run(
+            [*base, "get", "pods", "-A", "-o", "wide"], capture_output=True, text=True, timeout=30
+        )
     finally:
         demo.send_signal(signal.SIGINT)
         demo.wait(timeout=60)
@@ -213,8 +235,27 @@ def test_hold_keeps_the_fake_kubernetes_api_up_for_kubectl_until_ctrl_c(tmp_path
     assert events.returncode == 0, events.stderr
     assert events.stdout.split()[:6] == ["NAMESPACE", "LAST", "SEEN", "TYPE", "REASON", "OBJECT"]
     assert "TriggeredScaleUp" in events.stdout
+    # the namespaces a cluster has, with ages on the demo's clock; a node left to cordon and drain
+    assert {"default", "kube-system", "research"} <= {
+        line.split()[0] for line in namespaces.stdout.splitlines()[1:]
+    }
+    assert cordon.returncode == 0 and "cordoned" in cordon.stdout, cordon.stderr
+    assert drain.returncode == 0, drain.stderr
+    assert f"{node}-job" in drain.stdout + drain.stderr  # its job was evicted
+    assert f"{node}-job" not in after.stdout
     assert demo.returncode == 0, f"stdout:\n{stdout[-4000:]}\nstderr:\n{stderr[-4000:]}"
     assert "holding: the Kubernetes API (fake) stays up" in stdout
+
+
+def test_library_logging_goes_to_the_log_file_as_json_lines() -> None:
+    # Given the demo's log file set-up, When a library (botocore) logs, Then the line is JSON
+    log = io.StringIO()
+    with _logging_to(log):
+        logging.getLogger("botocore.credentials").info("Found credentials in environment variables.")
+    [line] = log.getvalue().splitlines()
+    record = json.loads(line)
+    assert (record["level"], record["name"]) == ("INFO", "botocore.credentials")
+    assert record["message"] == "Found credentials in environment variables."
 
 
 def test_no_plot_without_out_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:

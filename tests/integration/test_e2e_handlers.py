@@ -37,8 +37,11 @@ from functions.webhook.service import build_webhook
 from functions.webhook.settings import load_settings as load_webhook_settings
 from shared.adapters.aws import clients
 from shared.adapters.aws.state_store import DynamoDbStateStore, create_table
+from shared.adapters.kubernetes.rbac import status_config_map
 from shared.config import PolicyConfig
+from shared.constants import DEFAULT_STATUS_NAMESPACE, STATUS_CONFIGMAP, STATUS_DATA_KEY
 from shared.domain.errors import ClusterReadError, FleetReadError, ThrottledError
+from shared.local import cli
 from shared.local.kube_api_server import FakeKubeApiServer
 from shared.observability import PowertoolsReporter
 from shared.runtime import build_controller, load_settings
@@ -504,3 +507,52 @@ def test_pods_claiming_gpus_through_dra_scale_a_group_up_from_zero(
     # Then a100 grows to the two nodes whose devices the claims need; h100 (no devices known) stays
     assert cluster.desired(cluster.a100) == 2 and cluster.desired(cluster.h100) == 0
     assert [a["kind"] for a in result["actions"]] == ["set-desired"]
+
+
+# ------------------------------------------------------------------------------------------ status
+
+
+def test_each_run_keeps_the_status_config_map_that_the_status_command_prints(
+    cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the status ConfigMap the applied manifests create, and a pending 8-GPU pod
+    cluster.server.add_config_map(status_config_map(DEFAULT_STATUS_NAMESPACE))
+    cluster.server.add_pod(pod("train", gpus=8))
+
+    # When the reconcile handler runs: the group grows and the status says so, under the generated roles
+    run_reconcile(cluster)
+    stored = cluster.server.get_config_map(DEFAULT_STATUS_NAMESPACE, STATUS_CONFIGMAP)
+    assert stored is not None
+    status = json.loads(stored["data"][STATUS_DATA_KEY])
+    groups = {g["name"]: g for g in status["groups"]}
+    assert (groups["a100"]["desired"], groups["a100"]["ready"], groups["a100"]["booting"]) == (1, 0, 1)
+    assert status["run"]["trigger"] == "schedule" and status["run"]["result"] == "ok"
+
+    # When it runs twice more on the same picture (the first says the pod waits for the booting node,
+    # where the run before said why it grew): the second writes nothing
+    cluster.clock.advance(60)
+    run_reconcile(cluster)
+    cluster.server.clear_calls()
+    cluster.clock.advance(60)
+    run_reconcile(cluster)
+    assert not [w for w in cluster.writes() if "/configmaps/" in w]
+
+    # When the operator asks through a kubeconfig: the status as stored, and as a table
+    kubeconfig = str(cluster.server.write_kubeconfig(tmp_path / "operator", TOKEN))
+    capsys.readouterr()  # the functions' log lines
+    assert cli.main(["status", "--kubeconfig", kubeconfig, "--format", "json"]) == 0
+    stored = cluster.server.get_config_map(DEFAULT_STATUS_NAMESPACE, STATUS_CONFIGMAP)
+    assert stored is not None
+    assert json.loads(capsys.readouterr().out) == json.loads(stored["data"][STATUS_DATA_KEY])
+    assert cli.main(["status", "--kubeconfig", kubeconfig]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith(f"cluster {cluster.name}: last run ")
+    assert any(line.split()[:4] == ["a100", "1", "0", "1"] for line in table)
+
+
+def test_the_status_command_names_a_missing_config_map(
+    cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = str(cluster.server.write_kubeconfig(tmp_path / "operator", TOKEN))
+    assert cli.main(["status", "--kubeconfig", kubeconfig, "--namespace", DEFAULT_STATUS_NAMESPACE]) == 2
+    assert f"no ConfigMap {DEFAULT_STATUS_NAMESPACE}/{STATUS_CONFIGMAP}" in capsys.readouterr().err

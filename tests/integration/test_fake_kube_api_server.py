@@ -590,6 +590,60 @@ def test_event_patch_updates_the_count(server: FakeKubeApiServer, core: CoreV1Ap
     assert server.events()[0]["count"] == 2
 
 
+def test_a_repeated_event_is_counted_into_the_first(server: FakeKubeApiServer, core: CoreV1Api) -> None:
+    # Given the scaler's Warning on a pod, told again later under a new name (as the adapter does)
+    def warning(name: str, at: datetime) -> client.CoreV1Event:
+        return client.CoreV1Event(
+            metadata=client.V1ObjectMeta(name=name),
+            involved_object=client.V1ObjectReference(
+                kind="Pod", name="train", namespace="research", uid="u1"
+            ),
+            reason="LargerThanAnyNode",
+            message="needs 16 GPUs",
+            type="Warning",
+            source=client.V1EventSource(component="backlog-scaler"),
+            first_timestamp=at,
+            last_timestamp=at,
+            count=1,
+        )
+
+    first, later = datetime(2026, 12, 2, 12, 0, tzinfo=UTC), datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
+    core.create_namespaced_event("research", warning("train.a", first))
+    core.create_namespaced_event("research", warning("train.b", later))
+    # And another reason on the same pod
+    other = warning("train.c", later)
+    other.reason = "GroupsAtMaxSize"
+    core.create_namespaced_event("research", other)
+
+    # Then the repeat is one Event counted twice, last seen at the repeat, as client-go's correlator
+    # leaves it on a cluster; the other reason is its own Event
+    events = {e["reason"]: e for e in server.events()}
+    assert len(server.events()) == 2
+    repeated = events["LargerThanAnyNode"]
+    assert (repeated["metadata"]["name"], repeated["count"]) == ("train.a", 2)
+    stamps = (repeated["firstTimestamp"], repeated["lastTimestamp"])
+    assert tuple(datetime.fromisoformat(t.replace("Z", "+00:00")) for t in stamps) == (first, later)
+    assert events["GroupsAtMaxSize"]["count"] == 1
+
+
+def test_the_server_clock_sets_creation_times_and_table_ages(
+    server: FakeKubeApiServer, core: CoreV1Api
+) -> None:
+    # Given a server on a simulated clock, an hour ahead of the wall clock
+    now = [datetime(2030, 1, 1, 12, 0, tzinfo=UTC)]
+    server.set_clock(lambda: now[0])
+    # When a namespace is created, and the clock moves on 90 minutes
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="research")))
+    now[0] = datetime(2030, 1, 1, 13, 30, tzinfo=UTC)
+    # Then it was created at the clock's time, and `kubectl get ns` shows its age on that clock
+    assert core.read_namespace("research").metadata.creation_timestamp == datetime(
+        2030, 1, 1, 12, 0, tzinfo=UTC
+    )
+    headers = {**AUTH, "Accept": TABLE_ACCEPT}
+    table = raw_json(urllib3.PoolManager().request("GET", f"{server.url}/api/v1/namespaces", headers=headers))
+    assert [row["cells"] for row in table["rows"]] == [["research", "Active", "90m"]]
+
+
 # --------------------------------------------------------------------------- auth, misc endpoints
 
 

@@ -21,7 +21,14 @@ from kubernetes import client as k8s
 from shared.adapters.kubernetes import rbac
 from shared.adapters.kubernetes.auth import build_api_client
 from shared.adapters.kubernetes.cluster import ClusterOptions, KubernetesCluster
-from shared.adapters.kubernetes.rbac import PERMISSIONS, Permission, cluster_role
+from shared.adapters.kubernetes.rbac import (
+    PERMISSIONS,
+    Permission,
+    cluster_role,
+    status_config_map,
+    status_role,
+)
+from shared.constants import DEFAULT_STATUS_NAMESPACE, STATUS_CONFIGMAP
 from shared.domain.errors import AuthError
 from shared.domain.model import Taint, TaintEffect
 from shared.domain.operations import ClusterEvent, ObjectRef
@@ -66,6 +73,8 @@ CALLS: dict[str, Callable[[KubernetesCluster], object]] = {
     "list_device_classes": lambda c: c.list_device_classes(),
     "list_resource_claims": lambda c: c.list_resource_claims(),
     "list_resource_claim_templates": lambda c: c.list_resource_claim_templates(),
+    "get_config_map": lambda c: c.get_config_map(DEFAULT_STATUS_NAMESPACE, STATUS_CONFIGMAP),
+    "patch_config_map": lambda c: c.patch_config_map(DEFAULT_STATUS_NAMESPACE, STATUS_CONFIGMAP, {"k": "v"}),
 }
 
 
@@ -75,6 +84,7 @@ def server(kube_api_server: FakeKubeApiServer) -> FakeKubeApiServer:
     kube_api_server.add_pod(pod(POD, namespace=NAMESPACE, node=NODE))
     kube_api_server.add_pod_template(pod_template("ps", namespace=NAMESPACE))
     kube_api_server.add_provisioning_request(provisioning_request("llm", [("ps", 2)], namespace=NAMESPACE))
+    kube_api_server.add_config_map(status_config_map(DEFAULT_STATUS_NAMESPACE))  # as the manifests create it
     return kube_api_server
 
 
@@ -120,8 +130,11 @@ def test_every_adapter_method_works_under_the_generated_role(
 def test_each_permission_is_needed_by_the_methods_it_names(
     server: FakeKubeApiServer, cluster: KubernetesCluster, permission: Permission
 ) -> None:
-    # Given the ClusterRole generated from a copy of the table less this one entry
-    server.enforce_cluster_role(cluster_role(permissions=without(permission)))
+    # Given the roles generated from a copy of the table less this one entry
+    rest = without(permission)
+    server.enforce_cluster_role(
+        cluster_role(permissions=rest), roles=[status_role(DEFAULT_STATUS_NAMESPACE, permissions=rest)]
+    )
     denied = (
         f'User "backlog-scaler" cannot {permission.verb} resource "{permission.resource}" '
         f'in API group "{permission.group}"'
@@ -137,6 +150,24 @@ def test_each_permission_is_needed_by_the_methods_it_names(
         with pytest.raises(AuthError, match="403") as raised:
             CALLS[method](cluster)
         assert denied in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("namespace", "name"), [(DEFAULT_STATUS_NAMESPACE, "other"), (NAMESPACE, STATUS_CONFIGMAP)]
+)
+def test_the_status_role_reaches_the_status_config_map_alone(
+    server: FakeKubeApiServer, cluster: KubernetesCluster, namespace: str, name: str
+) -> None:
+    # Given another ConfigMap: of another name, or of the status's name in another namespace
+    server.add_config_map(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}}
+    )
+
+    # When the adapter reads or patches it, Then the generated roles refuse, as RBAC resourceNames do
+    with pytest.raises(AuthError, match="403"):
+        cluster.get_config_map(namespace, name)
+    with pytest.raises(AuthError, match="403"):
+        cluster.patch_config_map(namespace, name, {"k": "v"})
 
 
 def test_the_table_is_pure_and_cdk_imports_it_without_the_kubernetes_client() -> None:

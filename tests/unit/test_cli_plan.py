@@ -360,6 +360,21 @@ def test_explain_lists_each_filter_verdict_per_group(
     assert [line.split()[-1] for line in v100.splitlines()[2:]] == ["pass"] * 9
 
 
+def test_explain_honours_format_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given the same pod, explained with --format json
+    args = _untainted_v100(tmp_path)
+    assert main([*args, "--explain", "research/intolerant", "--format", "json"]) == 0
+
+    # Then the output is one JSON document carrying what the text says
+    explained = json.loads(capsys.readouterr().out)
+    assert explained["pod"] == "research/intolerant" and explained["pending"]
+    groups = {g["name"]: g for g in explained["groups"]}
+    assert not groups["a100"]["fits"] and groups["v100"]["fits"]
+    taint = next(v for v in groups["a100"]["verdicts"] if v["filter"] == "taint_toleration")
+    assert "node(s) had untolerated taint {nvidia.com/gpu: true}" in taint["reason"]
+    assert all(v["reason"] is None for v in groups["v100"]["verdicts"])
+
+
 def test_explain_an_unknown_pod_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*ARGS, "--explain", "research/nope"]) == 2
     assert "--explain: no pod 'research/nope'" in capsys.readouterr().err

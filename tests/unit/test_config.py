@@ -40,7 +40,7 @@ def test_the_example_config_loads_with_defaults() -> None:
             "node_groups[0].allocatable: memory: unparsable quantity",
         ),
         ([{"name": "x", "asg_name": "y"}], "node_groups[0]: give allocatable or instance_type"),
-        ([{**GROUP, "colour": "red"}], "node_groups[0].colour: Extra inputs are not permitted"),
+        ([{**GROUP, "colour": "red"}], "node_groups[0].colour: unknown key; known keys here: allocatable,"),
     ],
 )
 def test_bad_config_names_the_field_and_the_problem(groups: list[object], message: str) -> None:
@@ -84,3 +84,72 @@ def test_a_yaml_or_json_syntax_error_is_one_line_naming_where(tmp_path: Path) ->
         message = str(raised.value)
         assert "\n" not in message
         assert message.startswith(f"{path}: not valid {kind}: ") and " at line " in message
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        (doc(clustr_name="x"), "config: clustr_name: unknown key; did you mean 'cluster_name'?"),
+        (
+            doc(node_groups=[{**GROUP, "max_sise": 3}]),
+            "config: node_groups[0].max_sise: unknown key; did you mean 'max_size'?",
+        ),
+        (
+            doc(policy={"attrition": {"enabeld": False}}),
+            "config: policy.attrition.enabeld: unknown key; did you mean 'enabled'?",
+        ),
+        (
+            doc(node_groups=[{**GROUP, "taints": [{"key": "k", "effect": "NoSchedule", "valu": "x"}]}]),
+            "config: node_groups[0].taints[0].valu: unknown key; did you mean 'value'?",
+        ),
+    ],
+)
+def test_an_unknown_key_suggests_the_key_it_likely_meant(document: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_config(document)
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        # YAML reads 1e400 as infinity: a price of $inf is refused, not planned with
+        (doc(node_groups=[{**GROUP, "price_per_hour": float("inf")}]),
+         "node_groups[0].price_per_hour: Input should be a finite number"),
+        (doc(policy={"max_scale_in_fraction": float("nan")}),
+         "policy.max_scale_in_fraction: Input should be a finite number"),
+        (doc(node_groups=[{**GROUP, "max_size": 100_000}]),
+         "node_groups[0].max_size: Input should be less than or equal to 5000"),
+        (doc(policy={"idle_seconds": 10**12}),
+         "policy.idle_seconds: must be at most 1,000,000,000 (got 1,000,000,000,000)"),
+    ],
+)  # fmt: skip
+def test_numbers_are_finite_and_sizes_bounded(document: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_config(document)
+    assert str(raised.value) == f"config: {message}"
+
+
+@pytest.mark.parametrize("text", ["", "\n", "# only a comment\n", "---\n"])
+def test_an_empty_config_file_is_named_as_such(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert (
+        str(raised.value)
+        == f"{path}: the config is empty (expected a mapping with cluster_name and node_groups)"
+    )
+
+
+def test_1e400_in_yaml_is_refused_as_infinite(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "cluster_name: research\nnode_groups:\n  - {name: a100, asg_name: research-a100, "
+        "instance_type: p4d.24xlarge, price_per_hour: 1e400}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(
+        ConfigError, match=r"node_groups\[0\].price_per_hour: Input should be a finite number"
+    ):
+        load_config(path)

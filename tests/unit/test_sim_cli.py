@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from shared.local.cli import main
+from shared.local.sim.cli import Progress, eta_seconds
+from shared.local.sim.compare_table import compare_table
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "tests" / "fixtures" / "traces"
@@ -120,11 +124,14 @@ def test_compare_replays_both_configs_and_reports_them_side_by_side(
         100 * provisioned["difference"] / baseline["gpu_hours"]["provisioned"], abs=0.1
     )
     lines = capsys.readouterr().out.splitlines()
-    header = lines[0]
-    assert "baseline: sim-config.yaml" in header and "candidate: sim-config-fast-scale-in.yaml" in header
-    assert header.split()[-2:] == ["difference", "percent"]
-    row = next(line for line in lines if line.startswith("GPU-hours provisioned"))
-    assert f"{provisioned['difference']:+,.2f}" in row and f"{provisioned['percent']:+.1f}%" in row
+    assert lines[:2] == ["baseline: sim-config.yaml", "candidate: sim-config-fast-scale-in.yaml"]
+    assert lines[3].split() == ["baseline", "candidate", "change"]
+    row = next(line for line in lines if line.startswith("GPU-h provisioned"))
+    assert f"{provisioned['difference']:+,.2f} ({provisioned['percent']:+.1f}%)" in row
+    # one figure a row, in 120 columns, waits as durations
+    assert max(len(line) for line in lines) <= 120
+    wait = next(line for line in lines if line.startswith("wait p50")).split()
+    assert all(re.fullmatch(r"[+-]?\d+(s|m\d\ds|h\d\dm|d\d\dh)", cell) for cell in wait[2:5])
 
 
 def test_json_output_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -188,6 +195,26 @@ def test_progress_line_on_request(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     err = capsys.readouterr().err
     assert err.startswith("\rsimulate sim-config.yaml [") and "100%" in err and err.endswith("\n")
+
+
+def test_progress_shows_the_time_left_at_the_rate_so_far() -> None:
+    # Given a progress line on a clock the test moves (wall seconds)
+    wall = [100.0]
+    out = io.StringIO()
+    progress = Progress(out, "simulate t.csv", interval=0, clock=lambda: wall[0])
+
+    # When 250 of 1,000 jobs have started after 30 s, then all of them after 120 s
+    wall[0] = 130.0
+    progress(1_506_816_000, 250, 1000)
+    first = out.getvalue()
+    wall[0] = 220.0
+    progress(1_506_902_400, 1000, 1000)
+
+    # Then the first line says 30 s went and 90 s are left at that rate; the last has no ETA
+    assert "250/1,000 jobs started  30s  ETA 1m30s" in first
+    assert out.getvalue()[len(first) :].rstrip().endswith("1,000/1,000 jobs started  2m00s")
+    assert eta_seconds(10.0, 5, 1000) is None  # under 1 %: no estimate yet
+    assert eta_seconds(10.0, 0, 0) is None
 
 
 def test_simulate_without_a_plot_never_imports_matplotlib() -> None:
@@ -283,3 +310,27 @@ def test_no_plot_without_out_is_an_error(
     assert code == 2
     assert "backlog-scaler: error: --no-plot: only with --out" in capsys.readouterr().err
     assert replay.calls == 0
+
+
+def test_the_compare_table_fits_120_columns_with_long_names_and_large_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given two replays as JSON, blown up to a long trace's figures and a long group name
+    assert main(["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    for section in ("gpu_hours", "wait_seconds"):
+        report[section] = {
+            k: (v * 100_000 if isinstance(v, int | float) else v) for k, v in report[section].items()
+        }
+    report["cost"] = 12_345_678.91
+    report["groups"] = {"a-very-long-group-name-of-forty-characters": next(iter(report["groups"].values()))}
+    long_title = "a-config-file-name-that-goes-on-and-on-" * 4 + ".yaml"
+
+    # When they are compared
+    table = compare_table((long_title, report), (long_title, report))
+
+    # Then no line is wider than 120 columns, and the waits read as durations
+    assert max(len(line) for line in table.splitlines()) <= 120
+    assert re.fullmatch(
+        r"\d+d\d\dh", next(line for line in table.splitlines() if line.startswith("wait max")).split()[2]
+    )

@@ -52,6 +52,23 @@ def test_philly_cluster_window_and_limit_filters() -> None:
     assert [j.gpus for j in limited.jobs] == [1, 8]
 
 
+def test_limit_keeps_the_earliest_jobs_whatever_the_row_order(tmp_path: Path) -> None:
+    # Given a Philly trace whose rows are not in submit order (the real one is not either)
+    path = tmp_path / "shuffled.csv"
+    path.write_text(
+        "timestamp,duration,num_gpus,gpu_time,cluster\n"
+        "2017-10-09 07:01:55,60,1,60,a\n"
+        "2017-10-01 00:00:00,60,2,120,a\n"
+        "2017-10-20 00:00:00,60,4,240,a\n"
+        "2017-10-01 00:05:00,60,8,480,a\n",
+        encoding="utf-8",
+    )
+    # When two jobs are asked for, Then they are the two submitted first, in submit order
+    limited = load_trace(path, limit=2)
+    assert [j.gpus for j in limited.jobs] == [2, 8]
+    assert [j.submit for j in limited.jobs] == sorted(j.submit for j in load_trace(path).jobs)[:2]
+
+
 def test_unknown_cluster_names_the_known_ones() -> None:
     with pytest.raises(InputError, match=r"no jobs of cluster 'zzz'; clusters: aaa111, bbb222"):
         load_trace(TRACES / "philly_small.csv", cluster="zzz")
@@ -186,8 +203,9 @@ def test_missing_columns_and_unknown_headers_are_named(tmp_path: Path) -> None:
     path.write_text("timestamp,num_gpus\n2017-10-01 00:00:00,1\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"t.csv: philly trace: missing column\(s\): duration"):
         load_trace(path, "philly")
-    with pytest.raises(InputError, match="cannot tell the trace format from the header"):
+    with pytest.raises(InputError, match="cannot tell the trace format from the header") as caught:
         load_trace(path)
+    assert "give --trace-format (" in str(caught.value)  # the simulate flag; --format is the output's
     with pytest.raises(InputError, match="cannot read"):
         load_trace(tmp_path / "absent.csv")
 

@@ -172,7 +172,15 @@ class KubernetesCluster:
         """Every coscheduling and Volcano PodGroup; an API that is not served adds none."""
         return self._custom.list_pod_groups()
 
+    def get_config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        """The data of ConfigMap `namespace/name` (the status ConfigMap); None when it does not exist."""
+        return self._reads.get_config_map(namespace, name)
+
     # ------------------------------------------------------------------ writes
+
+    def patch_config_map(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        """Merge-patch the keys of `data` into ConfigMap `namespace/name` (the status ConfigMap)."""
+        self._writes.patch_config_map(namespace, name, data)
 
     def cordon(self, name: str, at: datetime, *, resource_version: str | None = None) -> None:
         """Mark unschedulable and annotate when; with `resource_version`, only if unchanged since."""

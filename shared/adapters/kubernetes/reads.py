@@ -126,3 +126,23 @@ class CoreReader:
             return node_from_json(document)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ClusterReadError(f"{what}: malformed Node: {exc!r}") from exc
+
+    def get_config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        """The data of ConfigMap `namespace/name`; None when it does not exist."""
+        what = f"get configmap {namespace}/{name}"
+        try:
+            body = self._caller.call(
+                what,
+                lambda: body_of(
+                    self._core.read_namespaced_config_map(
+                        name, namespace, _preload_content=False, _request_timeout=self._caller.timeout
+                    )
+                ),
+                failure=ClusterReadError,
+            )
+        except ReadNotFoundError:
+            return None
+        data = decode_json(body, what).get("data") or {}
+        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+            raise ClusterReadError(f"{what}: malformed ConfigMap: data is not a map of strings")
+        return data

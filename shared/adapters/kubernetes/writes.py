@@ -8,7 +8,7 @@ and delete.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -146,6 +146,17 @@ class ClusterWriter:
             "provisioningrequests",
             update.name,
             patch,
+            _content_type=MERGE_PATCH,
+        )
+
+    def patch_config_map(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        """Merge-patch the keys of `data` into ConfigMap `namespace/name` (other keys are kept)."""
+        self._request(
+            f"patch configmap {namespace}/{name}",
+            self._core.patch_namespaced_config_map,
+            name,
+            namespace,
+            {"data": dict(data)},
             _content_type=MERGE_PATCH,
         )
 

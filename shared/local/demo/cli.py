@@ -16,6 +16,7 @@ from typing import Any
 
 from shared.domain.errors import ConfigError, InputError
 from shared.local.demo.scenario import SCENARIOS
+from shared.local.help_format import CliParser
 
 DEFAULT_OUT = Path("out/demo")
 DEFAULT_SPEED = 40.0  # 1 simulated minute = 1.5 s
@@ -81,7 +82,7 @@ def add_commands(commands: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shared.local.demo", description=DESCRIPTION)
+    parser = CliParser(prog="python -m shared.local.demo", description=DESCRIPTION)
     configure(parser)
     args = parser.parse_args(argv)
     try:

@@ -44,10 +44,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO, cast
 
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+
 from shared import constants
 from shared.adapters.aws import clients
 from shared.adapters.aws.queue import clear_fast_clients
-from shared.adapters.kubernetes.rbac import cluster_role
+from shared.adapters.kubernetes.rbac import cluster_role, status_config_map, status_role
 from shared.config import ScalerConfig, parse_config
 from shared.domain.errors import InputError
 from shared.local.demo.aws import FAKE_CREDENTIALS, CapacityShortage, DemoResources, MotoServer, provision
@@ -57,8 +59,9 @@ from shared.local.demo.queue import DemoQueue, QueueKube
 from shared.local.demo.report import DemoReport, build_report, summary_lines, write_plot
 from shared.local.demo.scenario import DemoJob, Scenario
 from shared.local.demo.timeline import SOURCE_WIDTH, Console, decision_line, line, offset
-from shared.local.demo.world import KubeApi, Sample, StepReport, World
+from shared.local.demo.world import NAMESPACE, SYSTEM_NAMESPACE, KubeApi, Sample, StepReport, World
 from shared.local.kube_api_server import FakeKubeApiServer
+from shared.local.status_cli import read_status, status_to_table
 
 SQS_BATCH_SIZE = 10
 
@@ -121,10 +124,10 @@ def run_demo(options: DemoOptions) -> DemoOutcome:
         stack.callback(_forget_clients)
         _forget_clients()
         resources = provision(config, asg_max_size=scenario.asg_max_size)
-        kube, kube_url, kubeconfig = _start_kube_api(out, stack)
+        clock = DemoClock(datetime.now(UTC).replace(second=0, microsecond=0))
+        kube, kube_url, kubeconfig = _start_kube_api(out, stack, config.kubernetes.status_namespace, clock)
         stack.enter_context(_environment(_function_environment(config, resources, kubeconfig)))
         stack.enter_context(CapacityShortage(scenario.timings.capacity).installed())
-        clock = DemoClock(datetime.now(UTC).replace(second=0, microsecond=0))
         # The handlers are imported (their cold start) now that their environment is complete.
         functions = Functions(
             clock=clock,
@@ -140,8 +143,10 @@ def run_demo(options: DemoOptions) -> DemoOutcome:
         run.until_done()
         wall = time.perf_counter() - wall_started
         report = _finish(options, console, run, config, world, functions, (clock.now(), wall))
+        _print_status(console, kubeconfig, config.kubernetes.status_namespace, clock.now())
         if options.hold:
-            _hold(console, kubeconfig, kube_url, options.wait or _sleep_until_interrupted)
+            left = world.leave_nodes(clock.now())
+            _hold(console, kubeconfig, kube_url, left, options.wait or _sleep_until_interrupted)
     return DemoOutcome(0 if report.passed else 1, report, console.lines)
 
 
@@ -185,10 +190,30 @@ def _finish(
     return report
 
 
-def _hold(console: Console, kubeconfig: Path, kube_url: str, wait: Callable[[], None]) -> None:
+def _print_status(console: Console, kubeconfig: Path, namespace: str, now: datetime) -> None:
+    """The status the functions left in the cluster, read as `backlog-scaler status` reads it."""
+    console.print("")
+    console.print(f"status (backlog-scaler status --kubeconfig {kubeconfig} -n {namespace}):")
+    try:
+        document = read_status(str(kubeconfig), None, namespace)
+    except InputError as exc:
+        console.print(f"  unavailable: {exc}")
+        return
+    for text in status_to_table(document, now).splitlines():
+        console.print(f"  {text}" if text else "")
+
+
+def _hold(
+    console: Console, kubeconfig: Path, kube_url: str, nodes: list[str], wait: Callable[[], None]
+) -> None:
     """Keep the servers up for kubectl until Ctrl-C; the run's exit status stays the report's."""
     console.print("")
-    console.print(f"holding: the Kubernetes API (fake) stays up at {kube_url}; Ctrl-C to stop. Try:")
+    console.print(f"holding: the Kubernetes API (fake) stays up at {kube_url}; Ctrl-C to stop.")
+    console.print(f"left for kubectl, each running one job: {', '.join(nodes)}. Try:")
+    if nodes:
+        console.print(f"  kubectl --kubeconfig {kubeconfig} cordon {nodes[0]}")
+        console.print(f"  kubectl --kubeconfig {kubeconfig} drain {nodes[0]} --ignore-daemonsets")
+    console.print(f"  backlog-scaler status --kubeconfig {kubeconfig}")
     console.print(f"  kubectl --kubeconfig {kubeconfig} get nodes,pods -A")
     console.print(f"  kubectl --kubeconfig {kubeconfig} get events -A -w")
     with contextlib.suppress(KeyboardInterrupt):
@@ -354,12 +379,21 @@ class _Run:
         )
 
 
-def _start_kube_api(out: Path, stack: contextlib.ExitStack) -> tuple[KubeApi, str, Path]:
-    """The fake Kubernetes API server and a kubeconfig for it."""
+def _start_kube_api(
+    out: Path, stack: contextlib.ExitStack, status_namespace: str, clock: DemoClock
+) -> tuple[KubeApi, str, Path]:
+    """The fake Kubernetes API server on the demo's clock, its namespaces, and a kubeconfig for it."""
     server = FakeKubeApiServer(allow_anonymous_loopback=True).start()
     stack.callback(server.stop)
-    # The functions get what the deployed ClusterRole grants them, and not a verb more.
-    server.enforce_cluster_role(cluster_role())
+    server.set_clock(clock.now)  # kubectl's AGE and Events' times are of the simulated world
+    # What a new cluster has, and the namespace of the demo's jobs (kubectl get ns).
+    system = {"default", "kube-node-lease", "kube-public", SYSTEM_NAMESPACE}
+    for name in sorted(system | {NAMESPACE, status_namespace}):
+        server.add_namespace({"metadata": {"name": name}})
+    # The functions get what the deployed roles grant them, and not a verb more; the status ConfigMap
+    # exists as the applied manifests create it.
+    server.enforce_cluster_role(cluster_role(), roles=[status_role(status_namespace)])
+    server.add_config_map(status_config_map(status_namespace))
     token = secrets.token_urlsafe(24)
     server.require_token(token)
     kubeconfig = server.write_kubeconfig(out / "kubeconfig", token, name="demo")
@@ -411,10 +445,11 @@ def _environment(values: Mapping[str, str]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _logging_to(stream: TextIO) -> Iterator[None]:
-    """Standard-library logging (adapters, moto) goes to the log file, not the console."""
+    """Standard-library logging (adapters, botocore, moto) goes to the log file, not the console, as
+    JSON lines like the functions' own (Powertools' formatter), so the file is one `jq` can read."""
     root = logging.getLogger()
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(LambdaPowertoolsFormatter(service="local", name="%(name)s"))
     previous = root.level
     root.addHandler(handler)
     root.setLevel(logging.INFO)

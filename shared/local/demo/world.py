@@ -353,7 +353,7 @@ class World:
                     live[item["InstanceId"]] = (shape, item)
         new = [iid for iid in live if iid not in self.instances]
         if new:
-            names_by_id = self._private_dns_names(new)
+            names_by_id = _private_dns_names(self._ec2, new)
             launched: dict[str, list[str]] = {}
             for iid in sorted(new):
                 shape, item = live[iid]
@@ -378,16 +378,6 @@ class World:
             running = sum(1 for shape, _ in live.values() if shape.name == name)
             self.peak_instances[name] = max(self.peak_instances[name], running)
         return asgs
-
-    def _private_dns_names(self, instance_ids: Sequence[str]) -> dict[str, str]:
-        out: dict[str, str] = {}
-        reservations = self._ec2.describe_instances(InstanceIds=list(instance_ids))["Reservations"]
-        for reservation in reservations:
-            for item in reservation.get("Instances") or ():
-                dns = str(item.get("PrivateDnsName") or "")
-                if dns:
-                    out[item["InstanceId"]] = dns
-        return out
 
     def _terminated(self, instance: Instance, now: datetime, report: StepReport) -> None:
         instance.terminated_at = now
@@ -491,6 +481,20 @@ class World:
         )
         self._kube.add_pod(_device_plugin_pod(instance.node_name, at))
         instance.registered_at = now
+
+    def leave_nodes(self, now: datetime) -> list[str]:
+        """For `--hold`: one Ready node per group, running one job pod, so the documented
+        `kubectl cordon` and `kubectl drain` have something to act on once every node was given back.
+        Not instances of the groups: nothing invokes the functions while the demo holds."""
+        names = []
+        for index, shape in enumerate(self._shapes.values()):
+            zone = f"{self._config.region}a"
+            instance = Instance(f"i-0hold{index:012d}", shape, zone, f"hold-{shape.name}-0", now)
+            self._register(instance, now)
+            self._advertise_gpus(instance, now)
+            self._kube.add_pod(_held_job_pod(instance.node_name, shape, timestamp(now)))
+            names.append(instance.node_name)
+        return names
 
     def _advertise_gpus(self, instance: Instance, now: datetime) -> None:
         amounts = quantities(instance.group.allocatable)
@@ -795,6 +799,21 @@ def _device_plugin_pod(node_name: str, at: str) -> Json:
     }
 
 
+def _held_job_pod(node_name: str, shape: GroupShape, at: str) -> Json:
+    """A running one-GPU job on a node left for `--hold` (what `kubectl drain` evicts)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{node_name}-job", "namespace": NAMESPACE, "creationTimestamp": at},
+        "spec": {
+            "nodeName": node_name,
+            "containers": [{"name": "train", "image": "busybox", "resources": {"requests": {GPU: "1"}}}],
+            "tolerations": [{"key": t["key"], "operator": "Exists"} for t in shape.taints],
+        },
+        "status": {"phase": "Running", "startTime": at},
+    }
+
+
 def _scale_quantity(per_gpu: str, gpus: int) -> str:
     number = "".join(ch for ch in per_gpu if ch.isdigit())
     unit = per_gpu[len(number) :]
@@ -815,3 +834,14 @@ def _span(waits: Sequence[int]) -> str:
 def _clock(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def _private_dns_names(ec2: Any, instance_ids: Sequence[str]) -> dict[str, str]:
+    """Instance id -> PrivateDnsName (the node name EKS gives it), from DescribeInstances."""
+    out: dict[str, str] = {}
+    for reservation in ec2.describe_instances(InstanceIds=list(instance_ids))["Reservations"]:
+        for item in reservation.get("Instances") or ():
+            dns = str(item.get("PrivateDnsName") or "")
+            if dns:
+                out[item["InstanceId"]] = dns
+    return out

@@ -7,13 +7,16 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from shared.config import ScalerConfig, load_config
+from shared.domain.durations import short_duration
 from shared.domain.errors import InputError
 from shared.domain.quantity import quantity
+from shared.local.sim.compare_table import compare_table
 from shared.local.sim.engine import SimOptions, SimResult, at, simulate
 from shared.local.sim.report import build_report, compare_document, report_table
 from shared.local.sim.scheduler import DEFAULT_SCORING, Scoring
@@ -29,27 +32,45 @@ for consolidation by attrition included). Always runs as fast as possible (--spe
 ignored)."""
 
 
-class Progress:
-    """A single updating line on stderr: percent of jobs started, simulated date, wall time."""
+def eta_seconds(elapsed: float, started: int, total: int) -> float | None:
+    """Wall seconds left at the rate so far (jobs start in submit order, so started jobs measure how
+    far the replay is); None until 1 % has started, when the rate says little yet."""
+    if total <= 0 or started * 100 < total:
+        return None
+    return elapsed * (total - started) / started
 
-    def __init__(self, stream: TextIO, label: str, interval: float = 0.2) -> None:
+
+class Progress:
+    """A single updating line on stderr: percent of jobs started, simulated date, wall time, ETA."""
+
+    def __init__(
+        self,
+        stream: TextIO,
+        label: str,
+        interval: float = 0.2,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self._stream = stream
         self._label = label
         self._interval = interval
-        self._started = time.perf_counter()
+        self._clock = clock
+        self._started = clock()
         self._last = 0.0
         self._shown = False
 
     def __call__(self, now: int, started: int, total: int) -> None:
-        wall = time.perf_counter()
+        wall = self._clock()
         if wall - self._last < self._interval and started < total:
             return
         self._last = wall
         share = started / total if total else 1.0
         bar = "#" * int(share * 30)
+        elapsed = wall - self._started
+        eta = eta_seconds(elapsed, started, total)
+        left = "" if started >= total else f"  ETA {short_duration(eta)}" if eta is not None else "  ETA ..."
         line = (
             f"\r{self._label} [{bar:<30}] {share:4.0%}  {at(now):%Y-%m-%d %H:%M}  "
-            f"{started:,}/{total:,} jobs started  {wall - self._started:5.1f}s"
+            f"{started:,}/{total:,} jobs started  {short_duration(elapsed)}{left}"
         )
         self._stream.write(line)
         self._stream.flush()
@@ -125,7 +146,8 @@ def _add_input_arguments(p: Any) -> None:
         action=_FormatAction,
         choices=(*OUTPUT_FORMATS, "auto", *FORMATS),
         metavar="{table,json}",
-        help="output format, as for plan (a trace format here is the old spelling of --trace-format)",
+        help="output format, as for plan (default: table; a trace format here is the old spelling of "
+        "--trace-format)",
     )
     p.add_argument("--config", required=True, help="scaler config (YAML or JSON)")
     p.add_argument("--compare", metavar="CONFIG2", help="also replay this config and show both side by side")
@@ -152,7 +174,11 @@ def _add_world_arguments(p: Any) -> None:
     p.add_argument("--start", help="keep jobs submitted at or after (ISO 8601, or seconds from the origin)")
     p.add_argument("--end", help="keep jobs submitted before (ISO 8601, or seconds from the origin)")
     p.add_argument(
-        "--limit", type=_positive_int, help="keep the first N jobs (after --cluster/--start/--end)"
+        "--limit",
+        type=_positive_int,
+        help="keep the N earliest jobs by submit time, whatever the row order "
+        "(after --cluster/--start/--end; "
+        "default: all)",
     )
     p.add_argument("--cpu-per-gpu", help="cpu per GPU for traces without cpu (e.g. 10 or 10500m)")
     p.add_argument("--memory-per-gpu", help="memory per GPU for traces without memory (e.g. 120Gi)")
@@ -312,7 +338,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         results.append(_run_one(args, trace, args.compare, candidate, sizing))
     reports = [build_report(result, trace) for result in results]
     if args.compare:
-        titles = [f"baseline: {Path(args.config).name}", f"candidate: {Path(args.compare).name}"]
+        titles = [Path(args.config).name, Path(args.compare).name]
         document: dict[str, Any] = compare_document(reports[0], reports[1])
     else:
         titles = [Path(args.config).name]
@@ -323,7 +349,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     else:
         for note in trace.notes:
             print(f"note: {note}")
-        print(report_table(list(zip(titles, reports, strict=True))))
+        if len(reports) == 2:
+            print(compare_table((titles[0], reports[0]), (titles[1], reports[1])))
+        else:
+            print(report_table([(titles[0], reports[0])]))
     if args.out:
         out = Path(args.out)
         try:

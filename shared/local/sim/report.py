@@ -304,45 +304,8 @@ def _attrition(report: dict[str, Any]) -> str:
     return f"{attrition['effect']}: {attrition['marks']:,} marks, {attrition['unmarks']:,} lifted"
 
 
-# Table rows that get a difference and a percent with --compare: label -> report paths (one per part).
-_ROW_FIGURES: dict[str, tuple[tuple[str, ...], ...]] = {
-    "jobs (started / total)": (("jobs_started",), ("jobs",)),
-    "wait mean": (("wait_seconds", "mean"),),
-    "wait p50 / p95": (("wait_seconds", "p50"), ("wait_seconds", "p95")),
-    "wait p99 / max": (("wait_seconds", "p99"), ("wait_seconds", "max")),
-    "GPU-hours provisioned": (("gpu_hours", "provisioned"),),
-    "GPU-hours used": (("gpu_hours", "used"),),
-    "GPU-hours ideal": (("gpu_hours", "ideal"),),
-    "idle: booting / empty / fragm. / held": tuple(
-        ("gpu_hours", k)
-        for k in ("idle_booting", "idle_empty_nodes", "idle_fragmented", "idle_held_by_marks")
-    ),
-    "provisioned / ideal": (("provisioned_over_ideal",),),
-    "node-hours": (("node_hours",),),
-    "cost": (("cost",),),
-    "scale-ups / nodes launched": (("scale_ups",), ("nodes_launched",)),
-    "scale-downs (nodes)": (("scale_downs",),),
-}
-
-
-def _diff_cells(label: str, baseline: dict[str, Any], candidate: dict[str, Any]) -> tuple[str, str]:
-    """The difference and percent cells of one row ("-" where not a figure)."""
-    paths = _ROW_FIGURES.get(label)
-    if not paths:
-        return "-", "-"
-    diffs, percents = [], []
-    for path in paths:
-        diff, percent = difference(_at_path(baseline, path), _at_path(candidate, path))
-        digits = (
-            3 if path == ("provisioned_over_ideal",) else (0 if path[0] in ("jobs", "jobs_started") else 2)
-        )
-        diffs.append("-" if diff is None else f"{diff:+,.{digits}f}")
-        percents.append("-" if percent is None else f"{percent:+.1f}%")
-    return " / ".join(diffs), " / ".join(percents)
-
-
 def report_table(reports: Sequence[tuple[str, dict[str, Any]]]) -> str:
-    """One column per report (a single report, or baseline and candidate side by side)."""
+    """One column per report (`--compare` prints `compare_table` instead: one figure a row)."""
     columns = [dict(_rows(report)) for _, report in reports]
     groups: list[str] = []
     for column in columns:
@@ -352,10 +315,6 @@ def report_table(reports: Sequence[tuple[str, dict[str, Any]]]) -> str:
     labels = first[:split] + groups + first[split:]
     header = ["", *(title for title, _ in reports)]
     table = [header] + [[label, *(col.get(label, "-") for col in columns)] for label in labels]
-    if len(reports) == 2:
-        header += ["difference", "percent"]
-        for row in table[1:]:
-            row.extend(_diff_cells(row[0], reports[0][1], reports[1][1]))
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines = []
     for index, row in enumerate(table):

@@ -311,7 +311,7 @@ def _format_of(source: str, header: list[str], fmt: str) -> str:
         if detected is None:
             raise InputError(
                 f"{source}: cannot tell the trace format from the header {','.join(header)!r}; "
-                f"give --format ({'|'.join(FORMATS)})"
+                f"give --trace-format ({'|'.join(FORMATS)})"
             )
         fmt = detected
     if fmt not in _REQUIRED:
