@@ -162,6 +162,18 @@ class Pod:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeCondition:
+    """One entry of a Node's status.conditions, as written (status is checked by the planner: a
+    value other than True, False or Unknown is bad input, never a guess)."""
+
+    type: str
+    status: str
+    changed_at: datetime | None = None  # lastTransitionTime
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     name: str
     instance_id: str | None = None
@@ -174,6 +186,8 @@ class Node:
     ready_changed_at: datetime | None = None
     created_at: datetime | None = None
     resource_version: str = ""
+    conditions: tuple[NodeCondition, ...] = ()  # every status.conditions entry (Ready included)
+    capacity: Resources | None = None  # status.capacity (None: the field is absent)
 
     @property
     def cordoned_at(self) -> datetime | None:
@@ -214,6 +228,58 @@ PROCESS_TERMINATE = "Terminate"
 
 
 @dataclass(frozen=True, slots=True)
+class LaunchTemplateRef:
+    """A launch template and version as DescribeAutoScalingGroups shows it (`$Latest`, `$Default` or
+    a number); resolved to a number through DescribeLaunchTemplates (`LaunchTemplateVersions`)."""
+
+    template_id: str
+    version: str = "$Default"
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchTemplateVersions:
+    """One launch template's current version numbers (DescribeLaunchTemplates)."""
+
+    template_id: str
+    name: str
+    default_version: int
+    latest_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledEvent:
+    """An EC2 scheduled event of an instance (DescribeInstanceStatus `Events`)."""
+
+    code: str  # instance-reboot | system-reboot | system-maintenance | instance-retirement | instance-stop
+    description: str = ""
+    not_before: datetime | None = None
+    not_after: datetime | None = None
+
+    @property
+    def is_done(self) -> bool:
+        """EC2 keeps completed and canceled events a while, their description prefixed so."""
+        return self.description.startswith(("[Completed]", "[Canceled]"))
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceStatus:
+    """One instance of DescribeInstanceStatus (`--include-all-instances`): status checks and events."""
+
+    instance_id: str
+    availability_zone: str = ""
+    state: str = "running"
+    system_status: str = "ok"  # ok | impaired | initializing | insufficient-data | not-applicable
+    instance_status: str = "ok"
+    impaired_since: datetime | None = None  # the earliest ImpairedSince of a failed check's details
+    events: tuple[ScheduledEvent, ...] = ()
+
+    @property
+    def impaired(self) -> bool:
+        return "impaired" in (self.system_status, self.instance_status)
+
+
+@dataclass(frozen=True, slots=True)
 class AsgInstance:
     instance_id: str
     lifecycle_state: str = "InService"
@@ -221,6 +287,9 @@ class AsgInstance:
     availability_zone: str = ""
     instance_type: str = ""
     weighted_capacity: int | None = None  # units it counts for in a weighted group (None: unweighted)
+    # What it was launched from: a launch template (id, version number) or a launch configuration.
+    launch_template: LaunchTemplateRef | None = None
+    launch_configuration: str = ""
 
     @property
     def is_live(self) -> bool:
@@ -312,6 +381,9 @@ class AsgState:
     # group launches into, with their free instances.
     type_shapes: Mapping[str, InstanceType] = field(default_factory=lambda: MappingProxyType({}))
     reservations: tuple[CapacityReservation, ...] = ()
+    # What the group launches new instances from now (drift is an instance launched from another).
+    launch_template: LaunchTemplateRef | None = None
+    launch_configuration: str = ""
 
     @property
     def live_instances(self) -> tuple[AsgInstance, ...]:
@@ -453,3 +525,7 @@ class Snapshot:
     pod_groups: tuple[PodGroup, ...] = ()  # coscheduling and Volcano PodGroups (gang sizes)
     provisioning_requests: tuple[ProvisioningRequest, ...] = ()
     pod_templates: tuple[PodTemplate, ...] = ()  # those the provisioning requests reference
+    # EC2 status checks and scheduled events by instance id (None: not read this run, so no EC2
+    # signal is judged); launch templates' current versions by id (drift of `$Latest`/`$Default`).
+    instance_statuses: Mapping[str, InstanceStatus] | None = None
+    launch_templates: Mapping[str, LaunchTemplateVersions] = field(default_factory=dict)

@@ -11,6 +11,7 @@ from typing import Any
 
 from shared.domain.errors import InputError
 from shared.domain.model import AsgInstance, AsgState, CapacityReservation, CapacityUnits, nodes_for_units
+from shared.formats.lifecycle import launch_template_ref
 
 # DesiredCapacityType values that count each instance by its size, not by one (attribute-based
 # instance type selection); "units" counts WeightedCapacity (1 per instance without weights).
@@ -37,6 +38,8 @@ def asg_from_json(obj: Mapping[str, Any], region: str = "") -> AsgState:
                 availability_zone=str(i.get("AvailabilityZone") or ""),
                 instance_type=str(i.get("InstanceType") or ""),
                 weighted_capacity=_int_or_none(i.get("WeightedCapacity")),
+                launch_template=launch_template_ref(i),
+                launch_configuration=str(i.get("LaunchConfigurationName") or ""),
             )
             for i in obj.get("Instances") or ()
         ),
@@ -53,6 +56,8 @@ def asg_from_json(obj: Mapping[str, Any], region: str = "") -> AsgState:
         warm_pool_size=int(obj.get("WarmPoolSize") or 0) if isinstance(warm_pool, Mapping) else None,
         reservation_preference=str(reservation.get("CapacityReservationPreference") or ""),
         reservation_ids=tuple(str(r) for r in target.get("CapacityReservationIds") or ()),
+        launch_template=launch_template_ref(obj),
+        launch_configuration=str(obj.get("LaunchConfigurationName") or ""),
     )
     capacity_type = str(obj.get("DesiredCapacityType") or "units")
     if asg.type_weights or capacity_type in SIZE_CAPACITY_TYPES:

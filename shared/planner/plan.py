@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime
 
 from shared.config import ScalerConfig
 from shared.domain.model import Snapshot
-from shared.domain.plan import GroupDecision, NodeAction, Outcome, Plan, PodOutcome
+from shared.domain.plan import GroupDecision, NodeAction, Outcome, Plan, PodOutcome, RepairAction
 from shared.domain.provisioning import RequestAnswer, RequestOutcome
 from shared.planner.attrition import marked_nodes, plan_attrition, without_marks
 from shared.planner.capacity import launch_clock_key, next_launch_clock
 from shared.planner.context import Context, GroupView, build_context
 from shared.planner.gangs import STAND_IN_SEPARATOR, gang_summary, is_stand_in
 from shared.planner.provisioning import answer_requests, prepare_requests
+from shared.planner.repair import RepairResult, assess, hide_unhealthy, plan_repair
 from shared.planner.scale_down import ScaleDownResult, plan_scale_down, with_kept
 from shared.planner.scale_up import ScaleUpResult, plan_scale_up
 
@@ -145,8 +147,9 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
     same plan for the same inputs in any order. Groups appear in config order; actions and pods
     are sorted by name.
     """
+    assessment = assess(snapshot, config, now)
     marked = marked_nodes(snapshot)
-    ctx = build_context(without_marks(snapshot, marked), config, now)
+    ctx = build_context(hide_unhealthy(without_marks(snapshot, marked), assessment), config, now)
     up = plan_scale_up(ctx)
     answers, updates = answer_requests(ctx, prepare_requests(ctx), up.outcomes, up.counted_on)
     _drop_stand_ins(up)
@@ -156,6 +159,9 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         for view in ctx.groups
     }
     down = plan_scale_down(ctx, up.busy_nodes, set(up.uncordon), after_up, up.saturated)
+    decrements = Counter(t.group for t in down.terminate if t.decrement)
+    repair = plan_repair(ctx, assessment, decrements, up.saturated)
+    _merge_repair(down, repair)
 
     pods_by_group: dict[str, list[PodOutcome]] = {}
     for outcome in up.outcomes.values():
@@ -172,7 +178,7 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
     for node, group in up.uncordon.items():
         uncordon[node] = NodeAction(node, group, "pending pods fit on it")
     leaving = frozenset(a.node for a in down.cordon) | frozenset(t.node for t in down.terminate if t.node)
-    attrition = plan_attrition(ctx, marked, up.counted_on, up.outcomes, leaving)
+    attrition = plan_attrition(ctx, marked, up.counted_on, up.outcomes, leaving - repair.owned)
     return Plan(
         groups=groups,
         cordon=tuple(sorted(down.cordon, key=lambda a: a.node)),
@@ -180,14 +186,36 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         terminate=tuple(sorted(down.terminate, key=lambda t: (t.group, t.instance_id))),
         pods=tuple(sorted(up.outcomes.values(), key=lambda p: p.pod)),
         idle_since=dict(sorted(down.idle_since.items())),
-        instances_first_seen=dict(sorted({**down.first_seen, **_launch_clocks(ctx, groups)}.items())),
+        instances_first_seen=dict(
+            sorted({**down.first_seen, **_launch_clocks(ctx, groups), **repair.clocks}.items())
+        ),
         pod_memory=up.pod_memory(now),
         model_errors=tuple(sorted(up.recalled.errors, key=lambda e: (e.pod, e.node))),
         provisioning_requests=answers,
         provisioning_updates=updates,
         mark=attrition.mark,
-        unmark=attrition.unmark,
+        unmark=tuple(sorted((*attrition.unmark, *repair.unmark), key=lambda m: (m.node, m.key))),
+        repair=tuple(repair.decisions),
+        repair_paused=tuple(repair.paused),
     )
+
+
+def _merge_repair(down: ScaleDownResult, repair: RepairResult) -> None:
+    """Repair decides about the nodes it owns: scale-down neither cordons nor uncordons them, and
+    terminates one only where repair waits (a node NotReady past the provisioning deadline is a
+    launch that failed, as before) and never in a group where repair is paused."""
+    owned = repair.owned
+    waiting = {d.node for d in repair.decisions if d.action is RepairAction.WAIT}
+    paused = set(repair.paused)
+    down.terminate = [
+        t for t in down.terminate if t.node not in owned or (t.node in waiting and t.group not in paused)
+    ] + repair.terminate
+    down.cordon = [a for a in down.cordon if a.node not in owned]
+    lifted = {a.node for a in repair.uncordon}
+    down.uncordon = [
+        a for a in down.uncordon if a.node not in owned and a.node not in lifted
+    ] + repair.uncordon
+    down.cordon = [a for a in down.cordon if a.node not in lifted]
 
 
 def _drop_stand_ins(up: ScaleUpResult) -> None:
