@@ -30,6 +30,7 @@ from shared.controller.attrition import apply_marks
 from shared.controller.deps import Deps
 from shared.controller.gather import Gathered, gather
 from shared.controller.provisioning import answer_requests
+from shared.controller.repair import cordon_unhealthy
 from shared.controller.report import PodEvents, ReconcileResult, RunInfo, RunStatus, finish, log_plan, notify
 from shared.domain.errors import AuthError, LeaseHeldError, ReadError, ScalerError, ThrottledError
 from shared.domain.model import GroupState, Node, Pod, PodMemory, ScalerState
@@ -130,7 +131,9 @@ def _apply(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
     _set_desired(deps, run, plan, gathered)
     _cordon(deps, run, plan, gathered.draining)
     _uncordon(run.applier, plan, gathered.draining)
-    apply_marks(run.applier, plan, gathered.draining, partial(_fresh, deps, run.applier))
+    fresh = partial(_fresh, deps, run.applier)
+    apply_marks(run.applier, plan, gathered.draining, fresh)
+    run.applier.record_events(cordon_unhealthy(run.applier, plan, gathered.draining, fresh, run.started_at))
     answer_requests(run.applier, plan, run.tally.failed_groups)
     _save_state(deps, run, plan, gathered)
 
@@ -177,6 +180,8 @@ def _terminate(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None
             region=asg.region,
         ):
             run.tally.remove(group, termination.instance_id, decrement=termination.decrement)
+            if termination.cause:
+                run.tally.replaced[(group, termination.cause)] += 1
 
 
 def _set_desired(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
