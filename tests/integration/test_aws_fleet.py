@@ -847,4 +847,4 @@ def test_instance_statuses_and_launch_templates_of_a_groups_instances(factory: R
     assert set(statuses) == set(ids)
     assert all(not s.impaired and s.state == "running" for s in statuses.values())
     assert (templates[template].default_version, templates[template].latest_version) == (2, 2)
-    assert [c["IncludeAllInstances"] for c in factory.operations("DescribeInstanceStatus")][0] is True
+    assert all(c["IncludeAllInstances"] is True for c in factory.operations("DescribeInstanceStatus"))

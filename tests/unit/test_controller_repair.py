@@ -1,8 +1,9 @@
 """The controller applies node health repair: busy unhealthy nodes cordoned and tainted (never evicted,
 never terminated), idle ones replaced, recovered ones lifted, and the lifecycle metrics.
 
-Common setting: one a100 group of five 8-GPU nodes (attrition off: its marks are not the subject); n0's node monitoring agent has reported
-AcceleratedHardwareReady=False for an hour (past the 10 minute toleration).
+Common setting: one a100 group of five 8-GPU nodes (attrition off: its marks are not the subject);
+n0's node monitoring agent has reported AcceleratedHardwareReady=False for an hour (past the 10 minute
+toleration).
 """
 
 from __future__ import annotations
