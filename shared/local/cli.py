@@ -22,6 +22,7 @@ from shared.formats.aws import (
     with_reservations,
 )
 from shared.formats.kubernetes import KubeObjects, nodes_from_list, objects_from_documents, pods_from_list
+from shared.formats.lifecycle import instance_statuses_from_describe, launch_templates_from_describe
 from shared.formats.state import state_from_json
 from shared.local.demo import cli as demo_cli
 from shared.local.explain import explain_pod, group_summaries
@@ -128,6 +129,20 @@ def _asgs(args: argparse.Namespace, config: ScalerConfig) -> dict[str, AsgState]
     return with_reservations(groups, described, configured)
 
 
+def _lifecycle_inputs(args: argparse.Namespace) -> dict[str, Any]:
+    """EC2 status checks (--instance-status) and launch template versions (--launch-templates)."""
+    found: dict[str, Any] = {}
+    if args.instance_status:
+        found["instance_statuses"] = instance_statuses_from_describe(
+            _read_json(args.instance_status), args.instance_status
+        )
+    if args.launch_templates:
+        found["launch_templates"] = launch_templates_from_describe(
+            _read_json(args.launch_templates), args.launch_templates
+        )
+    return found
+
+
 def run_plan(args: argparse.Namespace) -> int:
     """`backlog-scaler plan`: read dumps, plan, print."""
     # One short process whose objects all live until it exits: the cyclic collector would only
@@ -138,6 +153,7 @@ def run_plan(args: argparse.Namespace) -> int:
         **_snapshot_inputs(args),
         asgs=_asgs(args, config),
         state=state_from_json(_read_json(args.state), args.state) if args.state else ScalerState(),
+        **_lifecycle_inputs(args),
     )
     now = _parse_now(args.now)
     if args.explain:
@@ -188,6 +204,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="aws ec2 describe-capacity-reservations: the ODCRs and Capacity Blocks the groups launch "
         "into (named by their CapacityReservationTarget or node_groups[].capacity_reservation_ids)",
+    )
+    p.add_argument(
+        "--instance-status",
+        metavar="FILE",
+        help="aws ec2 describe-instance-status --include-all-instances: status checks and scheduled "
+        "events of the groups' instances (node repair; instances of other groups are ignored)",
+    )
+    p.add_argument(
+        "--launch-templates",
+        metavar="FILE",
+        help="aws ec2 describe-launch-templates: resolves $Latest/$Default for drift (node rotation)",
     )
     p.add_argument("--config", required=True, help="scaler config (YAML or JSON)")
     p.add_argument("--state", help="stored state: idle-since per node, backoff per group (JSON)")
