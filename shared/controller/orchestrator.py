@@ -117,7 +117,10 @@ def _record_capacity_failures(deps: Deps, run: RunInfo, gathered: Gathered) -> S
 
 
 def _plan(deps: Deps, gathered: Gathered, state: ScalerState, now: datetime) -> Plan:
-    plan = make_plan(gathered.snapshot(state), deps.config, now)
+    # Nodes held for a Spot interruption warning: the planner buys room for their pods ahead.
+    held = force_scale_down.INTERRUPTION_REQUESTER
+    interrupted = frozenset(n for i in gathered.intents if i.requested_by == held for n in i.nodes)
+    plan = make_plan(replace(gathered.snapshot(state), interrupted=interrupted), deps.config, now)
     log_plan(deps.reporter, plan)
     return plan
 

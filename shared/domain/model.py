@@ -529,3 +529,4 @@ class Snapshot:
     # signal is judged); launch templates' current versions by id (drift of `$Latest`/`$Default`).
     instance_statuses: Mapping[str, InstanceStatus] | None = None
     launch_templates: Mapping[str, LaunchTemplateVersions] = field(default_factory=dict)
+    interrupted: frozenset[str] = frozenset()  # nodes under a Spot interruption warning (held cordoned)

@@ -16,6 +16,7 @@ from shared.planner.context import Context, GroupView, build_context
 from shared.planner.gangs import STAND_IN_SEPARATOR, gang_summary, is_stand_in
 from shared.planner.provisioning import answer_requests, prepare_requests
 from shared.planner.repair import RepairResult, assess, hide_unhealthy, plan_repair
+from shared.planner.rotation import plan_rotation, with_replacement_pods
 from shared.planner.scale_down import ScaleDownResult, plan_scale_down, with_kept
 from shared.planner.scale_up import ScaleUpResult, plan_scale_up
 
@@ -149,7 +150,8 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
     """
     assessment = assess(snapshot, config, now)
     marked = marked_nodes(snapshot)
-    ctx = build_context(hide_unhealthy(without_marks(snapshot, marked), assessment), config, now)
+    judged = hide_unhealthy(without_marks(snapshot, marked), assessment)
+    ctx = build_context(with_replacement_pods(judged, config), config, now)
     up = plan_scale_up(ctx)
     answers, updates = answer_requests(ctx, prepare_requests(ctx), up.outcomes, up.counted_on)
     _drop_stand_ins(up)
@@ -162,6 +164,9 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
     decrements = Counter(t.group for t in down.terminate if t.decrement)
     repair = plan_repair(ctx, assessment, decrements, up.saturated)
     _merge_repair(down, repair)
+    rotation = plan_rotation(ctx, {n.name: n for n in snapshot.nodes}, repair.owned | _leaving(down))
+    down.terminate += rotation.terminate
+    down.cordon = [a for a in down.cordon if a.node not in rotation.owned]
 
     pods_by_group: dict[str, list[PodOutcome]] = {}
     for outcome in up.outcomes.values():
@@ -177,7 +182,7 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
     uncordon = {a.node: a for a in down.uncordon}
     for node, group in up.uncordon.items():
         uncordon[node] = NodeAction(node, group, "pending pods fit on it")
-    leaving = frozenset(a.node for a in down.cordon) | frozenset(t.node for t in down.terminate if t.node)
+    leaving = _leaving(down) | frozenset(m.node for m in rotation.mark)
     attrition = plan_attrition(ctx, marked, up.counted_on, up.outcomes, leaving - repair.owned)
     return Plan(
         groups=groups,
@@ -193,11 +198,19 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         model_errors=tuple(sorted(up.recalled.errors, key=lambda e: (e.pod, e.node))),
         provisioning_requests=answers,
         provisioning_updates=updates,
-        mark=attrition.mark,
-        unmark=tuple(sorted((*attrition.unmark, *repair.unmark), key=lambda m: (m.node, m.key))),
+        mark=tuple(sorted((*attrition.mark, *rotation.mark), key=lambda m: (m.node, m.key))),
+        unmark=tuple(
+            sorted((*attrition.unmark, *repair.unmark, *rotation.unmark), key=lambda m: (m.node, m.key))
+        ),
         repair=tuple(repair.decisions),
+        rotate=tuple(rotation.decisions),
         repair_paused=tuple(repair.paused),
     )
+
+
+def _leaving(down: ScaleDownResult) -> frozenset[str]:
+    """Nodes scale-down (with repair merged in) cordons or terminates this run."""
+    return frozenset(a.node for a in down.cordon) | frozenset(t.node for t in down.terminate if t.node)
 
 
 def _merge_repair(down: ScaleDownResult, repair: RepairResult) -> None:
