@@ -72,7 +72,8 @@ class Assessment:
 
 
 def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessment:
-    """Read every managed node's health signals (off: nothing is unhealthy)."""
+    """Read every managed node's health signals (with repair switched off too: its room is still not
+    counted, only the actions stop)."""
     policy = config.policy.repair
     managed = {g.asg_name for g in config.node_groups}
     instances = {
@@ -88,11 +89,10 @@ def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessmen
         if instance is None:
             continue
         nodes[node.name], by_node[node.name] = node, instance
-        if policy.enabled:
-            first_seen = snapshot.state.instances_first_seen
-            booting = node.created_at is not None and now - node.created_at < deadline
-            status = statuses.get(instance.instance_id)
-            health[node.name] = node_health(node, instance, status, policy, first_seen, now, booting=booting)
+        first_seen = snapshot.state.instances_first_seen
+        booting = node.created_at is not None and now - node.created_at < deadline
+        status = statuses.get(instance.instance_id)
+        health[node.name] = node_health(node, instance, status, policy, first_seen, now, booting=booting)
     foreign = tuple(sorted(set(statuses) - set(instances)))
     return Assessment(health, nodes, by_node, foreign)
 
@@ -194,7 +194,7 @@ def _plan_group(
             _recover(assessment.nodes[name], view, instance_id, out)
     unhealthy = sorted(name for name, h in health.items() if h.unhealthy)
     threshold = unhealthy_threshold(len(names), ctx.config.policy.repair.max_unhealthy_fraction)
-    paused = len(unhealthy) > threshold
+    paused = ctx.config.policy.repair.enabled and len(unhealthy) > threshold
     if paused:
         out.paused.append(view.name)
     removable = view.current_desired - decrements - view.min_size
@@ -258,6 +258,8 @@ def _decide(
         return RepairDecision(node.name, view.name, instance.instance_id, shown, action, reason)
 
     waiting = _not_yet(ctx, health)
+    if not ctx.config.policy.repair.enabled:
+        waiting = "repair is switched off (policy.repair.enabled: false)"
     if waiting:
         return decision(RepairAction.WAIT, f"{waiting}; its room is not counted")
     what = "; ".join(s.detail for s in due)

@@ -303,8 +303,16 @@ def test_unknown_monitoring_agent_conditions_are_no_signal() -> None:
     assert not run(fleet).repair
 
 
-def test_repair_switched_off_reads_no_signal() -> None:
+def test_with_repair_switched_off_the_room_is_still_not_counted_but_nothing_is_done() -> None:
+    # Given (EKS auto repair in charge) a broken idle node, and a pending 8-GPU pod
     fleet = nodes(5)
     with_condition(fleet[0], "AcceleratedHardwareReady", "False", timedelta(hours=1))
+    waiting = pod("train", gpus=8, tolerations=[GPU_TOLERATION])
 
-    assert not run(fleet, repair={"enabled": False}).repair
+    result = run(fleet, [waiting], repair={"enabled": False})
+
+    assert actions(result) == {"n0": ("wait", "AcceleratedHardwareReady=False")}
+    assert "repair is switched off" in result.repair[0].reason
+    assert not result.terminate and not result.uncordon
+    # the pod fits one of the healthy idle nodes, never the broken one
+    assert result.pods[0].outcome is Outcome.EXISTING and "n0" not in result.pods[0].reason
