@@ -9,6 +9,8 @@ Due for rotation (Karpenter's drift and expireAfter, EC2's scheduled events):
 - lifetime: the node is older than `policy.max_node_lifetime_seconds` (unset: never).
 - maintenance: EC2 scheduled an event for the instance (instance-retirement, instance-stop,
   system-reboot, instance-reboot, system-maintenance) that is not completed or canceled.
+- rebalance: an EC2 rebalance recommendation put the mark on with the value `rebalance` (the
+  AWS-events function; the taint is the only record of it).
 
 What the plan does (level-triggered, per group):
 - An idle node due is replaced at once: terminated, the group launches a new one (desired unchanged).
@@ -54,8 +56,17 @@ MAINTENANCE_EVENTS = frozenset(
 )
 
 
+REBALANCE = "rebalance"  # the rotation mark's value on a node EC2 recommended rebalancing
+
+
 def rotation_taint() -> Taint:
     return Taint(ROTATION_TAINT_KEY, "", TaintEffect.NO_SCHEDULE)
+
+
+def rebalance_taint() -> Taint:
+    """The rotation mark put on at an EC2 rebalance recommendation: its value is the durable record
+    of the recommendation (no event repeats it), so later runs keep rotating the node."""
+    return Taint(ROTATION_TAINT_KEY, REBALANCE, TaintEffect.NO_SCHEDULE)
 
 
 def _rotation_marked(node: Node) -> bool:
@@ -110,6 +121,8 @@ def due(
     maintenance = _maintenance((snapshot.instance_statuses or {}).get(instance.instance_id))
     if maintenance:
         return RotationCause.MAINTENANCE, maintenance
+    if any(t.key == ROTATION_TAINT_KEY and t.value == REBALANCE for t in node.taints):
+        return RotationCause.REBALANCE, "EC2 rebalance recommendation (elevated Spot interruption risk)"
     drifted = drift(asg, instance, snapshot.launch_templates)
     if drifted:
         return RotationCause.DRIFT, drifted

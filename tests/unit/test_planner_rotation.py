@@ -191,3 +191,16 @@ def test_a_spot_interruption_buys_room_for_controller_owned_pods_before_they_are
     # Then one node is bought (for the Job's pod), nothing is evicted or terminated for it
     assert result.group("a100").desired == 2
     assert not result.terminate
+
+
+def test_a_node_marked_at_a_rebalance_recommendation_is_replaced_once_empty() -> None:
+    rebalance = {"key": ROTATION_TAINT_KEY, "value": "rebalance", "effect": "NoSchedule"}
+    job = pod("job", gpus=8, node="n0", tolerations=[GPU_TOLERATION])
+    nodes = [node("n0", "i-0", taints=[GPU_TAINT, rebalance])]
+
+    busy = run(nodes, [job], asgs=group(1, launched="3"))
+    idle = run(nodes, asgs=group(1, launched="3"))
+
+    assert rotations(busy) == {"n0": ("rebalance", "mark")} and not busy.mark and not busy.unmark
+    assert rotations(idle) == {"n0": ("rebalance", "replace")}
+    assert [(t.node, t.decrement) for t in idle.terminate] == [("n0", False)]
