@@ -176,6 +176,37 @@ class AttritionConfig(_Model):
     spare_gpus: NonNegativeInt | None = None
 
 
+class ExtraConditionConfig(_Model):
+    """A node condition an operator's agent sets (node-problem-detector, DCGM or NVSentinel style):
+    the node is unhealthy while condition `type` has `status`."""
+
+    type: str = Field(min_length=1, max_length=316)
+    status: Literal["True", "False", "Unknown"] = "True"
+    toleration_seconds: NonNegativeInt | None = None  # None: repair.toleration_seconds
+
+
+class RepairConfig(_Model):
+    """Node health repair (shared.planner.repair): unhealthy nodes are never counted as room; past
+    their toleration they are replaced when idle and cordoned when busy (never evicted)."""
+
+    enabled: bool = True
+    # Karpenter's repair toleration for the EKS node monitoring agent's conditions
+    # (AcceleratedHardwareReady and the others): 10 minutes; for Ready False/Unknown: 30 minutes.
+    toleration_seconds: NonNegativeInt = 600
+    ready_toleration_seconds: NonNegativeInt = 1800
+    # Above this share of a group's nodes unhealthy at once, nothing is terminated for health
+    # (a bad AMI, driver or zone; an alarm says so). Karpenter stops repair above 20 %.
+    max_unhealthy_fraction: Annotated[float, Field(ge=0, le=1)] = 0.2
+    extra_conditions: tuple[ExtraConditionConfig, ...] = ()
+
+
+class RotationConfig(_Model):
+    """Rotation by attrition of drifted, expired or maintenance-bound nodes (shared.planner.rotation)."""
+
+    enabled: bool = True
+    max_in_flight: PositiveInt = 1  # nodes of one group marked or being replaced at a time
+
+
 class PolicyConfig(_Model):
     """Planning policy; defaults and their anchors are in DESIGN.md."""
 
@@ -236,6 +267,10 @@ class PolicyConfig(_Model):
     # A group without a capacity failure this long starts again from backoff_initial_seconds.
     backoff_reset_seconds: PositiveInt = 3 * 3600
     attrition: AttritionConfig = Field(default_factory=AttritionConfig)
+    repair: RepairConfig = Field(default_factory=RepairConfig)
+    rotation: RotationConfig = Field(default_factory=RotationConfig)
+    # Nodes older than this are rotated (Karpenter's expireAfter); None: no lifetime limit.
+    max_node_lifetime_seconds: PositiveInt | None = None
 
     @model_validator(mode="after")
     def _backoff_order(self) -> PolicyConfig:

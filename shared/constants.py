@@ -80,6 +80,13 @@ METRIC_MODEL_ERRORS = "ModelErrors"
 # Writes that failed on one object (AccessDenied on one ASG, a 403 eviction, a throttled write): each is
 # isolated, the run goes on; an alarm fires on any (cdk/constructs/observability.py).
 METRIC_ACTION_FAILURES = "ActionFailures"
+# Node lifecycle (shared.planner.repair, shared.planner.rotation): unhealthy nodes whose room is not
+# counted, nodes replaced for health or rotated, and 1 while a group's repair is paused (alarm: more
+# of the group is unhealthy than max_unhealthy_fraction, a bad AMI, driver or zone).
+METRIC_UNHEALTHY_NODES = "UnhealthyNodes"
+METRIC_NODES_REPAIRED = "NodesRepaired"
+METRIC_NODES_ROTATED = "NodesRotated"
+METRIC_REPAIR_PAUSED = "RepairPaused"
 
 # DynamoDB state table (single-table design; see shared/adapters/aws/state_store.py).
 TABLE_PARTITION_KEY = "pk"
@@ -112,6 +119,10 @@ GROUP_METRICS = (
     METRIC_SCALE_UPS,
     METRIC_SCALE_DOWNS,
     METRIC_CAPACITY_FAILURES,
+    METRIC_UNHEALTHY_NODES,
+    METRIC_NODES_REPAIRED,
+    METRIC_NODES_ROTATED,
+    METRIC_REPAIR_PAUSED,
 )
 
 # The webhook's HTTP path on the deployed API (POST; sub-paths are routed to the same function).

@@ -13,7 +13,18 @@ from datetime import datetime
 from typing import Protocol
 
 from shared.domain.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
-from shared.domain.model import AsgState, DaemonSet, InstanceType, Node, Pod, PodMemory, ScalerState, Taint
+from shared.domain.model import (
+    AsgState,
+    DaemonSet,
+    InstanceStatus,
+    InstanceType,
+    LaunchTemplateVersions,
+    Node,
+    Pod,
+    PodMemory,
+    ScalerState,
+    Taint,
+)
 from shared.domain.operations import ClusterEvent, DrainIntent, Lease, ScalingFailure
 from shared.domain.provisioning import ConditionUpdate, PodGroup, PodTemplate, ProvisioningRequest
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
@@ -226,6 +237,23 @@ class Fleet(Protocol):
         Capacity is cpu (vCPUs x 1000 millicores), memory (bytes), pods (the VPC CNI's max pods) and
         accelerators by device-plugin resource name. Cached per process. Unknown types are absent.
         Raises FleetReadError (incl. throttling), AuthError.
+        """
+        ...
+
+    def instance_statuses(
+        self, instance_ids: Iterable[str], region: str = ""
+    ) -> Mapping[str, InstanceStatus]:
+        """EC2 status checks and scheduled events of each instance (DescribeInstanceStatus with
+        IncludeAllInstances), read fresh. Instances EC2 does not know are absent.
+        Raises FleetReadError (incl. throttling and a malformed entry), AuthError.
+        """
+        ...
+
+    def launch_templates(
+        self, template_ids: Iterable[str], region: str = ""
+    ) -> Mapping[str, LaunchTemplateVersions]:
+        """Default and latest version numbers of each launch template (DescribeLaunchTemplates), read
+        fresh. Templates EC2 does not know are absent. Raises FleetReadError, AuthError.
         """
         ...
 

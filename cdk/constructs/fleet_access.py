@@ -28,6 +28,10 @@ DESCRIBE_ACTIONS = (
     # capacity reservations groups launch into.
     "ec2:DescribeSubnets",
     "ec2:DescribeCapacityReservations",
+    # Node repair and rotation: status checks and scheduled events of the groups' instances, and
+    # the launch templates' $Latest/$Default version numbers (drift).
+    "ec2:DescribeInstanceStatus",
+    "ec2:DescribeLaunchTemplates",
 )
 # What a function in a VPC needs to attach its network interfaces (AWSLambdaVPCAccessExecutionRole).
 VPC_ACTIONS = (
@@ -70,7 +74,8 @@ class FleetAccess(Construct):
             "AwsSolutions-IAM5[Resource::*]",
             "Describe calls of Auto Scaling and EC2 (DescribeAutoScalingGroups, DescribeScalingActivities, "
             "DescribeAutoScalingInstances, DescribeInstanceTypes, DescribeSubnets, "
-            "DescribeCapacityReservations) support no resource-level permissions; AWS requires Resource '*'. "
+            "DescribeCapacityReservations, DescribeInstanceStatus, DescribeLaunchTemplates) support no "
+            "resource-level permissions; AWS requires Resource '*'. "
             "They are read-only and limited to the groups' regions.",
         )
         for group in config.node_groups:

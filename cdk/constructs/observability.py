@@ -21,12 +21,16 @@ from shared.constants import (
     METRIC_DIMENSION_GROUP,
     METRIC_IN_SERVICE,
     METRIC_MODEL_ERRORS,
+    METRIC_NODES_REPAIRED,
+    METRIC_NODES_ROTATED,
     METRIC_OLDEST_PENDING_AGE,
     METRIC_PENDING_GPUS,
     METRIC_PENDING_PODS,
     METRIC_RECONCILE_DURATION,
+    METRIC_REPAIR_PAUSED,
     METRIC_SCALE_DOWNS,
     METRIC_SCALE_UPS,
+    METRIC_UNHEALTHY_NODES,
     METRIC_UNHELPED_PODS,
     METRICS_NAMESPACE,
 )
@@ -171,6 +175,22 @@ class Observability(Construct):
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
 
+        for group in group_names:
+            self._alarm(
+                f"RepairPaused-{group}",
+                alarm_description=(
+                    f"backlog-scaler {self.cluster_name}: node repair paused in group {group}: more of its "
+                    "nodes are unhealthy than policy.repair.max_unhealthy_fraction (a bad AMI, driver or "
+                    "zone?); "
+                    "the plan's repair[] names them"
+                ),
+                metric=self.group_metric(METRIC_REPAIR_PAUSED, group, "Maximum", FIVE_MINUTES),
+                threshold=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+
     def _build_dashboard(
         self,
         group_names: Sequence[str],
@@ -189,6 +209,9 @@ class Observability(Construct):
         dashboard.add_widgets(
             *self._scaling_widgets(group_names),
             *self._function_widgets(functions, dead_letter_queue, failed_invocations),
+        )
+        dashboard.add_widgets(*self._lifecycle_widgets(group_names, WIDGET_WIDTH))
+        dashboard.add_widgets(
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms), width=24),
         )
         return dashboard
@@ -282,6 +305,35 @@ class Observability(Construct):
                     ),
                 ],
                 width=WIDGET_WIDTH,
+            ),
+        ]
+
+    def _lifecycle_widgets(self, group_names: Sequence[str], width: int) -> list[cloudwatch.IWidget]:
+        """The node lifecycle row: unhealthy nodes (room not counted), and nodes repaired and rotated."""
+        return [
+            cloudwatch.GraphWidget(
+                title="Unhealthy nodes (repair paused: right)",
+                left=[
+                    self.group_metric(METRIC_UNHEALTHY_NODES, group, "Maximum", ONE_MINUTE, group)
+                    for group in group_names
+                ],
+                right=[
+                    self.group_metric(METRIC_REPAIR_PAUSED, group, "Maximum", ONE_MINUTE, f"{group} paused")
+                    for group in group_names
+                ],
+                width=width,
+            ),
+            cloudwatch.GraphWidget(
+                title="Nodes repaired and rotated",
+                left=[
+                    self.group_metric(metric, group, "Sum", FIVE_MINUTES, f"{group} {label}")
+                    for group in group_names
+                    for metric, label in (
+                        (METRIC_NODES_REPAIRED, "repaired"),
+                        (METRIC_NODES_ROTATED, "rotated"),
+                    )
+                ],
+                width=width,
             ),
         ]
 

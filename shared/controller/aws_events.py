@@ -12,12 +12,14 @@ from enum import StrEnum
 
 from shared import constants
 from shared.controller import force_scale_down
+from shared.controller.applier import Applier
 from shared.controller.deps import Deps
 from shared.controller.orchestrator import reconcile
 from shared.controller.report import PodEvents, ReconcileResult, RunStatus
 from shared.domain.errors import LeaseHeldError
-from shared.domain.model import GroupState
+from shared.domain.model import GroupState, Node
 from shared.domain.operations import FailureKind
+from shared.planner.rotation import ROTATION_TAINT_KEY, rebalance_taint
 from shared.reporting import ActionKind, ActionRecord, ActionStatus
 
 
@@ -62,14 +64,14 @@ def handle_capacity_event(
 def handle_interruption(
     deps: Deps, events: PodEvents, instance_id: str, at: datetime, kind: InterruptionKind
 ) -> ReconcileResult:
-    """A spot interruption warning cordons the instance's node and holds it; both kinds reconcile.
+    """A spot interruption warning cordons the instance's node and holds it (the planner then buys
+    room for its pods ahead); a rebalance recommendation marks it for rotation (no new pods, replaced
+    once empty). Both reconcile.
 
     The hold is a drain intent that evicts nothing: the planner must not uncordon the node, and
     EC2 reclaims the instance within two minutes anyway.
     """
     trigger = f"{kind} {instance_id}"
-    if kind is InterruptionKind.REBALANCE_RECOMMENDATION:
-        return reconcile(deps, events, trigger)
     asgs = deps.ports.fleet.describe_groups([g.asg_name for g in deps.config.node_groups])
     owner = next(
         (a.name for a in asgs.values() if any(i.instance_id == instance_id for i in a.live_instances)), None
@@ -85,12 +87,27 @@ def handle_interruption(
         with deps.lease(wait=True) as guard:
             applier = deps.applier(guard)
             try:
-                force_scale_down.hold_interrupted(applier, deps, node, group, at, now)
+                if kind is InterruptionKind.REBALANCE_RECOMMENDATION:
+                    _mark_rebalance(applier, node, group, at)
+                else:
+                    force_scale_down.hold_interrupted(applier, deps, node, group, at, now)
             except LeaseHeldError as exc:
                 applier.lease_lost(exc)
         records, errors = tuple(applier.records), tuple(applier.errors)
     result = reconcile(deps, events, trigger)
     return replace(result, actions=records + result.actions, errors=errors + result.errors)
+
+
+def _mark_rebalance(applier: Applier, node: Node, group: str, at: datetime) -> None:
+    """An EC2 rebalance recommendation: no new pods land on the node (the rotation mark, its value
+    naming the cause, so later runs rotate it: replaced once empty); nothing is evicted."""
+    reason = f"EC2 rebalance recommendation at {at.isoformat()}: replaced once empty"
+    if any(t.key == ROTATION_TAINT_KEY for t in node.taints):
+        applier.note(
+            ActionKind.MARK, node.name, group, reason, ActionStatus.SKIPPED, "already marked for rotation"
+        )
+        return
+    applier.mark(node, rebalance_taint(), group, reason)
 
 
 def _group_of(deps: Deps, asg_name: str) -> str | None:

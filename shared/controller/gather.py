@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from shared.config import ScalerConfig
@@ -13,7 +13,9 @@ from shared.domain.model import (
     ANNOTATION_CORDONED_AT,
     AsgState,
     DaemonSet,
+    InstanceStatus,
     InstanceType,
+    LaunchTemplateVersions,
     Node,
     Pod,
     ScalerState,
@@ -47,6 +49,8 @@ class Gathered:
     provisioning_requests: tuple[ProvisioningRequest, ...] = ()  # () without the CRD
     pod_templates: tuple[PodTemplate, ...] = ()
     dra: DraObjects = NO_DRA  # resource.k8s.io/v1 objects; empty without the API
+    instance_statuses: Mapping[str, InstanceStatus] | None = None  # EC2 status checks, by instance id
+    launch_templates: Mapping[str, LaunchTemplateVersions] = field(default_factory=dict)  # by id
 
     @property
     def draining(self) -> frozenset[str]:
@@ -72,6 +76,8 @@ class Gathered:
             provisioning_requests=self.provisioning_requests,
             pod_templates=self.pod_templates,
             dra=self.dra,
+            instance_statuses=self.instance_statuses,
+            launch_templates=self.launch_templates,
         )
 
 
@@ -110,6 +116,7 @@ def gather(
             for g in config.node_groups
             if g.asg_name in asgs
         }
+        lifecycle = pool.submit(_lifecycle, fleet, asgs)
         return Gathered(
             pods=pods.result(),
             nodes=nodes.result(),
@@ -129,7 +136,30 @@ def gather(
             dra=DraObjects(
                 slices.result(), device_classes.result(), claims.result(), claim_templates.result()
             ),
+            instance_statuses=lifecycle.result()[0],
+            launch_templates=lifecycle.result()[1],
         )
+
+
+def _lifecycle(
+    fleet: Fleet, asgs: Mapping[str, AsgState]
+) -> tuple[dict[str, InstanceStatus], dict[str, LaunchTemplateVersions]]:
+    """EC2 status checks and events of the groups' live instances, and their launch templates' current
+    versions (drift), per region."""
+    by_region: dict[str, tuple[set[str], set[str]]] = {}
+    for asg in asgs.values():
+        instances, templates = by_region.setdefault(asg.region, (set(), set()))
+        instances.update(i.instance_id for i in asg.live_instances)
+        refs = [asg.launch_template, *(i.launch_template for i in asg.live_instances)]
+        templates.update(ref.template_id for ref in refs if ref is not None)
+    statuses: dict[str, InstanceStatus] = {}
+    versions: dict[str, LaunchTemplateVersions] = {}
+    for region, (instances, templates) in sorted(by_region.items()):
+        if instances:
+            statuses.update(fleet.instance_statuses(sorted(instances), region))
+        if templates:
+            versions.update(fleet.launch_templates(sorted(templates), region))
+    return statuses, versions
 
 
 def _instance_types(config: ScalerConfig, fleet: Fleet) -> dict[str, InstanceType]:

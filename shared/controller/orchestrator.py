@@ -30,6 +30,7 @@ from shared.controller.attrition import apply_marks
 from shared.controller.deps import Deps
 from shared.controller.gather import Gathered, gather
 from shared.controller.provisioning import answer_requests
+from shared.controller.repair import cordon_unhealthy
 from shared.controller.report import PodEvents, ReconcileResult, RunInfo, RunStatus, finish, log_plan, notify
 from shared.controller.status import StatusFacts, publish_status
 from shared.domain.errors import AuthError, LeaseHeldError, ReadError, ScalerError, ThrottledError
@@ -147,7 +148,10 @@ def _record_capacity_failures(deps: Deps, run: RunInfo, gathered: Gathered) -> S
 
 
 def _plan(deps: Deps, gathered: Gathered, state: ScalerState, now: datetime) -> Plan:
-    plan = deps.planner(gathered.snapshot(state), deps.config, now)
+    # Nodes held for a Spot interruption warning: the planner buys room for their pods ahead.
+    held = force_scale_down.INTERRUPTION_REQUESTER
+    interrupted = frozenset(n for i in gathered.intents if i.requested_by == held for n in i.nodes)
+    plan = deps.planner(replace(gathered.snapshot(state), interrupted=interrupted), deps.config, now)
     log_plan(deps.reporter, plan)
     return plan
 
@@ -162,7 +166,9 @@ def _apply(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
     _set_desired(deps, run, plan, gathered)
     _cordon(deps, run, plan, gathered)
     _uncordon(run.applier, plan, gathered.draining)
-    apply_marks(run.applier, plan, gathered.draining, partial(_fresh, deps, run.applier))
+    fresh = partial(_fresh, deps, run.applier)
+    apply_marks(run.applier, plan, gathered.draining, fresh)
+    run.applier.record_events(cordon_unhealthy(run.applier, plan, gathered.draining, fresh, run.started_at))
     answer_requests(run.applier, plan, run.tally.failed_groups)
     _save_state(deps, run, plan, gathered)
 
@@ -227,6 +233,8 @@ def _terminate(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None
             region=asg.region,
         ):
             run.tally.remove(group, termination.instance_id, decrement=termination.decrement)
+            if termination.cause:
+                run.tally.replaced[(group, termination.cause)] += 1
 
 
 def _delete_leftovers(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:

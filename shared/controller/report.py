@@ -15,7 +15,7 @@ from shared.config import ScalerConfig
 from shared.controller.applier import Applier
 from shared.domain.model import AsgState, Pod
 from shared.domain.operations import ClusterEvent, EventType, ObjectRef
-from shared.domain.plan import Outcome, Plan, ReasonCode
+from shared.domain.plan import Outcome, Plan, ReasonCode, RepairAction
 from shared.ports import Notifier
 from shared.reporting import ActionRecord, ActionStatus, Reporter
 
@@ -101,6 +101,7 @@ class Tally:
     backoffs: Counter[str] = field(default_factory=Counter)  # capacity failures recorded
     failed_groups: set[str] = field(default_factory=set)  # set-desired failed
     final: dict[str, AsgState] = field(default_factory=dict)  # the group after this run
+    replaced: Counter[tuple[str, str]] = field(default_factory=Counter)  # (group, cause) -> repaired, rotated
 
     def remove(self, group: str, instance_id: str, *, decrement: bool) -> None:
         self.removed.setdefault(group, set()).add(instance_id)
@@ -231,6 +232,7 @@ def finish(
         metric(constants.METRIC_SCALE_UPS, tally.grown[group.name], group=group.name)
         metric(constants.METRIC_SCALE_DOWNS, tally.decrements[group.name], group=group.name)
         metric(constants.METRIC_CAPACITY_FAILURES, tally.backoffs[group.name], group=group.name)
+        _lifecycle_metrics(reporter, plan, tally, group.name)
         if plan is not None:
             decision = plan.group(group.name)
             current = asgs[group.asg_name].desired
@@ -265,6 +267,18 @@ def finish(
         duration_ms=round(duration * 1000, 1),
     )
     return result
+
+
+def _lifecycle_metrics(reporter: Reporter, plan: Plan | None, tally: Tally, group: str) -> None:
+    """Unhealthy nodes (their room not counted), nodes replaced for health or rotated, paused repair."""
+    not_acted = (RepairAction.IGNORED, RepairAction.UNCORDON)
+    repair = plan.repair if plan is not None else ()
+    unhealthy = sum(1 for d in repair if d.group == group and d.action not in not_acted)
+    reporter.metric(constants.METRIC_UNHEALTHY_NODES, unhealthy, group=group)
+    reporter.metric(constants.METRIC_NODES_REPAIRED, tally.replaced[(group, "repair")], group=group)
+    reporter.metric(constants.METRIC_NODES_ROTATED, tally.replaced[(group, "rotation")], group=group)
+    paused = plan is not None and group in plan.repair_paused
+    reporter.metric(constants.METRIC_REPAIR_PAUSED, int(paused), group=group)
 
 
 def _cluster_metrics(

@@ -193,6 +193,18 @@ class Pod:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeCondition:
+    """One entry of a Node's status.conditions, as written (status is checked by the planner: a
+    value other than True, False or Unknown is bad input, never a guess)."""
+
+    type: str
+    status: str
+    changed_at: datetime | None = None  # lastTransitionTime
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     name: str
     instance_id: str | None = None
@@ -206,6 +218,8 @@ class Node:
     created_at: datetime | None = None
     resource_version: str = ""
     deleting: bool = False  # metadata.deletionTimestamp is set: the Node object is going away
+    conditions: tuple[NodeCondition, ...] = ()  # every status.conditions entry (Ready included)
+    capacity: Resources | None = None  # status.capacity (None: the field is absent)
 
     @property
     def cordoned_at(self) -> datetime | None:
@@ -249,6 +263,58 @@ PROCESS_TERMINATE = "Terminate"
 
 
 @dataclass(frozen=True, slots=True)
+class LaunchTemplateRef:
+    """A launch template and version as DescribeAutoScalingGroups shows it (`$Latest`, `$Default` or
+    a number); resolved to a number through DescribeLaunchTemplates (`LaunchTemplateVersions`)."""
+
+    template_id: str
+    version: str = "$Default"
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchTemplateVersions:
+    """One launch template's current version numbers (DescribeLaunchTemplates)."""
+
+    template_id: str
+    name: str
+    default_version: int
+    latest_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledEvent:
+    """An EC2 scheduled event of an instance (DescribeInstanceStatus `Events`)."""
+
+    code: str  # instance-reboot | system-reboot | system-maintenance | instance-retirement | instance-stop
+    description: str = ""
+    not_before: datetime | None = None
+    not_after: datetime | None = None
+
+    @property
+    def is_done(self) -> bool:
+        """EC2 keeps completed and canceled events a while, their description prefixed so."""
+        return self.description.startswith(("[Completed]", "[Canceled]"))
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceStatus:
+    """One instance of DescribeInstanceStatus (`--include-all-instances`): status checks and events."""
+
+    instance_id: str
+    availability_zone: str = ""
+    state: str = "running"
+    system_status: str = "ok"  # ok | impaired | initializing | insufficient-data | not-applicable
+    instance_status: str = "ok"
+    impaired_since: datetime | None = None  # the earliest ImpairedSince of a failed check's details
+    events: tuple[ScheduledEvent, ...] = ()
+
+    @property
+    def impaired(self) -> bool:
+        return "impaired" in (self.system_status, self.instance_status)
+
+
+@dataclass(frozen=True, slots=True)
 class AsgInstance:
     instance_id: str
     lifecycle_state: str = "InService"
@@ -257,11 +323,19 @@ class AsgInstance:
     instance_type: str = ""
     weighted_capacity: int | None = None  # units it counts for in a weighted group (None: unweighted)
     protected_from_scale_in: bool = False  # ProtectedFromScaleIn (see safety.scale_in_protection)
+    # What it was launched from: a launch template (id, version number) or a launch configuration.
+    launch_template: LaunchTemplateRef | None = None
+    launch_configuration: str = ""
 
     @property
     def is_live(self) -> bool:
         """Running or on its way up (not terminating, detaching, in standby or in a warm pool)."""
         return self.lifecycle_state in LIVE_LIFECYCLE_STATES
+
+    @property
+    def is_coming(self) -> bool:
+        """Launched and not in service yet (a launch lifecycle hook may hold it in Pending:Wait)."""
+        return self.lifecycle_state in COMING_LIFECYCLE_STATES
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,6 +410,9 @@ class AsgState:
     type_shapes: Mapping[str, InstanceType] = field(default_factory=lambda: MappingProxyType({}))
     reservations: tuple[CapacityReservation, ...] = ()
     new_instances_protected: bool = False  # NewInstancesProtectedFromScaleIn: the group's default
+    # What the group launches new instances from now (drift is an instance launched from another).
+    launch_template: LaunchTemplateRef | None = None
+    launch_configuration: str = ""
 
     @property
     def live_instances(self) -> tuple[AsgInstance, ...]:
@@ -489,3 +566,8 @@ class Snapshot:
     provisioning_requests: tuple[ProvisioningRequest, ...] = ()
     pod_templates: tuple[PodTemplate, ...] = ()  # those the provisioning requests reference
     dra: DraObjects = field(default_factory=lambda: NO_DRA)  # resource.k8s.io/v1 (DRA)
+    # EC2 status checks and scheduled events by instance id (None: not read this run, so no EC2
+    # signal is judged); launch templates' current versions by id (drift of `$Latest`/`$Default`).
+    instance_statuses: Mapping[str, InstanceStatus] | None = None
+    launch_templates: Mapping[str, LaunchTemplateVersions] = field(default_factory=dict)
+    interrupted: frozenset[str] = frozenset()  # nodes under a Spot interruption warning (held cordoned)

@@ -87,6 +87,47 @@ class Termination:
     group: str
     reason: str
     decrement: bool = True  # False: the group replaces the instance
+    cause: str = ""  # "": idle scale-down or a launch that failed; "repair" or "rotation"
+
+
+class RepairAction(StrEnum):
+    REPLACE = "replace"  # idle and past its toleration: terminated, the group launches another
+    CORDON = "cordon"  # busy and past its toleration: cordoned and tainted, replaced once empty
+    WAIT = "wait"  # within its toleration, protected, or the ASG replaces it: its room is not counted
+    PAUSED = "paused"  # too much of its group is unhealthy at once: nothing terminated (alarm)
+    UNCORDON = "uncordon"  # recovered: the scaler lifts its own health cordon
+    IGNORED = "ignored"  # bad input: no action on the node this run
+
+
+@dataclass(frozen=True, slots=True)
+class RepairDecision:
+    """What the plan does about one unhealthy (or recovered) node."""
+
+    node: str
+    group: str
+    instance_id: str
+    condition: str  # the signals, e.g. "AcceleratedHardwareReady=False, GPUsLost"
+    action: RepairAction
+    reason: str
+
+
+class RotationCause(StrEnum):
+    DRIFT = "drift"
+    LIFETIME = "lifetime"
+    MAINTENANCE = "maintenance"
+    REBALANCE = "rebalance"
+    INTERRUPTION = "interruption"
+
+
+@dataclass(frozen=True, slots=True)
+class RotationDecision:
+    """A node due for rotation: marked so no new pods land (busy), or replaced (empty)."""
+
+    node: str
+    group: str
+    cause: RotationCause
+    action: str  # mark | replace | wait
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +166,9 @@ class Plan:
     mark: tuple[NodeMark, ...] = ()  # attrition taints to put on, by node
     unmark: tuple[NodeMark, ...] = ()  # attrition taints to lift, by node
     delete_nodes: tuple[NodeAction, ...] = ()  # Node objects of instances that are gone (leftovers.py)
+    repair: tuple[RepairDecision, ...] = ()  # unhealthy and recovered nodes, by node
+    rotate: tuple[RotationDecision, ...] = ()  # nodes due for rotation, by node
+    repair_paused: tuple[str, ...] = ()  # groups with too many unhealthy nodes to repair (alarm)
 
     def group(self, name: str) -> GroupDecision:
         """The decision for one group by name."""

@@ -90,6 +90,10 @@ def termination_blocker(
     protected = protection(node, pods, group)
     if protected:
         return protected
+    if termination.cause:
+        # Repair and rotation replace a node for what it is (broken, outdated), not because it is
+        # idle-cordoned or NotReady: emptiness and protection above are what the fresh read decides.
+        return None
     if termination.decrement and not node.cordoned_by_scaler:
         return "it is no longer cordoned by the scaler"
     if not termination.decrement and node.ready:

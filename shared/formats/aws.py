@@ -19,6 +19,7 @@ from shared.domain.model import (
     nodes_for_units,
 )
 from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
+from shared.formats.lifecycle import launch_template_ref
 
 # DesiredCapacityType values that count each instance by its size, not by one (attribute-based
 # instance type selection); "units" counts WeightedCapacity (1 per instance without weights).
@@ -46,6 +47,8 @@ def asg_from_json(obj: Mapping[str, Any], region: str = "") -> AsgState:
                 instance_type=str(i.get("InstanceType") or ""),
                 weighted_capacity=_int_or_none(i.get("WeightedCapacity")),
                 protected_from_scale_in=i.get("ProtectedFromScaleIn") is True,
+                launch_template=launch_template_ref(i),
+                launch_configuration=str(i.get("LaunchConfigurationName") or ""),
             )
             for i in obj.get("Instances") or ()
         ),
@@ -63,6 +66,8 @@ def asg_from_json(obj: Mapping[str, Any], region: str = "") -> AsgState:
         reservation_preference=str(reservation.get("CapacityReservationPreference") or ""),
         reservation_ids=tuple(str(r) for r in target.get("CapacityReservationIds") or ()),
         new_instances_protected=obj.get("NewInstancesProtectedFromScaleIn") is True,
+        launch_template=launch_template_ref(obj),
+        launch_configuration=str(obj.get("LaunchConfigurationName") or ""),
     )
     capacity_type = str(obj.get("DesiredCapacityType") or "units")
     if asg.type_weights or capacity_type in SIZE_CAPACITY_TYPES:

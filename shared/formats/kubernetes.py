@@ -27,6 +27,7 @@ from shared.domain.model import (
     DEFAULT_TERMINATION_GRACE_SECONDS,
     DaemonSet,
     Node,
+    NodeCondition,
     Pod,
     Requirement,
     Scheduling,
@@ -565,6 +566,7 @@ def node_from_json(obj: Mapping[str, Any]) -> Node:
             raise ValueError(f"node {meta.get('name')}: unknown taint effect {taint.get('effect')!r}")
         taints.append(Taint(str(taint["key"]), str(taint.get("value") or ""), effect))
     allocatable = status.get("allocatable") or {}
+    capacity = status.get("capacity")
     return Node(
         name=meta["name"],
         instance_id=instance_id_from_provider_id(spec.get("providerID")),
@@ -578,7 +580,27 @@ def node_from_json(obj: Mapping[str, Any]) -> Node:
         created_at=parse_time(meta.get("creationTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
         deleting=meta.get("deletionTimestamp") is not None,
+        conditions=tuple(_node_condition(c) for c in status.get("conditions") or () if isinstance(c, dict)),
+        capacity=_node_capacity(capacity),
     )
+
+
+def _node_condition(raw: Mapping[str, Any]) -> NodeCondition:
+    """One status.conditions entry, as written: the planner judges its status and time."""
+    return NodeCondition(
+        type=str(raw.get("type") or ""),
+        status=str(raw.get("status") or ""),
+        changed_at=parse_time(raw.get("lastTransitionTime")),
+        reason=str(raw.get("reason") or ""),
+        message=str(raw.get("message") or ""),
+    )
+
+
+def _node_capacity(raw: object) -> Resources | None:
+    """status.capacity (None when absent: the planner then cannot tell lost devices)."""
+    if not isinstance(raw, Mapping):
+        return None
+    return Resources.of({name: quantity(name, value) for name, value in raw.items()})
 
 
 def _items(document: object, kind: str, source: str) -> list[Mapping[str, Any]]:

@@ -25,6 +25,7 @@ from shared.formats.aws import (
     with_reservations,
 )
 from shared.formats.kubernetes import KubeObjects, nodes_from_list, objects_from_documents, pods_from_list
+from shared.formats.lifecycle import instance_statuses_from_describe, launch_templates_from_describe
 from shared.formats.state import state_from_json
 from shared.local import status_cli
 from shared.local.demo import cli as demo_cli
@@ -149,6 +150,20 @@ def _instance_types(args: argparse.Namespace) -> dict[str, InstanceType]:
     return found
 
 
+def _lifecycle_inputs(args: argparse.Namespace) -> dict[str, Any]:
+    """EC2 status checks (--instance-status) and launch template versions (--launch-templates)."""
+    found: dict[str, Any] = {}
+    if args.instance_status:
+        found["instance_statuses"] = instance_statuses_from_describe(
+            _read_json(args.instance_status), args.instance_status
+        )
+    if args.launch_templates:
+        found["launch_templates"] = launch_templates_from_describe(
+            _read_json(args.launch_templates), args.launch_templates
+        )
+    return found
+
+
 def run_plan(args: argparse.Namespace) -> int:
     """`backlog-scaler plan`: read dumps, plan, print."""
     # One short process whose objects all live until it exits: the cyclic collector would only
@@ -160,6 +175,7 @@ def run_plan(args: argparse.Namespace) -> int:
         asgs=_asgs(args, config),
         instance_types=_instance_types(args),
         state=state_from_json(_read_json(args.state), args.state) if args.state else ScalerState(),
+        **_lifecycle_inputs(args),
     )
     now = _parse_now(args.now)
     if args.explain:
@@ -218,6 +234,17 @@ def _add_plan_command(commands: Any) -> None:
         metavar="FILE",
         help="aws ec2 describe-instance-types --instance-types <the groups' types>: architecture, GPUs, "
         "Neuron, EFA and instance store of the nodes (as the reconcile reads them from EC2)",
+    )
+    p.add_argument(
+        "--instance-status",
+        metavar="FILE",
+        help="aws ec2 describe-instance-status --include-all-instances: status checks and scheduled "
+        "events of the groups' instances (node repair; instances of other groups are ignored)",
+    )
+    p.add_argument(
+        "--launch-templates",
+        metavar="FILE",
+        help="aws ec2 describe-launch-templates: resolves $Latest/$Default for drift (node rotation)",
     )
     p.add_argument("--config", required=True, help="scaler config (YAML or JSON)")
     p.add_argument(

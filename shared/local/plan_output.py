@@ -6,39 +6,17 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from shared.domain.plan import NodeMark, Outcome, Plan
+from shared.domain.plan import GroupDecision, NodeMark, Outcome, Plan, RepairDecision, Termination
 from shared.local.explain import GroupSummary, PodExplanation
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
     """The documented JSON form of `backlog-scaler plan --format json`."""
     return {
-        "groups": [
-            {
-                "name": g.name,
-                "asg_name": g.asg_name,
-                "current_desired": g.current_desired,
-                "desired": g.desired,
-                "current_desired_units": g.current_desired_units,
-                "desired_units": g.desired_units,
-                "min_size": g.min_size,
-                "max_size": g.max_size,
-                "reason": g.reason,
-            }
-            for g in plan.groups
-        ],
+        "groups": [_group_json(g) for g in plan.groups],
         "cordon": [a.node for a in plan.cordon],
         "uncordon": [a.node for a in plan.uncordon],
-        "terminate": [
-            {
-                "node": t.node,
-                "instance_id": t.instance_id,
-                "group": t.group,
-                "reason": t.reason,
-                "decrement": t.decrement,
-            }
-            for t in plan.terminate
-        ],
+        "terminate": [_termination_json(t) for t in plan.terminate],
         "pods": [
             {
                 "pod": p.pod,
@@ -55,6 +33,12 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         ],
         "mark": [_mark_json(m) for m in plan.mark],
         "unmark": [_mark_json(m) for m in plan.unmark],
+        "repair": [_repair_json(r) for r in plan.repair],
+        "repair_paused": list(plan.repair_paused),
+        "rotate": [
+            {"node": r.node, "group": r.group, "cause": str(r.cause), "action": r.action, "reason": r.reason}
+            for r in plan.rotate
+        ],
         "provisioning_requests": [
             {
                 "name": a.request,
@@ -66,6 +50,42 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
             }
             for a in plan.provisioning_requests
         ],
+    }
+
+
+def _group_json(g: GroupDecision) -> dict[str, Any]:
+    return {
+        "name": g.name,
+        "asg_name": g.asg_name,
+        "current_desired": g.current_desired,
+        "desired": g.desired,
+        "current_desired_units": g.current_desired_units,
+        "desired_units": g.desired_units,
+        "min_size": g.min_size,
+        "max_size": g.max_size,
+        "reason": g.reason,
+    }
+
+
+def _termination_json(t: Termination) -> dict[str, Any]:
+    return {
+        "node": t.node,
+        "instance_id": t.instance_id,
+        "group": t.group,
+        "reason": t.reason,
+        "decrement": t.decrement,
+        "cause": t.cause or "scale-down",
+    }
+
+
+def _repair_json(r: RepairDecision) -> dict[str, Any]:
+    return {
+        "node": r.node,
+        "group": r.group,
+        "instance_id": r.instance_id,
+        "condition": r.condition,
+        "action": str(r.action),
+        "reason": r.reason,
     }
 
 
@@ -149,6 +169,7 @@ def plan_to_table(
     name, grouped by outcome and reason. Long lists are folded unless `show_all`."""
     lines = _groups_section(plan, groups)
     lines += _actions_section(plan)
+    lines += _lifecycle_section(plan)
     lines += _pods_section(plan, show_all=show_all, max_reasons=max_reasons, max_pods=max_pods)
     lines += _requests_section(plan)
     lines += _model_errors_section(plan)
@@ -206,6 +227,33 @@ def _actions_section(plan: Plan) -> list[str]:
         verb = "terminate" if t.decrement else "replace"
         actions.append([verb, t.node or "-", t.instance_id, t.group, t.reason])
     return ["", "ACTIONS", *(_table(actions) if len(actions) > 1 else ["none"]), ""]
+
+
+def _lifecycle_section(plan: Plan) -> list[str]:
+    """REPAIR and ROTATE: what the plan does about unhealthy and outdated nodes (only when any)."""
+    lines: list[str] = []
+    if plan.repair:
+        rows = [["NODE", "GROUP", "INSTANCE", "CONDITION", "ACTION", "REASON"]]
+        for r in plan.repair:
+            rows.append(
+                [
+                    r.node or "-",
+                    r.group or "-",
+                    r.instance_id or "-",
+                    r.condition or "-",
+                    str(r.action),
+                    r.reason,
+                ]
+            )
+        lines += ["REPAIR", *_table(rows)]
+        if plan.repair_paused:
+            lines.append(f"repair paused (alarm) in: {', '.join(plan.repair_paused)}")
+        lines.append("")
+    if plan.rotate:
+        rows = [["NODE", "GROUP", "CAUSE", "ACTION", "REASON"]]
+        rows += [[r.node, r.group, str(r.cause), r.action, r.reason] for r in plan.rotate]
+        lines += ["ROTATE", *_table(rows), ""]
+    return lines
 
 
 def _pods_section(plan: Plan, *, show_all: bool, max_reasons: int, max_pods: int) -> list[str]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime
 
 from shared.config import ScalerConfig
 from shared.domain.model import AsgState, Snapshot
-from shared.domain.plan import GroupDecision, NodeAction, Outcome, Plan, PodOutcome, Termination
+from shared.domain.plan import GroupDecision, NodeAction, Outcome, Plan, PodOutcome, RepairAction, Termination
 from shared.domain.provisioning import RequestAnswer, RequestOutcome
 from shared.domain.safety import desired_after
 from shared.planner.attrition import marked_nodes, plan_attrition, without_marks
@@ -16,6 +17,8 @@ from shared.planner.context import Context, GroupView, build_context
 from shared.planner.gangs import STAND_IN_SEPARATOR, gang_summary, is_stand_in
 from shared.planner.leftovers import leftover_nodes
 from shared.planner.provisioning import answer_requests, prepare_requests
+from shared.planner.repair import Assessment, RepairResult, assess, hide_unhealthy, plan_repair
+from shared.planner.rotation import RotationResult, plan_rotation, with_replacement_pods
 from shared.planner.scale_down import ScaleDownResult, plan_scale_down, with_kept
 from shared.planner.scale_up import ScaleUpResult, plan_scale_up
 
@@ -170,8 +173,10 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
     same plan for the same inputs in any order. Groups appear in config order; actions and pods
     are sorted by name.
     """
+    assessment = assess(snapshot, config, now)
     marked = marked_nodes(snapshot)
-    ctx = build_context(without_marks(snapshot, marked), config, now)
+    judged = hide_unhealthy(without_marks(snapshot, marked), assessment)
+    ctx = build_context(with_replacement_pods(judged, config, now), config, now)
     up = plan_scale_up(ctx)
     answers, updates = answer_requests(ctx, prepare_requests(ctx), up.outcomes, up.counted_on)
     _drop_stand_ins(up)
@@ -181,11 +186,9 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         for view in ctx.groups
     }
     down = plan_scale_down(ctx, up.busy_nodes, set(up.uncordon), after_up, up.saturated)
+    repair, rotation = _lifecycle(ctx, assessment, down, up.saturated)
 
-    pods_by_group: dict[str, list[PodOutcome]] = {}
-    for outcome in up.outcomes.values():
-        if outcome.group:
-            pods_by_group.setdefault(outcome.group, []).append(outcome)
+    pods_by_group = _pods_by_group(up)
     groups = tuple(
         _decide_group(
             ctx, view, up, down, pods_by_group.get(view.name, []), requests_by_group.get(view.name, ())
@@ -196,8 +199,8 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
     uncordon = {a.node: a for a in down.uncordon}
     for node, group in up.uncordon.items():
         uncordon[node] = NodeAction(node, group, "pending pods fit on it")
-    leaving = frozenset(a.node for a in down.cordon) | frozenset(t.node for t in down.terminate if t.node)
-    attrition = plan_attrition(ctx, marked, up.counted_on, up.outcomes, leaving)
+    leaving = _leaving(down) | frozenset(m.node for m in rotation.mark)
+    attrition = plan_attrition(ctx, marked, up.counted_on, up.outcomes, leaving - repair.owned)
     return Plan(
         groups=groups,
         cordon=tuple(sorted(down.cordon, key=lambda a: a.node)),
@@ -205,15 +208,66 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         terminate=tuple(sorted(down.terminate, key=lambda t: (t.group, t.instance_id))),
         pods=tuple(sorted(up.outcomes.values(), key=lambda p: p.pod)),
         idle_since=dict(sorted(down.idle_since.items())),
-        instances_first_seen=dict(sorted({**down.first_seen, **_launch_clocks(ctx, groups)}.items())),
+        instances_first_seen=dict(
+            sorted({**down.first_seen, **_launch_clocks(ctx, groups), **repair.clocks}.items())
+        ),
         pod_memory=up.pod_memory(now),
         model_errors=tuple(sorted(up.recalled.errors, key=lambda e: (e.pod, e.node))),
         provisioning_requests=answers,
         provisioning_updates=updates,
-        mark=attrition.mark,
-        unmark=attrition.unmark,
+        mark=tuple(sorted((*attrition.mark, *rotation.mark), key=lambda m: (m.node, m.key))),
+        unmark=tuple(
+            sorted((*attrition.unmark, *repair.unmark, *rotation.unmark), key=lambda m: (m.node, m.key))
+        ),
+        repair=tuple(repair.decisions),
+        rotate=tuple(rotation.decisions),
+        repair_paused=tuple(repair.paused),
         delete_nodes=_leftovers(snapshot, config),
     )
+
+
+def _pods_by_group(up: ScaleUpResult) -> dict[str, list[PodOutcome]]:
+    pods_by_group: dict[str, list[PodOutcome]] = {}
+    for outcome in up.outcomes.values():
+        if outcome.group:
+            pods_by_group.setdefault(outcome.group, []).append(outcome)
+    return pods_by_group
+
+
+def _lifecycle(
+    ctx: Context, assessment: Assessment, down: ScaleDownResult, saturated: set[str]
+) -> tuple[RepairResult, RotationResult]:
+    """Repair and rotation after scale-down: each owns its nodes, and `down` is edited to match."""
+    decrements = Counter(t.group for t in down.terminate if t.decrement)
+    repair = plan_repair(ctx, assessment, decrements, saturated)
+    _merge_repair(down, repair)
+    rotation = plan_rotation(ctx, ctx.nodes_by_name, repair.owned | _leaving(down))
+    down.terminate += rotation.terminate
+    down.cordon = [a for a in down.cordon if a.node not in rotation.owned]
+    return repair, rotation
+
+
+def _leaving(down: ScaleDownResult) -> frozenset[str]:
+    """Nodes scale-down (with repair merged in) cordons or terminates this run."""
+    return frozenset(a.node for a in down.cordon) | frozenset(t.node for t in down.terminate if t.node)
+
+
+def _merge_repair(down: ScaleDownResult, repair: RepairResult) -> None:
+    """Repair decides about the nodes it owns: scale-down neither cordons nor uncordons them, and
+    terminates one only where repair waits (a node NotReady past the provisioning deadline is a
+    launch that failed, as before) and never in a group where repair is paused."""
+    owned = repair.owned
+    waiting = {d.node for d in repair.decisions if d.action is RepairAction.WAIT}
+    paused = set(repair.paused)
+    down.terminate = [
+        t for t in down.terminate if t.node not in owned or (t.node in waiting and t.group not in paused)
+    ] + repair.terminate
+    down.cordon = [a for a in down.cordon if a.node not in owned]
+    lifted = {a.node for a in repair.uncordon}
+    down.uncordon = [
+        a for a in down.uncordon if a.node not in owned and a.node not in lifted
+    ] + repair.uncordon
+    down.cordon = [a for a in down.cordon if a.node not in lifted]
 
 
 def _leftovers(snapshot: Snapshot, config: ScalerConfig) -> tuple[NodeAction, ...]:

@@ -40,7 +40,9 @@ from shared.domain.model import (
     AsgState,
     DaemonSet,
     GroupState,
+    InstanceStatus,
     InstanceType,
+    LaunchTemplateVersions,
     Node,
     NodeState,
     Pod,
@@ -500,6 +502,8 @@ class FakeFleet(Faults):
         self.failures: dict[str, list[ScalingFailure]] = {}
         self.known_types: dict[str, InstanceType] = {}  # what `instance_types` answers, by name
         self.terminated: list[str] = []
+        self.statuses: dict[str, InstanceStatus] = {}  # what `instance_statuses` answers, by instance id
+        self.templates: dict[str, LaunchTemplateVersions] = {}  # what `launch_templates` answers, by id
         for group in groups:
             self.add_group(group)
 
@@ -571,6 +575,20 @@ class FakeFleet(Faults):
     def instance_types(self, instance_types: Iterable[str], region: str = "") -> Mapping[str, InstanceType]:
         with self._lock:
             return {t: self.known_types[t] for t in instance_types if t in self.known_types}
+
+    @_recorded
+    def instance_statuses(
+        self, instance_ids: Iterable[str], region: str = ""
+    ) -> Mapping[str, InstanceStatus]:
+        with self._lock:
+            return {i: self.statuses[i] for i in instance_ids if i in self.statuses}
+
+    @_recorded
+    def launch_templates(
+        self, template_ids: Iterable[str], region: str = ""
+    ) -> Mapping[str, LaunchTemplateVersions]:
+        with self._lock:
+            return {t: self.templates[t] for t in template_ids if t in self.templates}
 
 
 @dataclass
@@ -866,6 +884,8 @@ class FakeWorld:
             "describe_groups",
             "failed_activities",
             "instance_types",
+            "instance_statuses",
+            "launch_templates",
             "load",
             "drain_intents",
         }

@@ -24,3 +24,22 @@ def test_capacity_reads_are_granted_only_in_the_regions_of_the_groups(synthesize
         assert set(statement["Action"]) >= CAPACITY_READS
         assert statement["Resource"] == "*"
         assert statement["Condition"] == {"StringEquals": {"aws:RequestedRegion": regions}}
+
+
+def test_lifecycle_reads_are_granted_in_the_same_read_only_region_scoped_statement(
+    synthesized: Synthesized,
+) -> None:
+    # Given the synthesized stack
+    reads = [
+        statement
+        for policy in synthesized.resources("AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if statement.get("Sid") == "ReadFleet"
+    ]
+    # Then the status checks and launch template reads of repair and rotation are there, and nothing
+    # that writes EC2 is
+    lifecycle = {"ec2:DescribeInstanceStatus", "ec2:DescribeLaunchTemplates"}
+    assert reads
+    for statement in reads:
+        assert set(statement["Action"]) >= lifecycle
+        assert all(":Describe" in action for action in statement["Action"])

@@ -24,6 +24,8 @@ DESCRIBES = {
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeSubnets",
     "ec2:DescribeCapacityReservations",
+    "ec2:DescribeInstanceStatus",
+    "ec2:DescribeLaunchTemplates",
 }
 
 

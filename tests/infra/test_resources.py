@@ -20,6 +20,8 @@ from shared.constants import (
     METRIC_OLDEST_PENDING_AGE,
     METRIC_PENDING_GPUS,
     METRIC_PENDING_PODS,
+    METRIC_REPAIR_PAUSED,
+    METRIC_UNHEALTHY_NODES,
     METRICS_NAMESPACE,
     RBAC_GROUP,
     TABLE_PARTITION_KEY,
@@ -373,6 +375,24 @@ def test_capacity_failure_alarm_per_group_over_30_minutes(synthesized: Synthesiz
         assert dimensions["Cluster"] == synthesized.config.cluster_name
         groups.add(dimensions["Group"])
     assert groups == set(synthesized.config.group_names)
+
+
+def test_a_paused_node_repair_raises_an_alarm_per_group(synthesized: Synthesized) -> None:
+    # A group with more unhealthy nodes than max_unhealthy_fraction terminates none for health: the
+    # operator must look (a bad AMI, driver or zone)
+    alarms = _alarm_on(synthesized, METRIC_REPAIR_PAUSED)
+    assert {next(d["Value"] for d in a["Dimensions"] if d["Name"] == "Group") for a in alarms} == set(
+        synthesized.config.group_names
+    )
+    for alarm in alarms:
+        assert (alarm["Statistic"], alarm["Threshold"]) == ("Maximum", 1)
+        assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+def test_dashboard_has_a_node_lifecycle_row(synthesized: Synthesized) -> None:
+    (dashboard,) = synthesized.resources("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    assert METRIC_UNHEALTHY_NODES in body and "Nodes repaired and rotated" in body
 
 
 def test_dashboard_shows_backlog_gpus_and_groups(synthesized: Synthesized) -> None:

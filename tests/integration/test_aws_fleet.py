@@ -839,3 +839,31 @@ def test_a_plan_for_a_weighted_group_sets_the_units_its_new_nodes_need(factory: 
     # Then three g5.12xlarge-sized nodes are asked for: 3 x 4 units on top of the 16
     assert (decision.current_desired, decision.desired) == (2, 5)
     assert read_group("gpu-mixed")["DesiredCapacity"] == 28
+
+
+# node lifecycle reads (repair and rotation)
+
+
+def test_instance_statuses_and_launch_templates_of_a_groups_instances(factory: RecordingFactory) -> None:
+    # Given a group of two instances launched from its launch template, a new template version made
+    # default since, and one instance id EC2 no longer knows
+    create_group("gpu-a", desired=2)
+    fleet = fleet_with(factory)
+    asg = fleet.describe_groups(["gpu-a"])["gpu-a"]
+    ids = [i.instance_id for i in asg.live_instances]
+    ec2 = SESSION.client("ec2", region_name=REGION)
+    assert asg.launch_template is not None
+    template = asg.launch_template.template_id
+    ec2.create_launch_template_version(LaunchTemplateId=template, LaunchTemplateData={"ImageId": "ami-2"})
+    ec2.modify_launch_template(LaunchTemplateId=template, DefaultVersion="2")
+
+    # When their statuses and the template are read
+    statuses = fleet.instance_statuses([*ids, "i-0123456789abcdef0"], REGION)
+    templates = fleet.launch_templates([template], REGION)
+
+    # Then every known instance has its checks (ok) and the unknown one is absent; the template's
+    # default and latest versions are numbers, and the group names it by its id
+    assert set(statuses) == set(ids)
+    assert all(not s.impaired and s.state == "running" for s in statuses.values())
+    assert (templates[template].default_version, templates[template].latest_version) == (2, 2)
+    assert all(c["IncludeAllInstances"] is True for c in factory.operations("DescribeInstanceStatus"))

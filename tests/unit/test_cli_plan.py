@@ -546,3 +546,66 @@ def test_plan_reads_instance_types_so_an_amd64_pod_skips_the_graviton_group(
     # Then the pod buys the g5 node, as the reconcile (which reads EC2) would
     groups_out = {g["name"]: g["desired"] for g in json.loads(capsys.readouterr().out)["groups"]}
     assert groups_out == {"t4g": 0, "a10g": 1}
+
+
+def test_instance_status_makes_an_impaired_node_a_repair_entry_and_other_groups_instances_are_ignored(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Given `aws ec2 describe-instance-status --include-all-instances`: the first a100 instance
+    # impaired for an hour, and an instance of no managed group
+    status = {
+        "InstanceStatuses": [
+            {
+                "InstanceId": "i-0a1100000000001",
+                "AvailabilityZone": "us-west-2a",
+                "InstanceState": {"Code": 16, "Name": "running"},
+                "SystemStatus": {
+                    "Status": "impaired",
+                    "Details": [
+                        {"Name": "reachability", "Status": "failed", "ImpairedSince": "2026-12-02T11:00:00Z"}
+                    ],
+                },
+                "InstanceStatus": {"Status": "ok", "Details": [{"Name": "reachability", "Status": "passed"}]},
+                "Events": [],
+            },
+            {
+                "InstanceId": "i-0ffffffffffffff01",
+                "InstanceState": {"Code": 16, "Name": "running"},
+                "SystemStatus": {"Status": "ok"},
+                "InstanceStatus": {"Status": "ok"},
+            },
+        ]
+    }
+    path = tmp_path / "instance-status.json"
+    path.write_text(json.dumps(status))
+
+    # When planning with it, in JSON and as a table
+    assert main([*ARGS, "--instance-status", str(path), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert main([*ARGS, "--instance-status", str(path)]) == 0
+    table = capsys.readouterr().out
+
+    # Then the node has a repair entry with the documented keys, and the other instance is ignored
+    repair = {r["node"]: r for r in out["repair"]}
+    node = repair["ip-10-0-1-11.us-west-2.compute.internal"]
+    assert set(node) == {"node", "group", "instance_id", "condition", "action", "reason"}
+    assert (node["condition"], node["instance_id"]) == ("InstanceStatusImpaired", "i-0a1100000000001")
+    assert node["action"] in {"replace", "cordon", "wait", "paused"}
+    assert repair[""]["action"] == "ignored" and "i-0ffffffffffffff01" in repair[""]["reason"]
+    assert out["rotate"] == [] and out["repair_paused"] == []
+    assert "REPAIR" in table and "InstanceStatusImpaired" in table
+
+
+def test_a_file_that_is_not_describe_instance_status_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "status.json"
+    path.write_text(json.dumps({"Reservations": []}))
+
+    assert main([*ARGS, "--instance-status", str(path)]) == 2
+
+    err = capsys.readouterr().err
+    assert (
+        err.strip()
+        == f"backlog-scaler: error: {path}: expected the output of aws ec2 describe-instance-status"
+    )

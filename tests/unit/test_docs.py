@@ -111,12 +111,23 @@ def example_outputs(tmp_path: Path) -> list[dict[str, Any]]:
         )
     marked_nodes = tmp_path / "nodes.json"
     marked_nodes.write_text(json.dumps(nodes), encoding="utf-8")
+    # Repair and rotation: one node's GPUs broken for an hour, every node past a one-hour lifetime.
+    broken = json.loads((EXAMPLES / "nodes.json").read_text(encoding="utf-8"))
+    broken["items"][0]["status"]["conditions"].append(
+        {"type": "AcceleratedHardwareReady", "status": "False", "lastTransitionTime": "2026-12-02T11:00:00Z"}
+    )
+    broken_nodes = tmp_path / "broken-nodes.json"
+    broken_nodes.write_text(json.dumps(broken), encoding="utf-8")
+    settings["policy"]["max_node_lifetime_seconds"] = 3600
+    aging = tmp_path / "aging.yaml"
+    aging.write_text(yaml.safe_dump(settings), encoding="utf-8")
     return [
         run_plan(EXAMPLES / "pods.json", EXAMPLES / "state.json"),
         run_plan(EXAMPLES / "pods.json", counted_state),
         run_plan(running_pods, EXAMPLES / "state.json"),
         run_plan(running_pods, fresh_state, config=marking),
         run_plan(running_pods, EXAMPLES / "state.json", nodes=marked_nodes, config=switched_off),
+        run_plan(EXAMPLES / "pods.json", EXAMPLES / "state.json", nodes=broken_nodes, config=aging),
     ]
 
 

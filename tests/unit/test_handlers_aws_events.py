@@ -80,10 +80,18 @@ def test_spot_interruption_cordons_the_node(world: FakeWorld) -> None:
     assert [a["kind"] for a in response["actions"]][:2] == ["drain", "cordon"]
 
 
-def test_rebalance_recommendation_only_reconciles(world: FakeWorld) -> None:
+def test_rebalance_recommendation_marks_the_node_for_rotation_without_cordon_or_eviction(
+    world: FakeWorld,
+) -> None:
     response = aws_events.handler(event("rebalance_recommendation.json"), FakeLambdaContext())
     assert not world.cluster.is_cordoned(NODE)
+    assert world.cluster.evicted == []
+    taints = [(t["key"], t.get("value"), t["effect"]) for t in world.cluster.nodes[NODE]["spec"]["taints"]]
+    assert ("backlog-scaler/rotation", "rebalance", "NoSchedule") in taints
     assert response["status"] == "completed"
+    # And the reconcile of the same invocation keeps it for rotation, replaced once its job ends
+    rotate = [a for a in response["actions"] if a["kind"] == "terminate"]
+    assert rotate == [] and world.fleet.terminated == []
 
 
 def log_lines(caplog: pytest.LogCaptureFixture, message: str) -> list[logging.LogRecord]:

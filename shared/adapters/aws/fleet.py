@@ -21,10 +21,16 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared import constants
-from shared.adapters.aws import clients
+from shared.adapters.aws import clients, lifecycle
 from shared.adapters.aws.clients import BOTO_ERRORS, AwsClient, error_code, scaler_error
-from shared.domain.errors import FleetActionError, FleetReadError, ScalerError
-from shared.domain.model import AsgState, CapacityReservation, InstanceType
+from shared.domain.errors import FleetActionError, FleetReadError, InputError, ScalerError
+from shared.domain.model import (
+    AsgState,
+    CapacityReservation,
+    InstanceStatus,
+    InstanceType,
+    LaunchTemplateVersions,
+)
 from shared.domain.operations import FailureKind, ScalingFailure
 from shared.formats.aws import (
     SIZE_CAPACITY_TYPES,
@@ -196,6 +202,45 @@ class AsgFleet:
             for name, info in self._instance_types(instance_types, region).items()
             if info.gpu_model
         }
+
+    def instance_statuses(
+        self, instance_ids: Iterable[str], region: str = ""
+    ) -> Mapping[str, InstanceStatus]:
+        """Status checks and scheduled events per instance (DescribeInstanceStatus); unknown ids absent."""
+        ec2 = self._client("ec2", region)
+        return self._lifecycle_read(
+            lambda batch: lifecycle.describe_instance_statuses(ec2, batch),
+            sorted(set(instance_ids)),
+            lifecycle.INSTANCE_IDS_PER_CALL,
+            lifecycle.is_unknown_instance,
+            "instance status of",
+        )
+
+    def launch_templates(
+        self, template_ids: Iterable[str], region: str = ""
+    ) -> Mapping[str, LaunchTemplateVersions]:
+        """Default and latest version of each launch template; unknown ids absent."""
+        ec2 = self._client("ec2", region)
+        return self._lifecycle_read(
+            lambda batch: lifecycle.describe_launch_templates(ec2, batch),
+            sorted(set(template_ids)),
+            lifecycle.LAUNCH_TEMPLATES_PER_CALL,
+            lifecycle.is_unknown_launch_template,
+            "launch template",
+        )
+
+    @staticmethod
+    def _lifecycle_read(
+        describe: Callable[[list[str]], dict[str, _Parsed]],
+        ids: list[str],
+        per_call: int,
+        is_unknown: Callable[[str], bool],
+        noun: str,
+    ) -> dict[str, _Parsed]:
+        try:
+            return _describe_known(describe, ids, per_call, is_unknown, noun)
+        except InputError as exc:
+            raise FleetReadError(f"describe {noun}: malformed entry: {exc}") from exc
 
     # Mutations
 

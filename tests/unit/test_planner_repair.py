@@ -1,0 +1,317 @@
+"""Node health repair: which signals make a node unhealthy, and what the plan does about it.
+
+Common setting: one group of 8-GPU nodes (a100, behind research-a100, max 16), nodes created two
+hours ago, the default repair policy (10 min toleration, 30 min for Ready, pause above 20 %).
+Inputs are `kubectl get node -o json` and `aws ec2 describe-instance-status` shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from shared.domain.model import ScalerState
+from shared.domain.plan import Outcome, RepairAction
+from shared.formats.lifecycle import instance_statuses_from_describe
+from shared.planner import plan
+from shared.planner.health import GPUS_LOST, health_clock_key
+from shared.planner.repair import REPAIR_TAINT_KEY
+from tests.builders import GPU_TAINT, GPU_TOLERATION, NOW, asg, config, iso, node, pod, snapshot
+
+A100 = "research-a100"
+HEALTH_TAINT = {"key": REPAIR_TAINT_KEY, "effect": "NoSchedule"}
+
+
+def with_condition(
+    obj: dict[str, Any], kind: str, status: str, since: timedelta | None, **extra: str
+) -> dict[str, Any]:
+    """`obj` with one more status.conditions entry, changed `since` ago (None: no lastTransitionTime)."""
+    condition: dict[str, Any] = {"type": kind, "status": status, **extra}
+    if since is not None:
+        condition["lastTransitionTime"] = iso(NOW - since)
+    obj["status"]["conditions"].append(condition)
+    return obj
+
+
+def nodes(count: int) -> list[dict[str, Any]]:
+    return [node(f"n{i}", f"i-{i}") for i in range(count)]
+
+
+def group(count: int, **kw: Any) -> list[dict[str, Any]]:
+    return [asg(A100, desired=count, instances=[f"i-{i}" for i in range(count)], **kw)]
+
+
+def run(
+    node_list: list[dict[str, Any]],
+    pods: list[dict[str, Any]] | None = None,
+    asgs: list[dict[str, Any]] | None = None,
+    state: ScalerState | None = None,
+    statuses: dict[str, Any] | None = None,
+    **policy: Any,
+) -> Any:
+    snap = snapshot(pods or [], node_list, asgs or group(len(node_list)), state)
+    if statuses is not None:
+        snap = replace(snap, instance_statuses=instance_statuses_from_describe(statuses))
+    return plan(snap, config(policy={"cordon_settle_seconds": 30, **policy}), NOW)
+
+
+def actions(result: Any) -> dict[str, tuple[str, str]]:
+    return {d.node: (d.action.value, d.condition) for d in result.repair}
+
+
+def test_an_idle_node_with_broken_gpu_hardware_past_its_toleration_is_replaced() -> None:
+    # Given n0 whose node monitoring agent reports AcceleratedHardwareReady=False for 11 minutes
+    fleet = nodes(5)
+    with_condition(
+        fleet[0], "AcceleratedHardwareReady", "False", timedelta(minutes=11), reason="NvidiaXID79Error"
+    )
+
+    result = run(fleet)
+
+    # Then n0 is replaced: terminated (the group, above min size, needs no replacement) and nothing else
+    assert actions(result) == {"n0": ("replace", "AcceleratedHardwareReady=False")}
+    assert [(t.node, t.instance_id, t.decrement, t.cause) for t in result.terminate] == [
+        ("n0", "i-0", True, "repair")
+    ]
+    assert result.group("a100").desired == 4
+
+
+def test_a_broken_node_at_min_size_is_replaced_by_the_group() -> None:
+    # Given the same broken node in a group at its min size of 5
+    fleet = nodes(5)
+    with_condition(fleet[0], "AcceleratedHardwareReady", "False", timedelta(minutes=11))
+
+    result = run(fleet, asgs=group(5, min_size=5))
+
+    # Then it is terminated without lowering desired: the ASG launches its replacement
+    assert [(t.node, t.decrement) for t in result.terminate] == [("n0", False)]
+    assert result.group("a100").desired == 5
+
+
+def test_within_its_toleration_a_node_waits_and_its_room_is_never_counted() -> None:
+    # Given n0 (idle, 8 free GPUs) whose KernelReady turned False 2 minutes ago, and a pending 8-GPU pod
+    fleet = nodes(2)
+    with_condition(fleet[0], "KernelReady", "False", timedelta(minutes=2))
+    busy = pod("busy", gpus=8, node="n1", tolerations=[GPU_TOLERATION])
+    waiting = pod("train", gpus=8, tolerations=[GPU_TOLERATION])
+
+    result = run(fleet, [busy, waiting])
+
+    # Then n0 waits (8 more minutes), and the pod does not wait on it: a new node is bought
+    assert actions(result) == {"n0": ("wait", "KernelReady=False")}
+    assert "tolerated 480s more" in result.repair[0].reason
+    assert not result.terminate
+    assert result.pods[-1].outcome is Outcome.SCALE_UP
+    assert result.group("a100").desired == 3
+
+
+def test_a_busy_unhealthy_node_is_cordoned_never_evicted_nor_terminated() -> None:
+    # Given n0 with lost GPUs (6 of 8 allocatable) seen 20 minutes ago, still running a job
+    fleet = nodes(5)
+    fleet[0]["status"]["allocatable"] = {**fleet[0]["status"]["allocatable"], "nvidia.com/gpu": "6"}
+    job = pod("job", gpus=2, node="n0", tolerations=[GPU_TOLERATION])
+    seen = ScalerState(instances_first_seen={health_clock_key("i-0", GPUS_LOST): NOW - timedelta(minutes=20)})
+
+    result = run(fleet, [job], state=seen)
+
+    # Then it is cordoned (and tainted by the controller), and nothing is terminated
+    assert actions(result) == {"n0": ("cordon", GPUS_LOST)}
+    assert "2 of 8 nvidia.com/gpu not allocatable" in result.repair[0].reason
+    assert not result.terminate
+    # and the first sighting is kept for the next run
+    assert result.instances_first_seen[health_clock_key("i-0", GPUS_LOST)] == NOW - timedelta(minutes=20)
+
+
+def test_gpus_lost_are_timed_from_their_first_sighting() -> None:
+    # Given a node whose device plugin dropped a GPU, never seen before
+    fleet = nodes(5)
+    fleet[0]["status"]["allocatable"] = {**fleet[0]["status"]["allocatable"], "nvidia.com/gpu": "7"}
+
+    result = run(fleet)
+
+    # Then it waits from now, and the sighting is stored
+    assert actions(result) == {"n0": ("wait", GPUS_LOST)}
+    assert result.instances_first_seen[health_clock_key("i-0", GPUS_LOST)] == NOW
+
+
+def test_a_health_cordoned_node_that_emptied_is_replaced() -> None:
+    # Given n0 cordoned and tainted for health an hour ago, its last job gone
+    cordoned = {"backlog-scaler/cordoned-at": iso(NOW - timedelta(hours=1))}
+    fleet = nodes(5)
+    fleet[0] = node("n0", "i-0", unschedulable=True, annotations=cordoned, taints=[GPU_TAINT, HEALTH_TAINT])
+    with_condition(fleet[0], "StorageReady", "False", timedelta(hours=1))
+
+    result = run(fleet)
+
+    assert actions(result) == {"n0": ("replace", "StorageReady=False")}
+    assert [t.node for t in result.terminate] == ["n0"]
+    # and scale-down does not uncordon it meanwhile
+    assert not result.uncordon
+
+
+def test_repair_pauses_when_too_much_of_a_group_is_unhealthy() -> None:
+    # Given 2 of 5 idle nodes broken (more than 20 % of 5, rounded up: 1)
+    fleet = nodes(5)
+    for broken in fleet[:2]:
+        with_condition(broken, "AcceleratedHardwareReady", "False", timedelta(hours=1))
+
+    result = run(fleet)
+
+    # Then nothing is terminated for health, the group is listed for the alarm
+    assert {a for a, _ in actions(result).values()} == {"paused"}
+    assert result.repair_paused == ("a100",)
+    assert not result.terminate
+
+
+def test_cordons_still_happen_while_repair_is_paused() -> None:
+    fleet = nodes(5)
+    for broken in fleet[:2]:
+        with_condition(broken, "NetworkingReady", "False", timedelta(hours=1))
+    job = pod("job", gpus=1, node="n1", tolerations=[GPU_TOLERATION])
+
+    result = run(fleet, [job])
+
+    assert actions(result) == {
+        "n0": ("paused", "NetworkingReady=False"),
+        "n1": ("cordon", "NetworkingReady=False"),
+    }
+
+
+def test_a_recovered_node_the_scaler_cordoned_for_health_is_uncordoned() -> None:
+    cordoned = {"backlog-scaler/cordoned-at": iso(NOW - timedelta(hours=1))}
+    fleet = nodes(3)
+    fleet[0] = node("n0", "i-0", unschedulable=True, annotations=cordoned, taints=[GPU_TAINT, HEALTH_TAINT])
+    job = pod("job", gpus=1, node="n0", tolerations=[GPU_TOLERATION])
+
+    result = run(fleet, [job])
+
+    assert actions(result) == {"n0": ("uncordon", "")}
+    assert [a.node for a in result.uncordon] == ["n0"]
+    assert [(m.node, m.key) for m in result.unmark] == [("n0", REPAIR_TAINT_KEY)]
+
+
+def test_a_condition_that_flaps_never_reaches_its_toleration() -> None:
+    # Given Ready flapping: False again for 5 minutes after being True (its transition time moves)
+    fleet = nodes(5)
+    fleet[0]["status"]["conditions"] = []
+    with_condition(fleet[0], "Ready", "False", timedelta(minutes=5))
+
+    result = run(fleet)
+
+    assert actions(result) == {"n0": ("wait", "Ready=False")}
+    assert not result.terminate
+
+
+def test_a_booting_node_is_not_judged_by_its_ready_condition() -> None:
+    # Given a node registered 3 minutes ago, not Ready yet
+    fleet = nodes(2)
+    fleet[1] = node("n1", "i-1", ready=False, created=NOW - timedelta(minutes=3))
+
+    result = run(fleet)
+
+    assert not result.repair
+
+
+def test_operator_conditions_count_with_their_own_toleration() -> None:
+    fleet = nodes(5)
+    with_condition(fleet[0], "GpuXidError", "True", timedelta(minutes=2), reason="Xid79")
+    extra = [{"type": "GpuXidError", "status": "True", "toleration_seconds": 60}]
+
+    result = run(fleet, repair={"extra_conditions": extra})
+
+    assert actions(result) == {"n0": ("replace", "GpuXidError=True")}
+    assert "(Xid79)" in result.repair[0].reason
+
+
+def test_an_instance_the_asg_marks_unhealthy_is_left_to_the_asg() -> None:
+    fleet = nodes(5)
+    asgs = group(5)
+    asgs[0]["Instances"][0]["HealthStatus"] = "Unhealthy"
+
+    result = run(fleet, asgs=asgs)
+
+    assert actions(result) == {"n0": ("wait", "AsgUnhealthy")}
+    assert not result.terminate
+
+
+def test_impaired_ec2_status_checks_are_a_signal_and_other_groups_instances_are_ignored() -> None:
+    fleet = nodes(5)
+    statuses = {
+        "InstanceStatuses": [
+            {
+                "InstanceId": "i-0",
+                "AvailabilityZone": "us-west-2a",
+                "InstanceState": {"Code": 16, "Name": "running"},
+                "SystemStatus": {
+                    "Status": "impaired",
+                    "Details": [
+                        {
+                            "Name": "reachability",
+                            "Status": "failed",
+                            "ImpairedSince": iso(NOW - timedelta(hours=1)),
+                        }
+                    ],
+                },
+                "InstanceStatus": {"Status": "ok", "Details": [{"Name": "reachability", "Status": "passed"}]},
+            },
+            {
+                "InstanceId": "i-0other",
+                "InstanceState": {"Code": 16, "Name": "running"},
+                "SystemStatus": {"Status": "ok"},
+                "InstanceStatus": {"Status": "ok"},
+            },
+        ]
+    }
+
+    result = run(fleet, statuses=statuses)
+
+    assert actions(result) == {
+        "n0": ("replace", "InstanceStatusImpaired"),
+        "": ("ignored", "instance-status"),
+    }
+    assert "i-0other" in result.repair[0].reason
+
+
+def test_bad_input_gets_a_reason_and_no_action_while_other_nodes_go_on() -> None:
+    # Given n0 with a condition status nobody defines, n1 with a transition in the future,
+    # n2 with no status.capacity, and n3 really broken
+    fleet = nodes(6)
+    with_condition(fleet[0], "AcceleratedHardwareReady", "Maybe", timedelta(hours=1))
+    with_condition(fleet[1], "KernelReady", "False", timedelta(hours=-1))
+    del fleet[2]["status"]["capacity"]
+    with_condition(fleet[3], "ContainerRuntimeReady", "False", timedelta(hours=1))
+
+    result = run(fleet)
+
+    found = {d.node: (d.action, d.reason) for d in result.repair}
+    assert found["n0"] == (
+        RepairAction.IGNORED,
+        "condition AcceleratedHardwareReady has status 'Maybe', not True, False or Unknown",
+    )
+    assert found["n1"][0] is RepairAction.IGNORED and "in the future" in found["n1"][1]
+    assert found["n2"][0] is RepairAction.IGNORED and "status.capacity is missing" in found["n2"][1]
+    assert found["n3"][0] is RepairAction.REPLACE
+    assert [t.node for t in result.terminate] == ["n3"]
+
+
+def test_unknown_monitoring_agent_conditions_are_no_signal() -> None:
+    fleet = nodes(3)
+    with_condition(fleet[0], "AcceleratedHardwareReady", "Unknown", timedelta(hours=1))
+
+    assert not run(fleet).repair
+
+
+def test_with_repair_switched_off_the_room_is_still_not_counted_but_nothing_is_done() -> None:
+    # Given (EKS auto repair in charge) a broken idle node, and a pending 8-GPU pod
+    fleet = nodes(5)
+    with_condition(fleet[0], "AcceleratedHardwareReady", "False", timedelta(hours=1))
+    waiting = pod("train", gpus=8, tolerations=[GPU_TOLERATION])
+
+    result = run(fleet, [waiting], repair={"enabled": False})
+
+    assert actions(result) == {"n0": ("wait", "AcceleratedHardwareReady=False")}
+    assert "repair is switched off" in result.repair[0].reason
+    assert not result.terminate and not result.uncordon
+    # the pod fits one of the healthy idle nodes, never the broken one
+    assert result.pods[0].outcome is Outcome.EXISTING and "n0" not in result.pods[0].reason
