@@ -140,7 +140,7 @@ def _plan_group(
         gpus = node.allocatable.gpus
         gpus_per_node = max(gpus_per_node, gpus)
         pods = ctx.pods_on_node.get(node.name, [])
-        used = sum(p.requests.gpus for p in pods if not p.is_terminal)
+        used = sum(p.requests.gpus for p in pods)  # pods_on_node holds live pods only
         arriving = incoming.get(node.name, [])
         free = gpus - used - sum(outcomes[p].gpus for p in arriving if p in outcomes)
         schedulable = node.ready and not node.unschedulable and node.name not in leaving

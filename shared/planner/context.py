@@ -81,7 +81,7 @@ class Context:
     now: datetime
     groups: list[GroupView]
     group_of_node: dict[str, GroupView]
-    pods_on_node: dict[str, list[Pod]]
+    pods_on_node: dict[str, list[Pod]]  # live pods only: terminal ones are left out
     busy_nodes: frozenset[str]  # nodes running a pod other than DaemonSet/mirror pods
     dims: tuple[str, ...]
     dim_index: dict[str, int]
@@ -156,10 +156,11 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
     nodes_by_instance = {n.instance_id: n for n in snapshot.nodes if n.instance_id}
     pods_on_node: dict[str, list[Pod]] = defaultdict(list)
     busy: set[str] = set()
+    cutoff = config.policy.pod_priority_cutoff
     for pod in snapshot.pods:
         if pod.node_name and not pod.is_terminal:
             pods_on_node[pod.node_name].append(pod)
-            if pod.keeps_node_busy(config.policy.pod_priority_cutoff):
+            if pod.keeps_node_busy(cutoff):
                 busy.add(pod.node_name)
 
     groups = [

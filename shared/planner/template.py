@@ -82,7 +82,7 @@ def gpu_not_advertised(node: Node, known: Mapping[str, InstanceType], group_type
     template (nodeinfosprovider/mixed_nodeinfos_processor.go isNodeGoodTemplateCandidate: ready,
     stable, schedulable) and the group's template comes from the cloud provider's instance shape.
     We also read the instance type, for nodes without the label."""
-    if node.allocatable.get(GPU) > 0:
+    if node.allocatable.gpus > 0:
         return False
     if any(node.labels.get(key) not in (None, "", "false", "0") for key in GPU_LABELS):
         return True
@@ -170,17 +170,19 @@ def _tag_labels_taints_resources(
 
 def _smallest(nodes: Iterable[Node]) -> Resources | None:
     """Element-wise minimum over nodes that advertise every resource any of them advertises."""
-    candidates = list(nodes)
-    if not candidates:
+    # Distinct shapes only (the minimum does not depend on how many nodes share one); a group's
+    # nodes share a handful, so a run judges each once instead of once per node.
+    shapes = list(dict.fromkeys(node.allocatable for node in nodes))
+    if not shapes:
         return None
-    names = {name for node in candidates for name, _ in node.allocatable.items}
-    complete = [n for n in candidates if all(n.allocatable.get(name) > 0 for name in names)]
+    names = {name for shape in shapes for name, _ in shape.items}
+    complete = [s for s in shapes if all(s.get(name) > 0 for name in names)]
     if not complete:
         return None
-    smallest = complete[0].allocatable.as_dict()
-    for node in complete[1:]:
+    smallest = complete[0].as_dict()
+    for shape in complete[1:]:
         for name in smallest:
-            smallest[name] = min(smallest[name], node.allocatable.get(name))
+            smallest[name] = min(smallest[name], shape.get(name))
     return Resources.of(smallest)
 
 
