@@ -121,9 +121,11 @@ class Template:
 def _shared_labels(nodes: list[Node], single_zone: bool) -> dict[str, str]:
     if not nodes:
         return {}
-    shared = dict(nodes[0].labels)
-    for node in nodes[1:]:
-        shared = {k: v for k, v in shared.items() if node.labels.get(k) == v}
+    # Each distinct label mapping once (a group's nodes often share one; intersecting is idempotent).
+    distinct = list({id(node.labels): node.labels for node in nodes}.values())
+    shared = dict(distinct[0])
+    for labels in distinct[1:]:
+        shared = {k: v for k, v in shared.items() if labels.get(k) == v}
     return {
         k: v
         for k, v in shared.items()
@@ -134,9 +136,10 @@ def _shared_labels(nodes: list[Node], single_zone: bool) -> dict[str, str]:
 def _shared_taints(nodes: list[Node]) -> list[Taint]:
     if not nodes:
         return []
-    shared = set(nodes[0].taints)
-    for node in nodes[1:]:
-        shared &= set(node.taints)
+    distinct = list({id(node.taints): node.taints for node in nodes}.values())  # as _shared_labels
+    shared = set(distinct[0])
+    for taints in distinct[1:]:
+        shared &= set(taints)
     return sorted(shared, key=lambda t: (t.key, t.effect))
 
 
