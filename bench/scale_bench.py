@@ -6,12 +6,12 @@ Each size runs in a fresh interpreter (so its peak resident memory is its own): 
 pods/10 nodes in 10 GPU groups (8 GPUs each), half the pods running (1 GPU each, 5 per node) and
 half pending (70 % 1-GPU, 20 % 8-GPU, 10 % 2- or 4-GPU; a fifth with a node selector), built as
 `kubectl get -o json` and `aws autoscaling describe-auto-scaling-groups` documents, behind the
-in-memory fakes of the ports (tests/fakes/memory.py). Their cluster deep-copies every stored object on
-every read (a test fake's guard against aliasing, 5x the cost of parsing); here reads come as the wire
-gives them instead: the list body serialized once per change of the store (the API server's work: done before the
-clock starts, and again only when a write of the reconcile changed the store) and `json.loads` plus
-the real parsers on every read, as the Kubernetes adapter does. Not moto: moto copies the whole DynamoDB table per
-transaction and cannot run this size.
+in-memory fakes of the ports (tests/fakes/memory.py). Their cluster deep-copies every stored object
+on every read (a test fake's guard against aliasing, 5x the cost of parsing); here reads come as the
+wire gives them instead: the list body serialized once per change of the store (the API server's
+work: done before the clock starts, and again only when a write of the reconcile changed the store)
+and `json.loads` plus the real parsers on every read, as the Kubernetes adapter does. Not moto: moto
+copies the whole DynamoDB table per transaction and cannot run this size.
 
 Timed: one `Controller.reconcile()` (list, plan, re-validate, apply, report), nothing built before
 it. Memory: the process's peak resident set (ru_maxrss) after it, imports and the stored JSON
@@ -44,9 +44,8 @@ SIZES = (1_000, 5_000, 10_000, 25_000, 50_000)
 
 def wire_cluster(pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> Any:
     """The in-memory cluster, read as the API server sends it (see the module docstring)."""
-    from tests.fakes.memory import FakeCluster
-
     from shared.formats.kubernetes import nodes_from_list, pods_from_list
+    from tests.fakes.memory import FakeCluster
 
     class WireCluster(FakeCluster):
         def __init__(self) -> None:
@@ -79,10 +78,9 @@ def wire_cluster(pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> Any
 
 def measure(total_pods: int, seed: int = 5) -> dict[str, Any]:
     """Build the world for `total_pods`, run one reconcile, return its figures."""
+    from shared.config import parse_config
     from tests.builders import a100_group, asg, node, pod
     from tests.fakes.memory import FakeFleet, FakeWorld
-
-    from shared.config import parse_config
 
     rng = random.Random(seed)
     nodes_n = total_pods // PODS_PER_NODE
@@ -133,17 +131,19 @@ def measure(total_pods: int, seed: int = 5) -> dict[str, Any]:
 
 def _child(total_pods: int) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, __file__, "--one", str(total_pods)],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
+        [sys.executable, __file__, "--one", str(total_pods)], capture_output=True, text=True, cwd=ROOT
     )
+    if out.returncode != 0:
+        raise SystemExit(
+            f"scale_bench: the run of {total_pods:,} pods failed ({out.returncode}):\n{out.stderr}"
+        )
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES), help="total pods per run")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the child: one size, JSON out
     args = parser.parse_args()

@@ -40,7 +40,7 @@ def protection(node: Node, pods: Iterable[Pod]) -> str | None:
     """
     if node.scale_down_disabled:
         return "scale-down disabled by annotation"
-    if any(p.do_not_disrupt for p in pods):
+    if any(p.annotations and p.do_not_disrupt for p in pods):  # most pods carry no annotation
         return "runs a pod annotated karpenter.sh/do-not-disrupt"
     return None
 

@@ -35,7 +35,7 @@ from shared.config import AttritionConfig
 from shared.domain.durations import short_duration
 from shared.domain.model import Node, Pod, Snapshot, Taint, TaintEffect
 from shared.domain.plan import NodeMark, PodOutcome
-from shared.domain.safety import busy_pods, protection
+from shared.domain.safety import protection
 from shared.planner.context import Context, GroupView
 from shared.planner.gangs import pending_subject
 
@@ -149,7 +149,8 @@ def _plan_group(
         is_marked = node.name in marked
         why_not = _why_not(node, pods, arriving, schedulable, gpus, free, leaving, policy)
         if why_not is None:
-            busy = busy_pods(pods, cutoff)
+            # Counted and their latest end taken: busy_pods' order by key is not needed here.
+            busy = [p for p in pods if p.keeps_node_busy(cutoff)]
             candidates.append(_Candidate(node, gpus, used, len(busy), free, _remaining(ctx, busy)))
         elif is_marked and why_not not in (_LEAVING, _NOT_SCHEDULABLE, _FULL):
             lifted.append((node.name, why_not))

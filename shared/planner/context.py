@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from shared.config import NodeGroupConfig, ScalerConfig
-from shared.domain.model import AsgInstance, AsgState, GroupState, Node, Pod, Snapshot, Taint
+from shared.domain.model import TERMINAL_PHASES, AsgInstance, AsgState, GroupState, Node, Pod, Snapshot, Taint
 from shared.domain.resources import PODS, Resources
 from shared.planner.capacity import GroupCapacity, group_capacity
 from shared.planner.template import Template, build_template
@@ -158,7 +158,7 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
     busy: set[str] = set()
     cutoff = config.policy.pod_priority_cutoff
     for pod in snapshot.pods:
-        if pod.node_name and not pod.is_terminal:
+        if pod.node_name and pod.phase not in TERMINAL_PHASES:  # Pod.is_terminal, without the call
             pods_on_node[pod.node_name].append(pod)
             if pod.keeps_node_busy(cutoff):
                 busy.add(pod.node_name)
