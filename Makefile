@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/plan_bench.py
 	$(BIN)/python bench/list_bench.py
 	$(BIN)/python bench/latency_bench.py
+	$(BIN)/python bench/scale_bench.py
 	$(if $(TRACE),$(BIN)/python bench/sim_bench.py --trace $(TRACE) --scenario one-group,@echo "sim_bench: skipped (give TRACE=path/to/philly.csv)")
 	$(if $(TRACE),$(BIN)/python bench/placement_bound.py $(TRACE),@echo "placement_bound: skipped (give TRACE=path/to/philly.csv)")
 

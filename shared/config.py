@@ -12,6 +12,7 @@ import gzip
 import json
 import zlib
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -155,11 +156,20 @@ class NodeGroupConfig(_Model):
     @property
     def shape(self) -> Resources | None:
         """Allocatable of one node from config (None: derive it from the instance type)."""
-        return parse_resources(self.allocatable) if self.allocatable is not None else None
+        if self.allocatable is None:
+            return None
+        return _shape(tuple(sorted(self.allocatable.items())))
 
     @property
     def domain_taints(self) -> tuple[Taint, ...]:
         return tuple(t.to_domain() for t in self.taints)
+
+
+@lru_cache(maxsize=256)
+def _shape(allocatable: tuple[tuple[str, str | int | float], ...]) -> Resources:
+    """The parsed allocatable, memoized on the whole input (the planner asks once per group per run;
+    a pure function of its argument, nothing to go stale)."""
+    return parse_resources(dict(allocatable))
 
 
 class AttritionConfig(_Model):

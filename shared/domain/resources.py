@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 GPU = "nvidia.com/gpu"
 CPU = "cpu"
@@ -17,6 +17,12 @@ class Resources:
     """An immutable resource vector; names absent from `items` are zero. Items sorted, no zeros."""
 
     items: tuple[tuple[str, int], ...] = ()
+    # The `nvidia.com/gpu` count, read once at construction: the planner reads it of every pod and
+    # node in every run, the scan of `items` it saves was a tenth of a plan's time.
+    gpus: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gpus", self.get(GPU))
 
     @classmethod
     def of(cls, amounts: Mapping[str, int] | Iterable[tuple[str, int]]) -> Resources:
@@ -68,11 +74,6 @@ class Resources:
     def exceeding(self, capacity: Resources) -> tuple[str, ...]:
         """Names whose amount here is larger than in `capacity`."""
         return tuple(name for name, value in self.items if value > capacity.get(name))
-
-    @property
-    def gpus(self) -> int:
-        """The `nvidia.com/gpu` count."""
-        return self.get(GPU)
 
     def __bool__(self) -> bool:
         return bool(self.items)

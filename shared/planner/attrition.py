@@ -35,7 +35,7 @@ from shared.config import AttritionConfig
 from shared.domain.durations import short_duration
 from shared.domain.model import Node, Pod, Snapshot, Taint, TaintEffect
 from shared.domain.plan import NodeMark, PodOutcome
-from shared.domain.safety import busy_pods, protection
+from shared.domain.safety import protection
 from shared.planner.context import Context, GroupView
 from shared.planner.gangs import pending_subject
 
@@ -140,7 +140,7 @@ def _plan_group(
         gpus = node.allocatable.gpus
         gpus_per_node = max(gpus_per_node, gpus)
         pods = ctx.pods_on_node.get(node.name, [])
-        used = sum(p.requests.gpus for p in pods if not p.is_terminal)
+        used = sum(p.requests.gpus for p in pods)  # pods_on_node holds live pods only
         arriving = incoming.get(node.name, [])
         free = gpus - used - sum(outcomes[p].gpus for p in arriving if p in outcomes)
         schedulable = node.ready and not node.unschedulable and node.name not in leaving
@@ -150,7 +150,8 @@ def _plan_group(
         protected = protection(node, pods, view.asg)
         why_not = _why_not(node, protected, arriving, schedulable, gpus, free, leaving, policy)
         if why_not is None:
-            busy = busy_pods(pods, cutoff, ctx.now)
+            # Counted and their latest end taken: busy_pods' order by key is not needed here.
+            busy = [p for p in pods if p.keeps_node_busy(cutoff, ctx.now)]
             candidates.append(_Candidate(node, gpus, used, len(busy), free, _remaining(ctx, busy)))
         elif is_marked and why_not not in (_LEAVING, _NOT_SCHEDULABLE, _FULL):
             lifted.append((node.name, why_not))

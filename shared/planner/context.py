@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from shared.config import NodeGroupConfig, ScalerConfig
-from shared.domain.model import AsgInstance, AsgState, GroupState, Node, Pod, Snapshot, Taint
+from shared.domain.model import TERMINAL_PHASES, AsgInstance, AsgState, GroupState, Node, Pod, Snapshot, Taint
 from shared.domain.resources import PODS, Resources
 from shared.planner.capacity import GroupCapacity, group_capacity
 from shared.planner.filters.dynamic_resources import DeviceWorld, device_world
@@ -82,7 +82,7 @@ class Context:
     now: datetime
     groups: list[GroupView]
     group_of_node: dict[str, GroupView]
-    pods_on_node: dict[str, list[Pod]]
+    pods_on_node: dict[str, list[Pod]]  # live pods only: terminal ones are left out
     busy_nodes: frozenset[str]  # nodes running a pod other than DaemonSet/mirror pods
     dims: tuple[str, ...]
     dim_index: dict[str, int]
@@ -159,10 +159,11 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
     nodes_by_instance = {n.instance_id: n for n in snapshot.nodes if n.instance_id}
     pods_on_node: dict[str, list[Pod]] = defaultdict(list)
     busy: set[str] = set()
+    cutoff = config.policy.pod_priority_cutoff
     for pod in snapshot.pods:
-        if pod.node_name and not pod.is_terminal:
+        if pod.node_name and pod.phase not in TERMINAL_PHASES:  # Pod.is_terminal, without the call
             pods_on_node[pod.node_name].append(pod)
-            if pod.keeps_node_busy(config.policy.pod_priority_cutoff, now):
+            if pod.keeps_node_busy(cutoff, now):
                 busy.add(pod.node_name)
 
     groups = [

@@ -10,7 +10,7 @@ own anti-affinity). Counts come from label postings, never from pairwise scans o
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -187,17 +187,14 @@ class Simulation:
 
     def prepare(self, pending: Iterable[Pod]) -> None:
         """Index bound pods and build the counts every constrained pending pod will read."""
-        bound = [
-            (pod, name)
-            for name, pods in self._bound.items()
-            if name in self.nodes
-            for pod in pods
-            if not pod.is_terminal
-        ]
         constrained = [p for p in pending if not p.constraints.is_plain]
-        has_anti = any(pod.constraints.anti_affinity for pod, _ in bound)
-        if not constrained and not has_anti:
+        # Without constrained pending pods only a bound pod's anti-affinity needs the indexes: ask
+        # that first (most runs have neither) before listing every bound pod.
+        if not constrained and not any(
+            pod.constraints.anti_affinity and not pod.is_terminal for pod, _ in self._bound_pods()
+        ):
             return
+        bound = [(pod, name) for pod, name in self._bound_pods() if not pod.is_terminal]
         self.active = True
         for pod, name in bound:
             self._index(pod, name)
@@ -207,6 +204,13 @@ class Simulation:
         specs = {(p.namespace, id(p.constraints), id(p.scheduling)): p for p in constrained}
         for pod in specs.values():  # replicas share their spec: build each index once
             self._build(pod)
+
+    def _bound_pods(self) -> Iterator[tuple[Pod, str]]:
+        """The pods bound to the nodes in the simulation, with their node's name."""
+        for name, pods in self._bound.items():
+            if name in self.nodes:
+                for pod in pods:
+                    yield pod, name
 
     def _count(self, counter: Counter[Pair], keys: Iterable[str], node_name: str) -> None:
         """Count a pod on its node's topology pairs; a node without the key counts nowhere, as in

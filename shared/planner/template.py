@@ -90,7 +90,7 @@ def gpu_not_advertised(node: Node, known: Mapping[str, InstanceType], group_type
     template (nodeinfosprovider/mixed_nodeinfos_processor.go isNodeGoodTemplateCandidate: ready,
     stable, schedulable) and the group's template comes from the cloud provider's instance shape.
     We also read the instance type, for nodes without the label."""
-    if node.allocatable.get(GPU) > 0:
+    if node.allocatable.gpus > 0:
         return False
     if any(node.labels.get(key) not in (None, "", "false", "0") for key in GPU_LABELS):
         return True
@@ -134,9 +134,11 @@ def template_node_labels(group: str, labels: Mapping[str, str], index: int) -> d
 def _shared_labels(nodes: list[Node], single_zone: bool) -> dict[str, str]:
     if not nodes:
         return {}
-    shared = dict(nodes[0].labels)
-    for node in nodes[1:]:
-        shared = {k: v for k, v in shared.items() if node.labels.get(k) == v}
+    # Each distinct label mapping once (a group's nodes often share one; intersecting is idempotent).
+    distinct = list({id(node.labels): node.labels for node in nodes}.values())
+    shared = dict(distinct[0])
+    for labels in distinct[1:]:
+        shared = {k: v for k, v in shared.items() if labels.get(k) == v}
     return {
         k: v
         for k, v in shared.items()
@@ -147,9 +149,10 @@ def _shared_labels(nodes: list[Node], single_zone: bool) -> dict[str, str]:
 def _shared_taints(nodes: list[Node]) -> list[Taint]:
     if not nodes:
         return []
-    shared = set(nodes[0].taints)
-    for node in nodes[1:]:
-        shared &= set(node.taints)
+    distinct = list({id(node.taints): node.taints for node in nodes}.values())  # as _shared_labels
+    shared = set(distinct[0])
+    for taints in distinct[1:]:
+        shared &= set(taints)
     return sorted(shared, key=lambda t: (t.key, t.effect))
 
 
@@ -183,17 +186,19 @@ def _tag_labels_taints_resources(
 
 def _smallest(nodes: Iterable[Node]) -> Resources | None:
     """Element-wise minimum over nodes that advertise every resource any of them advertises."""
-    candidates = list(nodes)
-    if not candidates:
+    # Distinct shapes only (the minimum does not depend on how many nodes share one); a group's
+    # nodes share a handful, so a run judges each once instead of once per node.
+    shapes = list(dict.fromkeys(node.allocatable for node in nodes))
+    if not shapes:
         return None
-    names = {name for node in candidates for name, _ in node.allocatable.items}
-    complete = [n for n in candidates if all(n.allocatable.get(name) > 0 for name in names)]
+    names = {name for shape in shapes for name, _ in shape.items}
+    complete = [s for s in shapes if all(s.get(name) > 0 for name in names)]
     if not complete:
         return None
-    smallest = complete[0].allocatable.as_dict()
-    for node in complete[1:]:
+    smallest = complete[0].as_dict()
+    for shape in complete[1:]:
         for name in smallest:
-            smallest[name] = min(smallest[name], node.allocatable.get(name))
+            smallest[name] = min(smallest[name], shape.get(name))
     return Resources.of(smallest)
 
 

@@ -6,11 +6,12 @@ from types import MappingProxyType
 
 from shared.domain.errors import ConfigError
 from shared.domain.model import Pod, Scheduling, Toleration
+from shared.domain.resources import Resources
 from shared.local.sim.entities import ARRIVE, INF, NAMESPACE, NO_STRINGS, SimGroup, SimJob, SimPod, at
 from shared.local.sim.scheduler import PodRequest
 from shared.local.sim.state import SimState
 from shared.local.sim.trace import Job, Trace
-from shared.local.sim.workload import Sizing
+from shared.local.sim.workload import PodSize, Sizing
 from shared.planner.attrition import ANNOTATION_EXPECTED_RUNTIME
 
 Selector = tuple[tuple[str, str], ...]
@@ -30,6 +31,9 @@ class JobLoader:
             )
         )
         self._schedulings: dict[Selector, Scheduling] = {}
+        # One Resources per pod size: the planner's per-run indexes dedupe shapes by identity, so
+        # pods sharing one object are one entry instead of one per pod.
+        self._resources: dict[PodSize, Resources] = {}
         self._allowed: dict[Selector, tuple[bool, ...]] = {}
 
     def load(self, trace: Trace) -> list[SimJob]:
@@ -92,7 +96,7 @@ class JobLoader:
             pod = Pod(
                 namespace=NAMESPACE,
                 name=name,
-                requests=size.resources(),
+                requests=self._requests(size),
                 phase="Pending",
                 scheduling=scheduling,
                 labels=labels,
@@ -107,6 +111,12 @@ class JobLoader:
             sim_job.vecs.append(vec)
             sim_job.requests.append(PodRequest(scheduling, vec))
         return sim_job
+
+    def _requests(self, size: PodSize) -> Resources:
+        found = self._resources.get(size)
+        if found is None:
+            found = self._resources[size] = size.resources()
+        return found
 
     def _right_size(self, gpus: int) -> SimGroup:
         """The group of the fewest GPUs per node that still holds `gpus` whole (then cheapest per GPU)."""
