@@ -256,6 +256,22 @@ def test_a_forced_drain_whose_pod_delete_is_forbidden_never_stops_scale_up(
 # ------------------------------------------------------------------------------------------ the lease
 
 
+def steal_lease(cluster: Cluster) -> None:
+    """Another run takes the cluster's lease for an hour (its fence moves on), as after this run's
+    lease expired during a long pause."""
+    boto3.client("dynamodb", region_name=REGION).update_item(
+        TableName=TABLE,
+        Key={"pk": {"S": f"CLUSTER#{cluster.name}"}, "sk": {"S": "LEASE"}},
+        UpdateExpression="SET #owner = :thief, #fence = #fence + :one, #expires = :later",
+        ExpressionAttributeNames={"#owner": "owner", "#fence": "fence", "#expires": "expires_at"},
+        ExpressionAttributeValues={
+            ":thief": {"S": "another-run"},
+            ":one": {"N": "1"},
+            ":later": {"N": str(int(cluster.clock.now().timestamp()) + 3600)},
+        },
+    )
+
+
 def test_a_lease_taken_over_mid_run_stops_every_write_after_it(
     cluster: Cluster, aws_fault: Callable[[str, str, Fault], None]
 ) -> None:
@@ -267,7 +283,6 @@ def test_a_lease_taken_over_mid_run_stops_every_write_after_it(
     run_reconcile(cluster)  # notes idle-since of "idle" (and terminates "old")
     cluster.server.add_pod(pending_for("train", "a100"))
     cluster.clock.advance(700)
-    dynamodb = boto3.client("dynamodb", region_name=REGION)
     writes_before: list[int] = []
 
     # When another run takes the lease while this one re-reads the groups before setting desired
@@ -275,17 +290,7 @@ def test_a_lease_taken_over_mid_run_stops_every_write_after_it(
     def take_over(params: dict[str, Any]) -> None:
         if not writes_before:
             writes_before.append(len(cluster.writes()))
-            dynamodb.update_item(
-                TableName=TABLE,
-                Key={"pk": {"S": f"CLUSTER#{cluster.name}"}, "sk": {"S": "LEASE"}},
-                UpdateExpression="SET #owner = :thief, #fence = #fence + :one, #expires = :later",
-                ExpressionAttributeNames={"#owner": "owner", "#fence": "fence", "#expires": "expires_at"},
-                ExpressionAttributeValues={
-                    ":thief": {"S": "another-run"},
-                    ":one": {"N": "1"},
-                    ":later": {"N": str(int(cluster.clock.now().timestamp()) + 3600)},
-                },
-            )
+            steal_lease(cluster)
         return None
 
     calls = [0]
@@ -302,7 +307,7 @@ def test_a_lease_taken_over_mid_run_stops_every_write_after_it(
     assert not cluster.cordoned("idle")
     assert cluster.writes()[writes_before[0] :] == []
     assert any("lease was lost" in e for e in response["errors"])
-    lease = dynamodb.get_item(
+    lease = boto3.client("dynamodb", region_name=REGION).get_item(
         TableName=TABLE, Key={"pk": {"S": f"CLUSTER#{cluster.name}"}, "sk": {"S": "LEASE"}}
     )["Item"]
     assert lease["owner"]["S"] == "another-run"

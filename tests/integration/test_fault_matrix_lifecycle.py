@@ -13,7 +13,6 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import boto3
 import pytest
 
 from functions.aws_events import handler as aws_events
@@ -24,7 +23,7 @@ from tests.builders import GPU_TOLERATION, NOW, asg, config, iso, node, pod
 from tests.fakes.memory import FakeCluster, FakeFleet, FakeLambdaContext, FakeWorld
 from tests.integration import test_e2e_handlers as e2e
 from tests.integration import test_fault_matrix as matrix
-from tests.integration.test_e2e_handlers import EVENTS, REGION, TABLE, Cluster, run_reconcile
+from tests.integration.test_e2e_handlers import EVENTS, Cluster, run_reconcile
 
 aws = e2e.aws
 cluster = e2e.cluster
@@ -120,24 +119,13 @@ def test_a_lease_lost_mid_repair_writes_nothing_more(
     broken(cluster, "sick", instance, since=timedelta(hours=1))
     cluster.server.add_pod(pod("job", node="sick", tolerations=[GPU_TOLERATION]))
     cluster.server.add_pod(matrix.pending_for("train", "h100"))
-    dynamodb = boto3.client("dynamodb", region_name=REGION)
     writes_before: list[int] = []
 
     # When another run takes the lease as this one re-reads the groups before setting desired
     def on_describe(params: dict[str, Any]) -> None:
         if len(calls) == 1 and not writes_before:
             writes_before.append(len(cluster.writes()))
-            dynamodb.update_item(
-                TableName=TABLE,
-                Key={"pk": {"S": f"CLUSTER#{cluster.name}"}, "sk": {"S": "LEASE"}},
-                UpdateExpression="SET #owner = :thief, #fence = #fence + :one, #expires = :later",
-                ExpressionAttributeNames={"#owner": "owner", "#fence": "fence", "#expires": "expires_at"},
-                ExpressionAttributeValues={
-                    ":thief": {"S": "another-run"},
-                    ":one": {"N": "1"},
-                    ":later": {"N": str(int(cluster.clock.now().timestamp()) + 3600)},
-                },
-            )
+            matrix.steal_lease(cluster)
         calls.append(params)
 
     calls: list[dict[str, Any]] = []
