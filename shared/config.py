@@ -170,7 +170,7 @@ class AttritionConfig(_Model):
     # Mark nodes for consolidation by attrition at all.
     enabled: bool = True
     # PreferNoSchedule: the scheduler still uses a marked node when no other fits, so no pod ever
-    # waits for a lift; measured in the simulator against NoSchedule (README, "Simulator").
+    # waits for a lift; measured in the simulator against NoSchedule (docs/simulate.md).
     effect: Literal["PreferNoSchedule", "NoSchedule"] = "PreferNoSchedule"
     # Free GPUs per group kept on unmarked nodes for new pods (None: one node's GPUs).
     spare_gpus: NonNegativeInt | None = None
