@@ -208,7 +208,8 @@ class RotationConfig(_Model):
 
 
 class PolicyConfig(_Model):
-    """Planning policy; defaults and their anchors are in DESIGN.md."""
+    """Planning policy: what the planner may do, and when; a default that mirrors cluster-autoscaler or
+    Karpenter says so in its description."""
 
     # A node running nothing but DaemonSet and mirror pods this long is cordoned, then terminated
     # (cluster-autoscaler's scale-down-unneeded-time is 10 minutes).
