@@ -1,4 +1,4 @@
-"""The demo's closing summary and status, as README.md and docs/demo.md show them, are what `make demo` prints.
+"""The demo's summary and status, as README.md and docs/demo.md show them, are what `make demo` prints.
 
 The demo tells the same story at any `--speed` (every function reads the demo's clock), so one run as
 fast as the machine goes prints the figures of `make demo`. Only the wall-clock figures (the mean
@@ -19,7 +19,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "<!-- demo-summary"
 TIMELINE_MARKER = "<!-- demo-timeline"
-RANDOM_NAMES = ((re.compile(r"\bi-[0-9a-f]{17}\b"), "i-<id>"), (re.compile(r"\bip-10(-\d+){3}\b"), "ip-<node>"))
+RANDOM_NAMES = (
+    (re.compile(r"\bi-[0-9a-f]{17}\b"), "i-<id>"),
+    (re.compile(r"\bip-10(-\d+){3}\b"), "ip-<node>"),
+)
 WALL_CLOCK = (
     (re.compile(r"mean \d+ ms"), "mean <wall> ms"),
     (re.compile(r"simulated in [\d.]+s wall"), "simulated in <wall>s wall"),
