@@ -171,7 +171,7 @@ def wake_up_latency(runs: int, pending: int, busy_nodes: int) -> tuple[float, li
         def webhook_clock() -> float:
             return time.time() + offset[0]
 
-        webhook.webhook = build_webhook(load_settings(os.environ), clock=webhook_clock)
+        webhook.set_dependencies(build_webhook(load_settings(os.environ), clock=webhook_clock))
         # The AdmissionReview of an 8-GPU training pod, as the API server sends it.
         body = json.loads((ROOT / "tests" / "events" / "webhook_function_url_admission.json").read_text())[
             "body"

@@ -180,7 +180,7 @@ class AttritionConfig(_Model):
     # Mark nodes for consolidation by attrition at all.
     enabled: bool = True
     # PreferNoSchedule: the scheduler still uses a marked node when no other fits, so no pod ever
-    # waits for a lift; measured in the simulator against NoSchedule (README, "Simulator").
+    # waits for a lift; measured in the simulator against NoSchedule (docs/simulate.md).
     effect: Literal["PreferNoSchedule", "NoSchedule"] = "PreferNoSchedule"
     # Free GPUs per group kept on unmarked nodes for new pods (None: one node's GPUs).
     spare_gpus: NonNegativeInt | None = None
@@ -218,7 +218,8 @@ class RotationConfig(_Model):
 
 
 class PolicyConfig(_Model):
-    """Planning policy; defaults and their anchors are in DESIGN.md."""
+    """Planning policy: what the planner may do, and when; a default that mirrors cluster-autoscaler or
+    Karpenter says so in its description."""
 
     # A node running nothing but DaemonSet and mirror pods this long is cordoned, then terminated
     # (cluster-autoscaler's scale-down-unneeded-time is 10 minutes).

@@ -16,7 +16,7 @@ The rules, per group of GPU nodes, level-triggered (each run decides the whole m
   (on heavy-tailed batch traces a job's expected remaining time grows with its age, so a node
   whose jobs are old stays anyway and its free GPUs are the ones to fill). Measured on the Philly
   replay against ordering by GPUs in use first: 1.149 vs 1.163 x ideal GPU-hours under
-  LeastAllocated, 1.123 vs 1.135 under MostAllocated (README, "Benchmarks").
+  LeastAllocated, 1.123 vs 1.135 under MostAllocated (docs/benchmarks.md).
 - Marks go to a prefix of that order: while the free GPUs left on unmarked nodes stay at least the
   spare the policy keeps for new pods (`attrition.spare_gpus`, default one node's GPUs, plus the
   group's headroom nodes' GPUs), and never on more nodes than the group can lose above its min size.

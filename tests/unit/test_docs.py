@@ -1,10 +1,11 @@
-"""The README documents `backlog-scaler plan --format json` exactly as the real command prints it.
+"""docs/plan-output.md documents `backlog-scaler plan --format json` exactly as the real command prints it.
 
-The README's key table (`| key | value |` rows after "`--format json` prints one object") names every
+Its key table (`| key | value |` rows after "`--format json` prints one object") names every
 key as a path: `groups` for a top-level key, `groups[].name` for a key of its entries. The real CLI
 runs as a process on the example dumps, and once more on two variations of them that make the lists
 the examples leave empty non-empty (a node to terminate, a model error), so every entry's keys are
-seen in real output. Each documented key must be printed and each printed key documented.
+seen in real output. Each documented key must be printed and each printed key documented. Its table
+of reason codes is the ReasonCode enum, no more and no less.
 """
 
 from __future__ import annotations
@@ -18,28 +19,36 @@ from typing import Any
 
 import yaml
 
+from shared.domain.plan import ReasonCode
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-README = ROOT / "README.md"
+PLAN_DOC = ROOT / "docs" / "plan-output.md"
 TABLE_INTRO = "`--format json` prints one object"
 KEY_ROW = re.compile(r"^\| `([a-z_]+(?:\[\]\.[a-z_]+)?)` \|")
+CODE_ROW = re.compile(r"^\| `([A-Za-z]+)` \|")
 
 
-def documented_keys() -> set[str]:
-    """The key paths of the README's table of the JSON output."""
-    lines = README.read_text(encoding="utf-8").splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(TABLE_INTRO))
-    keys: set[str] = set()
+def table_after(intro: str, row: re.Pattern[str]) -> set[str]:
+    """The first cells of the first table after the line starting with `intro` in docs/plan-output.md."""
+    lines = PLAN_DOC.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(intro))
+    cells: set[str] = set()
     table_started = False
     for line in lines[start + 1 :]:
         if line.startswith("|"):
             table_started = True
-            match = KEY_ROW.match(line)
+            match = row.match(line)
             if match:
-                keys.add(match.group(1))
+                cells.add(match.group(1))
         elif table_started:
             break
-    return keys
+    return cells
+
+
+def documented_keys() -> set[str]:
+    """The key paths of the table of the JSON output."""
+    return table_after(TABLE_INTRO, KEY_ROW)
 
 
 def printed_keys(output: dict[str, Any]) -> set[str]:
@@ -131,8 +140,8 @@ def example_outputs(tmp_path: Path) -> list[dict[str, Any]]:
     ]
 
 
-def test_the_readme_documents_exactly_the_keys_plan_prints_as_json(tmp_path: Path) -> None:
-    # Given the README's table and the real output on the examples and their variations
+def test_the_docs_document_exactly_the_keys_plan_prints_as_json(tmp_path: Path) -> None:
+    # Given the documented table and the real output on the examples and their variations
     documented = documented_keys()
     outputs = example_outputs(tmp_path)
     printed = set().union(*(printed_keys(output) for output in outputs))
@@ -145,6 +154,14 @@ def test_the_readme_documents_exactly_the_keys_plan_prints_as_json(tmp_path: Pat
         assert any(output[key] for output in outputs), f"no run printed an entry of {key!r}"
 
     # And the documented keys and the printed keys are the same set
-    assert documented, f"no key table found after {TABLE_INTRO!r} in README.md"
-    assert sorted(documented - printed) == [], "documented in README.md but not printed"
-    assert sorted(printed - documented) == [], "printed but not documented in README.md"
+    assert documented, f"no key table found after {TABLE_INTRO!r} in {PLAN_DOC.name}"
+    assert sorted(documented - printed) == [], f"documented in {PLAN_DOC.name} but not printed"
+    assert sorted(printed - documented) == [], f"printed but not documented in {PLAN_DOC.name}"
+
+
+def test_the_docs_list_exactly_the_reason_codes() -> None:
+    # Given the table under "## Reason codes" and the enum the planner, Events and metrics use
+    documented = table_after("## Reason codes", CODE_ROW)
+
+    # Then they name the same codes
+    assert sorted(documented) == sorted(code.value for code in ReasonCode)
