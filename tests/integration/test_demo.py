@@ -225,7 +225,12 @@ def test_hold_keeps_the_fake_kubernetes_api_up_for_kubectl_until_ctrl_c(tmp_path
         )
     finally:
         demo.send_signal(signal.SIGINT)
-        demo.wait(timeout=60)
+        try:
+            demo.wait(timeout=300)  # a hang guard, not a speed bound: a loaded machine unwinds slowly
+        finally:
+            if demo.poll() is None:  # never leave the demo (and its servers) running after the test
+                demo.kill()
+                demo.wait()
         reader.join(timeout=10)
     stdout = "".join(printed)
     stderr = demo.stderr.read() if demo.stderr is not None else ""
