@@ -115,6 +115,15 @@ def cordon_blocker(
     return protection(node, pods, group)
 
 
+def removable_above_min(count: int, min_size: int) -> int:
+    """How many of `count` may go without taking the group below its min size (never negative).
+
+    `count` is what the caller holds the group to be: its desired capacity (less decrements already
+    planned), its registered nodes, or its live instances; the rule is the same for each.
+    """
+    return max(0, count - min_size)
+
+
 def desired_to_set(target: int, asg: AsgState) -> int | None:
     """The desired capacity to set for `target` on the group as it is now, or None to leave it.
 

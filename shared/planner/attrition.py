@@ -35,7 +35,7 @@ from shared.config import AttritionConfig
 from shared.domain.durations import short_duration
 from shared.domain.model import Node, Pod, Snapshot, Taint, TaintEffect
 from shared.domain.plan import NodeMark, PodOutcome
-from shared.domain.safety import protection
+from shared.domain.safety import protection, removable_above_min
 from shared.planner.context import Context, GroupView
 from shared.planner.gangs import pending_subject
 
@@ -158,7 +158,7 @@ def _plan_group(
     if not policy.enabled or not candidates:
         return [], lifted
     spare = _spare(view, policy, gpus_per_node)
-    removable = max(0, len(view.nodes) - view.min_size)
+    removable = removable_above_min(len(view.nodes), view.min_size)
     candidates.sort(key=lambda c: _cheapest_to_empty(c, marked))
     chosen: list[tuple[str, str]] = []
     kept = sum(1 for n in view.nodes if n.name in marked and n.unschedulable)  # cordoned, still marked

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from shared.domain.errors import MAX_ERRORS_SHOWN, InvalidRequestError
 from shared.domain.model import AsgInstance, AsgState, Node, Pod
 from shared.domain.operations import MAX_DRAIN_NODES
-from shared.domain.safety import busy_pods, protection, scale_in_protection
+from shared.domain.safety import busy_pods, protection, removable_above_min, scale_in_protection
 
 
 class ForcedAsk(Protocol):
@@ -167,7 +167,7 @@ def choose(
     """
     check_against_group(ask, asg, draining)
     pool = [c for c in candidates if c.name not in draining]
-    removable = max(0, len(pool) - asg.min_size)
+    removable = removable_above_min(len(pool), asg.min_size)
     refused: list[Refusal] = []
     if ask.nodes is not None:
         wanted, refused = _refuse_protected(ask, asg, _named(ask, asg, candidates, draining))

@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from shared.config import ScalerConfig
 from shared.domain.model import ANNOTATION_CORDONED_AT, AsgInstance, Node, Snapshot, Taint, TaintEffect
 from shared.domain.plan import NodeAction, NodeMark, RepairAction, RepairDecision, Termination
-from shared.domain.safety import busy_pods, protection
+from shared.domain.safety import busy_pods, protection, removable_above_min
 from shared.planner.context import Context, GroupView
 from shared.planner.health import Health, Signal, node_health
 
@@ -197,7 +197,7 @@ def _plan_group(
     paused = ctx.config.policy.repair.enabled and len(unhealthy) > threshold
     if paused:
         out.paused.append(view.name)
-    removable = view.current_desired - decrements - view.min_size
+    removable = removable_above_min(view.current_desired - decrements, view.min_size)
     for name in unhealthy:
         decision = _decide(
             ctx, view, assessment.nodes[name], assessment.instances[name], health[name], paused, threshold

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from shared.domain.model import Node
 from shared.domain.plan import NodeAction, Termination
-from shared.domain.safety import protection, scale_in_protection
+from shared.domain.safety import protection, removable_above_min, scale_in_protection
 from shared.planner.context import Context, GroupView
 
 
@@ -129,7 +129,7 @@ def _shrink(
 ) -> None:
     """Terminate settled cordoned nodes, then cordon nodes idle long enough, within the limits."""
     policy = ctx.config.policy
-    removable = max(0, desired - view.min_size)
+    removable = removable_above_min(desired, view.min_size)
     budget = max(1, math.floor(policy.max_scale_in_fraction * max(len(view.nodes), desired)))
     # One batch (the scale-in budget) of terminations per scale_down_delay_after_delete_seconds.
     if _recent(ctx, view.state.last_scale_down, policy.scale_down_delay_after_delete_seconds):

@@ -10,7 +10,7 @@ from moto import mock_aws
 
 from shared.config import PolicyConfig
 from shared.domain.model import Node
-from shared.domain.safety import Backoff, busy_pods, is_counted, next_backoff, protection
+from shared.domain.safety import Backoff, busy_pods, is_counted, next_backoff, protection, removable_above_min
 from shared.formats.kubernetes import node_from_json, pod_from_json
 from shared.local.sim.engine import at, epoch_seconds
 from shared.planner.force_scale_down import candidates_of
@@ -104,3 +104,9 @@ def test_protection_is_the_same_for_the_planner_the_revalidation_and_the_forced_
         protection(n1, [guarded], None),
         protection(disabled, [], None),
     ]
+
+
+def test_removable_above_min_never_takes_a_group_below_its_min_size() -> None:
+    # Given groups counted by desired, nodes or live instances, above, at and below their min size
+    # Then only what is above min may go, and never a negative count
+    assert [removable_above_min(count, 2) for count in (5, 2, 1, 0)] == [3, 0, 0, 0]

@@ -17,7 +17,7 @@ from shared.controller.deps import Deps
 from shared.domain.errors import AuthError, ReadError, ScalerError, ThrottledError
 from shared.domain.model import AsgState, Node, Pod
 from shared.domain.operations import DrainIntent
-from shared.domain.safety import busy_pods
+from shared.domain.safety import busy_pods, removable_above_min
 from shared.reporting import ActionKind, ActionStatus
 
 # A drain still blocked this long after its grace is given up: its nodes stay cordoned and it is reported.
@@ -165,7 +165,7 @@ def _step_node(
         grace_over = now - intent.requested_at >= timedelta(seconds=intent.grace_seconds)
         evict(applier, pods, group, delete=intent.force and grace_over, progress=progress)
         return
-    if asg.desired - progress.decrements - 1 < asg.min_size:
+    if removable_above_min(asg.desired - progress.decrements, asg.min_size) < 1:
         applier.note(
             ActionKind.TERMINATE,
             name,
