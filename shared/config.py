@@ -107,6 +107,21 @@ class AttritionConfig(_Model):
     spare_gpus: NonNegativeInt | None = None
 
 
+class MigrationConfig(_Model):
+    """Migration of jobs that checkpoint (shared.planner.migration): a node whose busy pods all opted
+    in (backlog-scaler/checkpoint-interval-seconds or backlog-scaler/last-checkpoint) and fit on free
+    room elsewhere is emptied through the Eviction API when the GPU-hours saved beat the work lost
+    since the pods' last checkpoints plus their restart, by `min_gain`. Off until measured."""
+
+    enabled: bool = False
+    # What a moved pod takes to start again elsewhere (image pull, checkpoint load), per GPU.
+    restart_seconds: NonNegativeInt = 300
+    # The saving must be at least this many times the cost (the estimates are rough).
+    min_gain: Annotated[float, Field(ge=1)] = 2.0
+    max_nodes_per_run: NonNegativeInt = 1  # per group
+    max_nodes_per_hour: NonNegativeInt = 4  # per group, counted from the stored migrations
+
+
 class PolicyConfig(_Model):
     """Planning policy; defaults and their anchors are in DESIGN.md."""
 
@@ -157,6 +172,7 @@ class PolicyConfig(_Model):
     backoff_max_seconds: PositiveInt = 1800
     backoff_reset_seconds: PositiveInt = 3 * 3600
     attrition: AttritionConfig = Field(default_factory=AttritionConfig)
+    migration: MigrationConfig = Field(default_factory=MigrationConfig)
 
     @model_validator(mode="after")
     def _backoff_order(self) -> PolicyConfig:

@@ -420,6 +420,7 @@ class GroupState:
     backoff_until: datetime | None = None
     last_scale_up: datetime | None = None
     last_scale_down: datetime | None = None  # last time the scaler terminated a node of the group
+    migrated_at: tuple[datetime, ...] = ()  # when the scaler emptied nodes by migration (the last hour)
 
 
 @dataclass(frozen=True, slots=True)

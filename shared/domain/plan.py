@@ -81,6 +81,21 @@ class NodeMark:
 
 
 @dataclass(frozen=True, slots=True)
+class Migration:
+    """Empty `node` by evicting its checkpointing pods so idle scale-down can take it
+    (shared.planner.migration). `pods`: every pod evicted, gang members on other nodes included;
+    GPU-seconds lost (work since the pods' last checkpoints plus restarts) and saved (the node's
+    GPUs for as long as its jobs were expected to keep it)."""
+
+    node: str
+    group: str
+    pods: tuple[str, ...]
+    lost_gpu_seconds: float
+    saved_gpu_seconds: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Termination:
     node: str | None
     instance_id: str
@@ -124,6 +139,7 @@ class Plan:
     provisioning_updates: tuple[ConditionUpdate, ...] = ()  # status writes: only what changes
     mark: tuple[NodeMark, ...] = ()  # attrition taints to put on, by node
     unmark: tuple[NodeMark, ...] = ()  # attrition taints to lift, by node
+    migrate: tuple[Migration, ...] = ()  # nodes emptied by moving jobs that checkpoint, by node
 
     def group(self, name: str) -> GroupDecision:
         """The decision for one group by name."""
@@ -140,5 +156,6 @@ class Plan:
             or self.terminate
             or self.mark
             or self.unmark
+            or self.migrate
             or any(g.changed for g in self.groups)
         )

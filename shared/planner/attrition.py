@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from shared.config import AttritionConfig
 from shared.domain.durations import short_duration
@@ -80,7 +81,7 @@ class _Candidate:
     used: int
     busy: int
     free: int
-    remaining: float  # seconds until its last busy pod is expected to end (see _remaining)
+    remaining: float  # seconds until its last busy pod is expected to end (see expected_remaining_seconds)
 
 
 def plan_attrition(
@@ -151,7 +152,8 @@ def _plan_group(
         why_not = _why_not(node, protected, arriving, schedulable, gpus, free, leaving, policy)
         if why_not is None:
             busy = busy_pods(pods, cutoff, ctx.now)
-            candidates.append(_Candidate(node, gpus, used, len(busy), free, _remaining(ctx, busy)))
+            remaining = expected_remaining_seconds(ctx.now, busy)
+            candidates.append(_Candidate(node, gpus, used, len(busy), free, remaining))
         elif is_marked and why_not not in (_LEAVING, _NOT_SCHEDULABLE, _FULL):
             lifted.append((node.name, why_not))
     if not policy.enabled or not candidates:
@@ -243,7 +245,7 @@ def _mark_reason(cand: _Candidate, pool: int, spare: int) -> str:
     )
 
 
-def _remaining(ctx: Context, pods: list[Pod]) -> float:
+def expected_remaining_seconds(now: datetime, pods: Sequence[Pod]) -> float:
     """Seconds until the last of `pods` is expected to end (0 for none).
 
     A pod with a valid `backlog-scaler/expected-runtime-seconds` is expected to end that long after
@@ -253,7 +255,7 @@ def _remaining(ctx: Context, pods: list[Pod]) -> float:
     """
     latest = 0.0
     for pod in pods:
-        elapsed = (ctx.now - pod.created_at).total_seconds() if pod.created_at is not None else 0.0
+        elapsed = (now - pod.created_at).total_seconds() if pod.created_at is not None else 0.0
         raw = pod.annotations.get(ANNOTATION_EXPECTED_RUNTIME)
         runtime = int(raw) if raw is not None and raw.isdigit() else 2 * elapsed
         latest = max(latest, runtime - elapsed)

@@ -14,6 +14,7 @@ from shared.planner.attrition import marked_nodes, plan_attrition, without_marks
 from shared.planner.capacity import launch_clock_key, next_launch_clock
 from shared.planner.context import Context, GroupView, build_context
 from shared.planner.gangs import STAND_IN_SEPARATOR, gang_summary, is_stand_in
+from shared.planner.migration import plan_migration
 from shared.planner.provisioning import answer_requests, prepare_requests
 from shared.planner.scale_down import ScaleDownResult, plan_scale_down, with_kept
 from shared.planner.scale_up import ScaleUpResult, plan_scale_up
@@ -163,7 +164,7 @@ def _launch_clocks(ctx: Context, groups: tuple[GroupDecision, ...]) -> dict[str,
 
 
 def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
-    """Decide desired sizes, cordons, uncordons, terminations and attrition marks; a reason for every pod.
+    """Decide desired sizes, cordons, uncordons, terminations, marks and migrations; a reason for every pod.
 
     Pure: reads only its arguments (`now` is passed in), returns absolute decisions, and gives the
     same plan for the same inputs in any order. Groups appear in config order; actions and pods
@@ -197,6 +198,9 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         uncordon[node] = NodeAction(node, group, "pending pods fit on it")
     leaving = frozenset(a.node for a in down.cordon) | frozenset(t.node for t in down.terminate if t.node)
     attrition = plan_attrition(ctx, marked, up.counted_on, up.outcomes, leaving)
+    lifted = frozenset(m.node for m in attrition.unmark)
+    steered = (marked - lifted) | frozenset(m.node for m in attrition.mark)
+    migrate = plan_migration(ctx, steered, up.counted_on, leaving)
     return Plan(
         groups=groups,
         cordon=tuple(sorted(down.cordon, key=lambda a: a.node)),
@@ -211,6 +215,7 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         provisioning_updates=updates,
         mark=attrition.mark,
         unmark=attrition.unmark,
+        migrate=migrate,
     )
 
 

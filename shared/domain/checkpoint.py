@@ -1,0 +1,86 @@
+"""Which pods may be moved because they checkpoint, and what a move costs them (pure; `now` passed in).
+
+The one home of the opt-in rule of migration (shared.planner.migration chooses, the controller
+re-validates on a fresh read, the simulator moves jobs by it). A pod is movable only when it says it
+checkpoints and nothing forbids evicting it:
+
+- `backlog-scaler/checkpoint-interval-seconds`: the job saves its work at least this often;
+- `backlog-scaler/last-checkpoint` (RFC 3339): when it last saved, written by the job itself;
+- never with `karpenter.sh/do-not-disrupt: "true"` (Karpenter's pod-level opt-out of voluntary
+  disruption) or `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` (cluster-autoscaler's
+  drain never evicts such a pod: utils/drain/drain.go); node-level protection is
+  `shared.domain.safety.protection`, judged by the callers on the whole node.
+
+The work a move loses is the time since the last save: the last-checkpoint annotation while it is
+fresh (no older than the interval, or any age when no interval is given), else the full interval
+(the worst case of a job that saves that often); never more than the pod has run.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from shared.domain.model import Pod
+
+ANNOTATION_CHECKPOINT_INTERVAL = "backlog-scaler/checkpoint-interval-seconds"
+ANNOTATION_LAST_CHECKPOINT = "backlog-scaler/last-checkpoint"
+ANNOTATION_CA_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+
+def checkpoint_interval(pod: Pod) -> int | str | None:
+    """The pod's declared checkpoint interval in seconds, None when absent, or why it is invalid."""
+    raw = pod.annotations.get(ANNOTATION_CHECKPOINT_INTERVAL)
+    if raw is None:
+        return None
+    if not raw.isdigit() or int(raw) <= 0:
+        return f"{ANNOTATION_CHECKPOINT_INTERVAL} {raw!r} is not a positive whole number of seconds"
+    return int(raw)
+
+
+def last_checkpoint(pod: Pod) -> datetime | str | None:
+    """When the pod last saved its work, None when absent, or why the annotation is invalid."""
+    raw = pod.annotations.get(ANNOTATION_LAST_CHECKPOINT)
+    if raw is None:
+        return None
+    try:
+        found = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return f"{ANNOTATION_LAST_CHECKPOINT} {raw!r} is not an RFC 3339 time"
+    if found.tzinfo is None:
+        return f"{ANNOTATION_LAST_CHECKPOINT} {raw!r} has no time zone"
+    return found
+
+
+def not_movable(pod: Pod) -> str | None:
+    """Why the pod must never be moved (None: it opted in and nothing forbids evicting it)."""
+    if pod.do_not_disrupt:
+        return f"{pod.key} is annotated karpenter.sh/do-not-disrupt"
+    if pod.annotations.get(ANNOTATION_CA_SAFE_TO_EVICT) == "false":
+        return f'{pod.key} is annotated {ANNOTATION_CA_SAFE_TO_EVICT}: "false"'
+    interval, last = checkpoint_interval(pod), last_checkpoint(pod)
+    for found in (interval, last):
+        if isinstance(found, str):
+            return f"{pod.key}: {found}"
+    if interval is None and last is None:
+        return (
+            f"{pod.key} does not say it checkpoints"
+            f" ({ANNOTATION_CHECKPOINT_INTERVAL} or {ANNOTATION_LAST_CHECKPOINT})"
+        )
+    return None
+
+
+def lost_seconds(pod: Pod, now: datetime) -> float:
+    """Seconds of work a move of the pod loses now (see the module docstring); 0 for a pod that
+    is not movable is never asked: callers check `not_movable` first."""
+    interval, last = checkpoint_interval(pod), last_checkpoint(pod)
+    interval = interval if isinstance(interval, int) else None
+    lost: float | None = None
+    if isinstance(last, datetime):
+        since = max(0.0, (now - last).total_seconds())  # a save stamped ahead of our clock: just saved
+        if interval is None or since <= interval:
+            lost = since
+    if lost is None:
+        lost = float(interval or 0)
+    if pod.created_at is not None:
+        lost = min(lost, max(0.0, (now - pod.created_at).total_seconds()))
+    return lost

@@ -1,0 +1,249 @@
+"""Migration of jobs that checkpoint: empty a node when moving its jobs costs less than keeping it (pure).
+
+Attrition never evicts, so a node stays up as long as its longest job (bench/placement_bound.py: the
+limit of any placement that never moves a running job). Jobs that save their work often restart
+cheaply elsewhere; for them the scaler may go past that limit, opt-in per pod
+(shared.domain.checkpoint), unlike cluster-autoscaler and Karpenter consolidation, which evict
+whatever a PDB allows, blind to when a job last saved.
+
+The rules, per group, level-triggered (off unless `policy.migration.enabled`):
+- Candidates: registered, Ready, schedulable GPU nodes of the group, not protected from scale-down
+  (`safety.protection`), not receiving a pending pod in this plan and not cordoned or terminated by
+  it, with busy pods (`safety.busy_pods`) every one of which is movable (`checkpoint.not_movable`);
+  a gang member only when every member of its gang, wherever it runs, is movable: the gang then
+  moves whole and its lost work is counted whole.
+- Cost and saving, in GPU-seconds: the cost is each moved pod's GPUs x (the work lost since its last
+  checkpoint, `checkpoint.lost_seconds`, plus `restart_seconds`); the saving is the node's GPUs x
+  the time its jobs were expected to keep it up (attrition's `expected_remaining_seconds`). A node is
+  worth emptying only when saving > cost x `min_gain`; the largest net saving goes first.
+- Fit: the node's pods must all fit now, by the scheduler's filters (shared.planner.simulation), on
+  free room of other Ready, schedulable, unmarked nodes not leaving in this plan, after the room the
+  plan counts for pending pods: never on a node being bought, so a move never waits for a boot.
+  A node that receives moved pods is not emptied in the same run.
+- Limits: `max_nodes_per_run` per group per run, `max_nodes_per_hour` per group from the stored
+  migrations (`GroupState.migrated_at`), and never below the group's min size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from shared.config import MigrationConfig
+from shared.domain.checkpoint import lost_seconds, not_movable
+from shared.domain.durations import short_duration
+from shared.domain.model import Node, Pod
+from shared.domain.plan import Migration
+from shared.domain.resources import GPU
+from shared.domain.safety import busy_pods, protection
+from shared.planner.attrition import expected_remaining_seconds
+from shared.planner.context import Context, GroupView
+from shared.planner.filters.framework import SimNode
+from shared.planner.filters.node_ports import port_key
+from shared.planner.filters.volume_binding import Volumes
+from shared.planner.gangs import GangIndex, largest_first
+from shared.planner.simulation import Simulation
+
+_HOUR = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    node: Node
+    pods: tuple[Pod, ...]  # the node's busy pods
+    moved: tuple[Pod, ...]  # every pod evicted: the node's and their gangs' members elsewhere
+    lost: float  # GPU-seconds
+    saved: float  # GPU-seconds
+    remaining: float  # seconds the node's jobs were expected to keep it up
+
+    @property
+    def net(self) -> float:
+        return self.saved - self.lost
+
+
+def plan_migration(
+    ctx: Context,
+    marked: frozenset[str],
+    counted_on: Mapping[str, str],
+    leaving: frozenset[str],
+) -> tuple[Migration, ...]:
+    """Nodes to empty by moving their checkpointing pods this run (see the module docstring).
+
+    `marked`: nodes that carry (or get) the attrition mark this run; `counted_on`: pending pod ->
+    registered node the plan counts it on; `leaving`: nodes this plan cordons or terminates.
+    """
+    policy = ctx.config.policy.migration
+    if not policy.enabled:
+        return ()
+    pending = {p.key: p for p in ctx.snapshot.pods if p.key in counted_on}
+    incoming: dict[str, list[Pod]] = {}
+    for key, node in sorted(counted_on.items()):
+        if key in pending:
+            incoming.setdefault(node, []).append(pending[key])
+    gangs = _gangs(ctx)
+    room = _Room(ctx, frozenset(marked) | leaving, incoming)
+    chosen: list[Migration] = []
+    for view in ctx.groups:
+        candidates = _candidates(ctx, view, policy, gangs, incoming, leaving)
+        chosen.extend(_choose(ctx, view, policy, candidates, room))
+    return tuple(sorted(chosen, key=lambda m: m.node))
+
+
+def _gangs(ctx: Context) -> tuple[GangIndex, dict[str, list[Pod]]]:
+    """The gang index and every bound, live member of each gang, by gang key."""
+    index = GangIndex(ctx.config.policy, ctx.snapshot.pod_groups)
+    members: dict[str, list[Pod]] = {}
+    for pods in ctx.pods_on_node.values():
+        for pod in pods:
+            mark = index.mark(pod) if not pod.is_terminal and (pod.labels or pod.annotations) else None
+            if mark is not None:
+                members.setdefault(mark.key, []).append(pod)
+    return index, members
+
+
+def movable_set(
+    pods: list[Pod], gangs: tuple[GangIndex, dict[str, list[Pod]]]
+) -> tuple[tuple[Pod, ...], str | None]:
+    """Every pod a move of `pods` evicts (their gangs' members too), or why they may not move."""
+    index, members = gangs
+    moved: dict[str, Pod] = {}
+    for pod in pods:
+        mark = index.mark(pod)
+        for member in members.get(mark.key, [pod]) if mark is not None else [pod]:
+            why = not_movable(member)
+            if why:
+                gang = f" (gang {mark.key} moves whole or not at all)" if mark is not None else ""
+                return (), why + gang
+            moved[member.key] = member
+    return tuple(moved[k] for k in sorted(moved)), None
+
+
+def _candidates(
+    ctx: Context,
+    view: GroupView,
+    policy: MigrationConfig,
+    gangs: tuple[GangIndex, dict[str, list[Pod]]],
+    incoming: Mapping[str, list[Pod]],
+    leaving: frozenset[str],
+) -> list[_Candidate]:
+    """The group's nodes worth emptying by migration, largest net saving first."""
+    cutoff = ctx.config.policy.pod_priority_cutoff
+    found: list[_Candidate] = []
+    for node in view.nodes:
+        gpus = node.allocatable.gpus
+        pods = ctx.pods_on_node.get(node.name, [])
+        if gpus <= 0 or not node.ready or node.unschedulable or node.name in leaving:
+            continue
+        if node.name in incoming or protection(node, pods, view.asg):
+            continue
+        busy = busy_pods(pods, cutoff, ctx.now)
+        moved, why = movable_set(busy, gangs)
+        if not busy or why:
+            continue
+        lost = sum(p.requests.gpus * (lost_seconds(p, ctx.now) + policy.restart_seconds) for p in moved)
+        remaining = expected_remaining_seconds(ctx.now, busy)
+        saved = gpus * remaining
+        if saved > lost * policy.min_gain:
+            found.append(_Candidate(node, tuple(busy), moved, lost, saved, remaining))
+    return sorted(found, key=lambda c: (-c.net, c.node.name))
+
+
+def _choose(
+    ctx: Context, view: GroupView, policy: MigrationConfig, candidates: list[_Candidate], room: _Room
+) -> list[Migration]:
+    """The first candidates whose pods fit elsewhere, within the group's limits."""
+    recent = sum(1 for at in view.state.migrated_at if ctx.now - at < _HOUR)
+    limit = min(policy.max_nodes_per_run, policy.max_nodes_per_hour - recent)
+    limit = min(limit, len(view.nodes) - view.min_size)
+    chosen: list[Migration] = []
+    for cand in candidates:
+        if len(chosen) >= limit:
+            break
+        if cand.node.name in room.receiving:
+            continue
+        if room.take(cand.node.name, cand.pods):
+            chosen.append(
+                Migration(
+                    cand.node.name,
+                    view.name,
+                    tuple(p.key for p in cand.moved),
+                    round(cand.lost, 1),
+                    round(cand.saved, 1),
+                    _reason(cand, policy),
+                )
+            )
+    return chosen
+
+
+def _reason(cand: _Candidate, policy: MigrationConfig) -> str:
+    hours = 3600.0
+    return (
+        f"its {len(cand.pods)} pod(s) checkpoint and fit on free room elsewhere: moving them loses"
+        f" {cand.lost / hours:.2f} GPU-hour(s) (work since their last checkpoints and"
+        f" {policy.restart_seconds}s restarts), emptying it saves {cand.saved / hours:.2f} GPU-hour(s)"
+        f" (its jobs were expected to keep it up {short_duration(cand.remaining)}; needed: more than"
+        f" {policy.min_gain:g}x the loss)"
+    )
+
+
+class _Room:
+    """Free room of the nodes moved pods may go to, by the scheduler's filters; it shrinks as the
+    run places pods, and nodes emptied in the run are no longer room."""
+
+    def __init__(self, ctx: Context, excluded: frozenset[str], incoming: Mapping[str, list[Pod]]) -> None:
+        self._ctx = ctx
+        snapshot = ctx.snapshot
+        self._sim = Simulation(
+            ctx.pods_on_node,
+            snapshot.namespaces,
+            Volumes.of(snapshot.pvcs, snapshot.pvs, snapshot.storage_classes),
+        )
+        self._emptied: set[str] = set()
+        self.receiving: set[str] = set()
+        for node in sorted(snapshot.nodes, key=lambda n: n.name):
+            if node.ready and not node.unschedulable and not node.deleting and node.name not in excluded:
+                self._sim.add_node(self._sim_node(node, incoming.get(node.name, [])))
+        self._sim.prepare([p for pods in ctx.pods_on_node.values() for p in pods if not p.is_terminal])
+
+    def _sim_node(self, node: Node, arriving: list[Pod]) -> SimNode:
+        ctx = self._ctx
+        free = list(ctx.vector(node.allocatable))
+        bound = [p for p in ctx.pods_on_node.get(node.name, ()) if not p.is_terminal]
+        for pod in bound + arriving:
+            for dim, amount in ctx.request(pod.requests):
+                free[dim] -= amount
+        ports = {port_key(port) for pod in bound + arriving for port in pod.constraints.host_ports}
+        return SimNode(node.name, node.labels, node.taints, free, False, ports)
+
+    def _targets(self, source: str) -> list[SimNode]:
+        """Fullest first (ties by name): moved pods fill fragments rather than spread."""
+        gpu = self._ctx.dim_index.get(GPU)
+        nodes = [n for name, n in self._sim.nodes.items() if name != source and name not in self._emptied]
+        return sorted(nodes, key=lambda n: (n.free[gpu] if gpu is not None else 0, n.name))
+
+    def take(self, source: str, pods: tuple[Pod, ...]) -> bool:
+        """Place every pod of `source` elsewhere (all or nothing); True when they all fit."""
+        sim, ctx = self._sim, self._ctx
+        sim.checkpoint()
+        placed: list[str] = []
+        for pod in largest_first(list(pods)):
+            state, request = sim.state(pod), ctx.request(pod.requests)
+            target = next(
+                (
+                    n
+                    for n in self._targets(source)
+                    if sim.static(pod, state, n) is None
+                    and sim.dynamic(pod, state, n, request, ctx.dims) is None
+                ),
+                None,
+            )
+            if target is None:
+                sim.rollback()
+                return False
+            sim.record(pod, target, request)
+            placed.append(target.name)
+        sim.commit()
+        self._emptied.add(source)
+        self.receiving.update(placed)
+        return True
