@@ -92,8 +92,8 @@ def test_a_pod_cluster_autoscaler_may_not_evict_is_never_moved() -> None:
 
 
 def test_a_malformed_checkpoint_annotation_is_no_opt_in() -> None:
-    for annotations in ({ANNOTATION_CHECKPOINT_INTERVAL: "often"}, {ANNOTATION_LAST_CHECKPOINT: "yesterday"}):
-        assert run([*background(), small_job(annotations)]).migrate == ()
+    for malformed in ({ANNOTATION_CHECKPOINT_INTERVAL: "often"}, {ANNOTATION_LAST_CHECKPOINT: "yesterday"}):
+        assert run([*background(), small_job(malformed)]).migrate == ()
 
 
 def test_a_node_protected_from_scale_down_is_never_emptied() -> None:
