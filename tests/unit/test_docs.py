@@ -111,12 +111,28 @@ def example_outputs(tmp_path: Path) -> list[dict[str, Any]]:
         )
     marked_nodes = tmp_path / "nodes.json"
     marked_nodes.write_text(json.dumps(nodes), encoding="utf-8")
+    # Migration: the running 8-GPU job says it checkpoints every 10 minutes and expects a day's run,
+    # and an idle node has its room: its node is emptied.
+    for item in pods["items"]:
+        if item["metadata"]["name"] == "resnet-0":
+            item["metadata"].setdefault("annotations", {}).update(
+                {
+                    "backlog-scaler/checkpoint-interval-seconds": "600",
+                    "backlog-scaler/expected-runtime-seconds": "86400",
+                }
+            )
+    checkpointing = tmp_path / "checkpointing-pods.json"
+    checkpointing.write_text(json.dumps(pods), encoding="utf-8")
+    settings["policy"]["migration"] = {"enabled": True}
+    migrating = tmp_path / "migrating.yaml"
+    migrating.write_text(yaml.safe_dump(settings), encoding="utf-8")
     return [
         run_plan(EXAMPLES / "pods.json", EXAMPLES / "state.json"),
         run_plan(EXAMPLES / "pods.json", counted_state),
         run_plan(running_pods, EXAMPLES / "state.json"),
         run_plan(running_pods, fresh_state, config=marking),
         run_plan(running_pods, EXAMPLES / "state.json", nodes=marked_nodes, config=switched_off),
+        run_plan(checkpointing, fresh_state, config=migrating),
     ]
 
 
