@@ -243,6 +243,11 @@ class StateStore(Protocol):
         """Remember when the scaler last terminated nodes of a group. Raises LeaseHeldError, ActionError."""
         ...
 
+    def record_migration(self, lease: Lease, group: str, at: datetime) -> None:
+        """Remember that the scaler emptied a node of a group by migration at `at` (the store keeps
+        the last hour's: the per-hour budget). Raises LeaseHeldError, ActionError."""
+        ...
+
     def record_capacity_failure(self, lease: Lease | None, group: str, at: datetime) -> datetime:
         """Put a group in exponential backoff; returns the new backoff end.
 

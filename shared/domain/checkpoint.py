@@ -18,13 +18,15 @@ fresh (no older than the interval, or any age when no interval is given), else t
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from shared.domain.model import Pod
 
 ANNOTATION_CHECKPOINT_INTERVAL = "backlog-scaler/checkpoint-interval-seconds"
 ANNOTATION_LAST_CHECKPOINT = "backlog-scaler/last-checkpoint"
 ANNOTATION_CA_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+# policy.migration.max_nodes_per_hour counts the migrations of this window (the store keeps them).
+MIGRATION_WINDOW = timedelta(hours=1)
 
 
 def checkpoint_interval(pod: Pod) -> int | str | None:

@@ -28,10 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 
 from shared.config import MigrationConfig
-from shared.domain.checkpoint import lost_seconds, not_movable
+from shared.domain.checkpoint import MIGRATION_WINDOW, lost_seconds, not_movable
 from shared.domain.durations import short_duration
 from shared.domain.model import Node, Pod
 from shared.domain.plan import Migration
@@ -44,8 +43,6 @@ from shared.planner.filters.node_ports import port_key
 from shared.planner.filters.volume_binding import Volumes
 from shared.planner.gangs import GangIndex, largest_first
 from shared.planner.simulation import Simulation
-
-_HOUR = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -153,7 +150,7 @@ def _choose(
     ctx: Context, view: GroupView, policy: MigrationConfig, candidates: list[_Candidate], room: _Room
 ) -> list[Migration]:
     """The first candidates whose pods fit elsewhere, within the group's limits."""
-    recent = sum(1 for at in view.state.migrated_at if ctx.now - at < _HOUR)
+    recent = sum(1 for at in view.state.migrated_at if ctx.now - at < MIGRATION_WINDOW)
     limit = min(policy.max_nodes_per_run, policy.max_nodes_per_hour - recent)
     limit = min(limit, len(view.nodes) - view.min_size)
     chosen: list[Migration] = []

@@ -26,6 +26,7 @@ from typing import Any
 from shared.adapters.kubernetes.cluster import taints_with, taints_without
 from shared.adapters.kubernetes.writes import TaintEdit, edited_taints
 from shared.config import PolicyConfig
+from shared.domain.checkpoint import MIGRATION_WINDOW
 from shared.domain.errors import (
     ConflictError,
     EvictionBlockedError,
@@ -525,6 +526,7 @@ class _GroupRecord:
     last_failure: datetime | None = None
     last_scale_up: datetime | None = None
     last_scale_down: datetime | None = None
+    migrated_at: tuple[datetime, ...] = ()
 
 
 class MemoryStateStore(Faults):
@@ -590,7 +592,7 @@ class MemoryStateStore(Faults):
             return ScalerStateModel(
                 nodes={k: NodeState(v) for k, v in self.idle_since.items()},
                 groups={
-                    k: GroupState(v.backoff_until, v.last_scale_up, v.last_scale_down)
+                    k: GroupState(v.backoff_until, v.last_scale_up, v.last_scale_down, v.migrated_at)
                     for k, v in self.groups.items()
                 },
                 instances_first_seen=dict(self.first_seen),
@@ -626,6 +628,14 @@ class MemoryStateStore(Faults):
         with self._lock:
             self._fenced(lease)
             self.groups.setdefault(group, _GroupRecord()).last_scale_down = at
+
+    @_recorded
+    def record_migration(self, lease: Lease, group: str, at: datetime) -> None:
+        with self._lock:
+            self._fenced(lease)
+            record = self.groups.setdefault(group, _GroupRecord())
+            kept = tuple(t for t in record.migrated_at if at - t < MIGRATION_WINDOW)
+            record.migrated_at = (*kept, at)
 
     @_recorded
     def record_capacity_failure(self, lease: Lease | None, group: str, at: datetime) -> datetime:

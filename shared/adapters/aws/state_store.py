@@ -45,6 +45,7 @@ from shared import constants
 from shared.adapters.aws import clients
 from shared.adapters.aws.clients import BOTO_ERRORS, AwsClient, error_code, scaler_error
 from shared.config import PolicyConfig
+from shared.domain.checkpoint import MIGRATION_WINDOW
 from shared.domain.errors import ActionError, ConflictError, LeaseHeldError, ReadError, ScalerError
 from shared.domain.model import GroupState, NodeState, PodMemory, ScalerState
 from shared.domain.operations import DrainIntent, Lease
@@ -332,6 +333,7 @@ class DynamoDbStateStore:
                         backoff_until=_time(item, "backoff_until"),
                         last_scale_up=_time(item, "last_scale_up"),
                         last_scale_down=_time(item, "last_scale_down"),
+                        migrated_at=_migrations(item),
                     )
             except (KeyError, TypeError, ValueError, ArithmeticError):
                 # Every fact here degrades safely when forgotten (idleness restarts, no backoff, the
@@ -379,6 +381,27 @@ class DynamoDbStateStore:
     def record_scale_down(self, lease: Lease, group: str, at: datetime) -> None:
         """Remember when the scaler last terminated nodes of a group. Raises LeaseHeldError, ActionError."""
         self._record_group_time(lease, group, "last_scale_down", at, "scale-down")
+
+    def record_migration(self, lease: Lease, group: str, at: datetime) -> None:
+        """Remember a migration of a group, keeping the last hour's (the per-hour budget; a single
+        writer holds the lease, so reading then writing the list loses nothing). Raises
+        LeaseHeldError, ActionError."""
+        kept = [t for t in _migrations(self._get(GROUP_PREFIX + group) or {}) if at - t < MIGRATION_WINDOW]
+        times = {"L": [_n(_epoch(t)) for t in sorted([*kept, at])]}
+        update = {
+            "Update": {
+                "TableName": self._table,
+                "Key": self._key(GROUP_PREFIX + group),
+                "UpdateExpression": "SET #group = :group, #m = :m, #ttl = :ttl",
+                "ExpressionAttributeNames": {"#group": "group", "#m": "migrated_at", "#ttl": TTL},
+                "ExpressionAttributeValues": {
+                    ":group": _s(group),
+                    ":m": times,
+                    ":ttl": _n(str(self._group_ttl(at))),
+                },
+            }
+        }
+        self._fence.transact_all(lease, [update], f"record migration of {group}")
 
     def _record_group_time(self, lease: Lease, group: str, attribute: str, at: datetime, what: str) -> None:
         update = {
@@ -689,6 +712,10 @@ def _pod_memory_attributes(pod: str, memory: PodMemory) -> dict[str, Any]:
     if memory.refused:
         attributes["refused"] = _times(memory.refused)
     return attributes
+
+
+def _migrations(item: Mapping[str, Any]) -> tuple[datetime, ...]:
+    return tuple(_from_epoch(value["N"]) for value in item.get("migrated_at", {}).get("L", []))
 
 
 def _time_map(item: Mapping[str, Any], attribute: str) -> dict[str, datetime]:
