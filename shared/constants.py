@@ -80,6 +80,10 @@ METRIC_MODEL_ERRORS = "ModelErrors"
 # Writes that failed on one object (AccessDenied on one ASG, a 403 eviction, a throttled write): each is
 # isolated, the run goes on; an alarm fires on any (cdk/constructs/observability.py).
 METRIC_ACTION_FAILURES = "ActionFailures"
+# Nodes emptied by migrating jobs that checkpoint, and the GPU-seconds those moves cost (work since
+# the pods' last checkpoints plus restarts; shared/planner/migration.py).
+METRIC_MIGRATIONS = "Migrations"
+METRIC_MIGRATION_LOST_GPU_SECONDS = "MigrationLostGpuSeconds"
 
 # DynamoDB state table (single-table design; see shared/adapters/aws/state_store.py).
 TABLE_PARTITION_KEY = "pk"
@@ -112,6 +116,8 @@ GROUP_METRICS = (
     METRIC_SCALE_UPS,
     METRIC_SCALE_DOWNS,
     METRIC_CAPACITY_FAILURES,
+    METRIC_MIGRATIONS,
+    METRIC_MIGRATION_LOST_GPU_SECONDS,
 )
 
 # The webhook's HTTP path on the deployed API (POST; sub-paths are routed to the same function).

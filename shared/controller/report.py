@@ -101,6 +101,8 @@ class Tally:
     backoffs: Counter[str] = field(default_factory=Counter)  # capacity failures recorded
     failed_groups: set[str] = field(default_factory=set)  # set-desired failed
     final: dict[str, AsgState] = field(default_factory=dict)  # the group after this run
+    migrations: Counter[str] = field(default_factory=Counter)  # nodes emptied by migration
+    migration_lost: Counter[str] = field(default_factory=Counter)  # GPU-seconds those moves cost
 
     def remove(self, group: str, instance_id: str, *, decrement: bool) -> None:
         self.removed.setdefault(group, set()).add(instance_id)
@@ -231,6 +233,9 @@ def finish(
         metric(constants.METRIC_SCALE_UPS, tally.grown[group.name], group=group.name)
         metric(constants.METRIC_SCALE_DOWNS, tally.decrements[group.name], group=group.name)
         metric(constants.METRIC_CAPACITY_FAILURES, tally.backoffs[group.name], group=group.name)
+        metric(constants.METRIC_MIGRATIONS, tally.migrations[group.name], group=group.name)
+        lost = tally.migration_lost[group.name]
+        metric(constants.METRIC_MIGRATION_LOST_GPU_SECONDS, lost, group=group.name)
         if plan is not None:
             decision = plan.group(group.name)
             current = asgs[group.asg_name].desired

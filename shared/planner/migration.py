@@ -28,20 +28,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
-from shared.config import MigrationConfig
+from shared.config import MigrationConfig, ScalerConfig
 from shared.domain.checkpoint import MIGRATION_WINDOW, lost_seconds, not_movable
 from shared.domain.durations import short_duration
-from shared.domain.model import Node, Pod
+from shared.domain.model import Node, Pod, Snapshot
 from shared.domain.plan import Migration
 from shared.domain.resources import GPU
 from shared.domain.safety import busy_pods, protection
-from shared.planner.attrition import expected_remaining_seconds
-from shared.planner.context import Context, GroupView
+from shared.planner.attrition import expected_remaining_seconds, marked_nodes, without_marks
+from shared.planner.context import Context, GroupView, build_context
 from shared.planner.filters.framework import SimNode
 from shared.planner.filters.node_ports import port_key
 from shared.planner.filters.volume_binding import Volumes
 from shared.planner.gangs import GangIndex, largest_first
+from shared.planner.scale_up import plan_scale_up
 from shared.planner.simulation import Simulation
 
 
@@ -58,6 +60,9 @@ class _Candidate:
     def net(self) -> float:
         return self.saved - self.lost
 
+    def worth(self, policy: MigrationConfig) -> bool:
+        return self.saved > self.lost * policy.min_gain
+
 
 def plan_migration(
     ctx: Context,
@@ -73,11 +78,7 @@ def plan_migration(
     policy = ctx.config.policy.migration
     if not policy.enabled:
         return ()
-    pending = {p.key: p for p in ctx.snapshot.pods if p.key in counted_on}
-    incoming: dict[str, list[Pod]] = {}
-    for key, node in sorted(counted_on.items()):
-        if key in pending:
-            incoming.setdefault(node, []).append(pending[key])
+    incoming = _incoming(ctx, counted_on)
     gangs = _gangs(ctx)
     room = _Room(ctx, frozenset(marked) | leaving, incoming)
     chosen: list[Migration] = []
@@ -85,6 +86,16 @@ def plan_migration(
         candidates = _candidates(ctx, view, policy, gangs, incoming, leaving)
         chosen.extend(_choose(ctx, view, policy, candidates, room))
     return tuple(sorted(chosen, key=lambda m: m.node))
+
+
+def _incoming(ctx: Context, counted_on: Mapping[str, str]) -> dict[str, list[Pod]]:
+    """The pending pods the plan counts on each registered node (their room is taken)."""
+    pending = {p.key: p for p in ctx.snapshot.pods if p.key in counted_on}
+    incoming: dict[str, list[Pod]] = {}
+    for key, node in sorted(counted_on.items()):
+        if key in pending:
+            incoming.setdefault(node, []).append(pending[key])
+    return incoming
 
 
 def _gangs(ctx: Context) -> tuple[GangIndex, dict[str, list[Pod]]]:
@@ -136,14 +147,20 @@ def _candidates(
             continue
         busy = busy_pods(pods, cutoff, ctx.now)
         moved, why = movable_set(busy, gangs)
-        if not busy or why:
-            continue
-        lost = sum(p.requests.gpus * (lost_seconds(p, ctx.now) + policy.restart_seconds) for p in moved)
-        remaining = expected_remaining_seconds(ctx.now, busy)
-        saved = gpus * remaining
-        if saved > lost * policy.min_gain:
-            found.append(_Candidate(node, tuple(busy), moved, lost, saved, remaining))
+        if busy and not why:
+            cand = _weigh(ctx, policy, node, busy, moved)
+            if cand.worth(policy):
+                found.append(cand)
     return sorted(found, key=lambda c: (-c.net, c.node.name))
+
+
+def _weigh(
+    ctx: Context, policy: MigrationConfig, node: Node, busy: list[Pod], moved: tuple[Pod, ...]
+) -> _Candidate:
+    """The cost (GPU-seconds lost, restarts included) and the saving of emptying `node` now."""
+    lost = sum(p.requests.gpus * (lost_seconds(p, ctx.now) + policy.restart_seconds) for p in moved)
+    remaining = expected_remaining_seconds(ctx.now, busy)
+    return _Candidate(node, tuple(busy), moved, lost, node.allocatable.gpus * remaining, remaining)
 
 
 def _choose(
@@ -244,3 +261,41 @@ class _Room:
         self._emptied.add(source)
         self.receiving.update(placed)
         return True
+
+
+def migration_blocker(snapshot: Snapshot, config: ScalerConfig, now: datetime, move: Migration) -> str | None:
+    """Why a planned migration must not go on (None: evict), judged on a fresh snapshot taken after
+    the node was cordoned: the same pods, all still movable and in whole gangs, the saving still
+    beating the loss (a checkpoint gone stale costs its full interval), no pending pod counting on
+    the node, and room for its pods still free elsewhere. Pure, like `plan`."""
+    marked = marked_nodes(snapshot)
+    ctx = build_context(without_marks(snapshot, marked), config, now)
+    policy = config.policy.migration
+    node = ctx.nodes_by_name.get(move.node)
+    if node is None:
+        return "the node is gone"
+    view = ctx.group_of_node.get(move.node)
+    pods = ctx.pods_on_node.get(move.node, [])
+    protected = protection(node, pods, view.asg if view is not None else None)
+    if protected:
+        return protected
+    busy = busy_pods(pods, config.policy.pod_priority_cutoff, now)
+    moved, why = movable_set(busy, _gangs(ctx))
+    if why:
+        return why
+    if tuple(p.key for p in moved) != move.pods:
+        return f"its pods changed: now {', '.join(p.key for p in moved) or 'none'}"
+    cand = _weigh(ctx, policy, node, busy, moved)
+    if not cand.worth(policy):
+        return (
+            f"no longer worth it: {cand.lost / 3600:.2f} GPU-hour(s) lost x {policy.min_gain:g}"
+            f" against {cand.saved / 3600:.2f} saved"
+        )
+    counted_on = plan_scale_up(ctx).counted_on
+    waiting = sorted(pod for pod, on in counted_on.items() if on == move.node)
+    if waiting:
+        return f"pending {waiting[0]} fits only there: the room is needed"
+    incoming = _incoming(ctx, counted_on)
+    if not _Room(ctx, marked | {move.node}, incoming).take(move.node, cand.pods):
+        return "its pods no longer fit on free room elsewhere"
+    return None

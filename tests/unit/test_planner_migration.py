@@ -19,6 +19,7 @@ from shared.domain.checkpoint import (
 from shared.domain.model import GroupState, ScalerState
 from shared.planner import plan
 from shared.planner.attrition import ATTRITION_TAINT_KEY
+from shared.planner.migration import migration_blocker
 from tests.builders import GPU_TAINT, NOW, asg, config, iso, node, pod, snapshot
 
 A100 = "research-a100"
@@ -200,3 +201,38 @@ def test_never_below_the_group_min_size() -> None:
     group = asg(A100, desired=3, min_size=3, instances=["i-0", "i-1", "i-2"])
     result = plan(snapshot([*background(), small_job()], nodes, [group]), migration(), NOW)
     assert result.migrate == ()
+
+
+def test_a_node_cordoned_for_migration_stays_cordoned_while_its_evicted_pods_terminate() -> None:
+    # Given "small" cordoned by the scaler, its evicted job terminating (deletionTimestamp set)
+    nodes = cluster()
+    nodes[2]["spec"]["unschedulable"] = True
+    nodes[2]["metadata"]["annotations"] = {"backlog-scaler/cordoned-at": iso(NOW - timedelta(seconds=40))}
+    leaving = small_job(deleted=NOW - timedelta(seconds=5))
+    # Then it is not uncordoned (a pod that started after the cordon would be)
+    assert "small" not in {a.node for a in run([*background(), leaving], nodes=nodes).uncordon}
+    assert "small" in {a.node for a in run([*background(), small_job()], nodes=nodes).uncordon}
+
+
+def test_revalidation_refuses_when_the_pods_changed_or_the_room_is_gone() -> None:
+    # Given the planned move of "small"
+    pods = [*background(), small_job()]
+    nodes = cluster()
+    group = [asg(A100, desired=3, instances=["i-0", "i-1", "i-2"])]
+    [move] = plan(snapshot(pods, nodes, group), migration(), NOW).migrate
+    cordoned = [dict(n) for n in nodes]
+    cordoned[2] = {**nodes[2], "spec": {**nodes[2]["spec"], "unschedulable": True}}
+
+    def blocker(fresh_pods: list[Any]) -> str | None:
+        return migration_blocker(snapshot(fresh_pods, cordoned, group), migration(), NOW, move)
+
+    # Then on the same picture (the node now cordoned) it goes ahead
+    assert blocker(pods) is None
+    # And not when another pod started on the node, nor when the room elsewhere was taken
+    assert "its pods changed" in (
+        blocker([*pods, pod("late", gpus=1, node="small", annotations=EVERY_30_MIN)]) or ""
+    )
+    crowded = [stay("stay-full", 8, "full"), stay("stay-half", 8, "half"), small_job()]
+    assert blocker(crowded) == "its pods no longer fit on free room elsewhere"
+    # And not when the job no longer says it checkpoints
+    assert "does not say it checkpoints" in (blocker([*background(), small_job(annotations={})]) or "")
