@@ -2,7 +2,8 @@
 
 Terminations first (re-validated: an idle node still idle, an instance still there; a terminated node
 disappears, desired drops by one when decrementing), then uncordons/cordons, then attrition marks are
-lifted and put on (re-validated: a node still there, not cordoned), then desired is raised to the plan's
+lifted and put on (re-validated: a node still there, not cordoned), then migrations are applied
+(shared.local.sim.migration), then desired is raised to the plan's
 value, or lowered only to cancel instances not launched yet; the stored state is written back.
 """
 
@@ -40,6 +41,7 @@ class SimController:
         self.outcomes: dict[str, ReasonCode] = {}  # pod key -> the last plan's reason for it
         self.last_changed = False  # the last plan changed the world
         self.deadline: float = INF  # when a policy threshold is next crossed (after a no-op plan)
+        self.migrate: Callable[[Plan, int], bool] | None = None  # applies the plan's migrations
 
     def snapshot(self) -> Snapshot:
         """The simulated world as the controller reads it."""
@@ -81,6 +83,8 @@ class SimController:
         changed = self._terminate(result, now)
         changed = self._cordons(result, now) or changed
         changed = self._marks(result, now) or changed
+        if self.migrate is not None and result.migrate:
+            changed = self.migrate(result, now) or changed
         changed = self._desired(result, now) or changed
         self.last_changed = changed
         if changed:
