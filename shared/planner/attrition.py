@@ -117,7 +117,8 @@ def plan_attrition(
     )
 
 
-def _spare(view: GroupView, policy: AttritionConfig, gpus_per_node: int) -> int:
+def spare_gpus(view: GroupView, policy: AttritionConfig, gpus_per_node: int) -> int:
+    """Free GPUs the group keeps on unmarked nodes for new pods (migration keeps them too)."""
     spare = policy.spare_gpus if policy.spare_gpus is not None else gpus_per_node
     return spare + view.config.headroom_nodes * gpus_per_node
 
@@ -158,7 +159,7 @@ def _plan_group(
             lifted.append((node.name, why_not))
     if not policy.enabled or not candidates:
         return [], lifted
-    spare = _spare(view, policy, gpus_per_node)
+    spare = spare_gpus(view, policy, gpus_per_node)
     removable = max(0, len(view.nodes) - view.min_size)
     candidates.sort(key=lambda c: _cheapest_to_empty(c, marked))
     chosen: list[tuple[str, str]] = []

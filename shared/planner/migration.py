@@ -20,13 +20,15 @@ The rules, per group, level-triggered (off unless `policy.migration.enabled`):
   free room of other Ready, schedulable, unmarked nodes not leaving in this plan, after the room the
   plan counts for pending pods: never on a node being bought, so a move never waits for a boot.
   A node that receives moved pods is not emptied in the same run.
+- Spare: the free GPUs left on the group's nodes that stay room must still be the spare attrition
+  keeps for new pods (`attrition.spare_gpus`), so a move never makes an arrival wait for a boot.
 - Limits: `max_nodes_per_run` per group per run, `max_nodes_per_hour` per group from the stored
   migrations (`GroupState.migrated_at`), and never below the group's min size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -37,7 +39,7 @@ from shared.domain.model import Node, Pod, Snapshot
 from shared.domain.plan import Migration
 from shared.domain.resources import GPU
 from shared.domain.safety import busy_pods, protection
-from shared.planner.attrition import expected_remaining_seconds, marked_nodes, without_marks
+from shared.planner.attrition import expected_remaining_seconds, marked_nodes, spare_gpus, without_marks
 from shared.planner.context import Context, GroupView, build_context
 from shared.planner.filters.framework import SimNode
 from shared.planner.filters.node_ports import port_key
@@ -170,13 +172,16 @@ def _choose(
     recent = sum(1 for at in view.state.migrated_at if ctx.now - at < MIGRATION_WINDOW)
     limit = min(policy.max_nodes_per_run, policy.max_nodes_per_hour - recent)
     limit = min(limit, len(view.nodes) - view.min_size)
+    members = frozenset(n.name for n in view.nodes)
+    gpus_per_node = max((n.allocatable.gpus for n in view.nodes), default=0)
+    spare = spare_gpus(view, ctx.config.policy.attrition, gpus_per_node)
     chosen: list[Migration] = []
     for cand in candidates:
         if len(chosen) >= limit:
             break
         if cand.node.name in room.receiving:
             continue
-        if room.take(cand.node.name, cand.pods):
+        if room.take(cand.node.name, cand.pods, lambda: room.free_gpus(members) >= spare):
             chosen.append(
                 Migration(
                     cand.node.name,
@@ -236,8 +241,20 @@ class _Room:
         nodes = [n for name, n in self._sim.nodes.items() if name != source and name not in self._emptied]
         return sorted(nodes, key=lambda n: (n.free[gpu] if gpu is not None else 0, n.name))
 
-    def take(self, source: str, pods: tuple[Pod, ...]) -> bool:
-        """Place every pod of `source` elsewhere (all or nothing); True when they all fit."""
+    def free_gpus(self, names: frozenset[str]) -> int:
+        """Free GPUs left on the nodes of `names` that are still room (not emptied in this run)."""
+        gpu = self._ctx.dim_index.get(GPU)
+        if gpu is None:
+            return 0
+        return sum(
+            max(0, n.free[gpu])
+            for name, n in self._sim.nodes.items()
+            if name in names and name not in self._emptied
+        )
+
+    def take(self, source: str, pods: tuple[Pod, ...], keeps: Callable[[], bool] = lambda: True) -> bool:
+        """Place every pod of `source` elsewhere (all or nothing); True when they all fit and, once
+        placed, `keeps()` holds (the spare room new pods need)."""
         sim, ctx = self._sim, self._ctx
         sim.checkpoint()
         placed: list[str] = []
@@ -257,8 +274,12 @@ class _Room:
                 return False
             sim.record(pod, target, request)
             placed.append(target.name)
+        self._emptied.add(source)  # its room is no room once it is emptied
+        if not keeps():
+            self._emptied.discard(source)
+            sim.rollback()
+            return False
         sim.commit()
-        self._emptied.add(source)
         self.receiving.update(placed)
         return True
 

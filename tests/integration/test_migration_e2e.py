@@ -36,6 +36,7 @@ MOVER = ("research", "mover")
 def with_migration(cluster: Cluster) -> None:
     config = json.loads(os.environ["SCALER_CONFIG"])
     config["policy"]["migration"] = {"enabled": True}
+    config["policy"]["attrition"] = {"enabled": False, "spare_gpus": 0}  # every free GPU is room to move onto
     os.environ["SCALER_CONFIG"] = json.dumps(config)  # the cluster fixture's monkeypatch restores it
     cluster.wire()
 

@@ -112,7 +112,7 @@ def example_outputs(tmp_path: Path) -> list[dict[str, Any]]:
     marked_nodes = tmp_path / "nodes.json"
     marked_nodes.write_text(json.dumps(nodes), encoding="utf-8")
     # Migration: the running 8-GPU job says it checkpoints every 10 minutes and expects a day's run,
-    # and an idle node has its room: its node is emptied.
+    # and the idle node has its room (none kept for new pods): its node is emptied.
     for item in pods["items"]:
         if item["metadata"]["name"] == "resnet-0":
             item["metadata"].setdefault("annotations", {}).update(
@@ -123,6 +123,7 @@ def example_outputs(tmp_path: Path) -> list[dict[str, Any]]:
             )
     checkpointing = tmp_path / "checkpointing-pods.json"
     checkpointing.write_text(json.dumps(pods), encoding="utf-8")
+    settings["policy"]["attrition"] = {"enabled": False, "spare_gpus": 0}  # no room kept for new pods
     settings["policy"]["migration"] = {"enabled": True}
     migrating = tmp_path / "migrating.yaml"
     migrating.write_text(yaml.safe_dump(settings), encoding="utf-8")

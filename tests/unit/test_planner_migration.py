@@ -1,7 +1,8 @@
 """Migration of jobs that checkpoint: which node the plan empties, and every pod it never moves.
 
 Common setting: one group of 8-GPU nodes (a100), migration switched on with its defaults (300 s
-restart, gain 2, one node per run), attrition off so marks do not change the room. "full" runs 7
+restart, gain 2, one node per run), attrition off so marks do not change the room, no spare GPUs
+kept for new pods unless a test says so. "full" runs 7
 GPUs of jobs that do not checkpoint (1 free), "half" 6 (2 free), "small" one 1-GPU job that has run
 10 hours (expected to run 10 more: emptying it saves 80 GPU-hours).
 """
@@ -29,7 +30,8 @@ GANG = "scheduling.x-k8s.io/pod-group"
 
 
 def migration(**policy: Any) -> Any:
-    return config(policy={"attrition": {"enabled": False}, "migration": {"enabled": True, **policy}})
+    attrition = {"enabled": False, "spare_gpus": 0}
+    return config(policy={"attrition": attrition, "migration": {"enabled": True, **policy}})
 
 
 def cluster(extra_nodes: tuple[str, ...] = ()) -> list[Any]:
@@ -236,3 +238,12 @@ def test_revalidation_refuses_when_the_pods_changed_or_the_room_is_gone() -> Non
     assert blocker(crowded) == "its pods no longer fit on free room elsewhere"
     # And not when the job no longer says it checkpoints
     assert "does not say it checkpoints" in (blocker([*background(), small_job(annotations={})]) or "")
+
+
+def test_a_move_never_eats_the_spare_room_kept_for_new_pods() -> None:
+    # Given 1 + 2 free GPUs elsewhere and a spare of 3 kept for new pods: the mover would leave 2
+    cfg = config(policy={"attrition": {"enabled": False, "spare_gpus": 3}, "migration": {"enabled": True}})
+    assert run([*background(), small_job()], cfg).migrate == ()
+    # And with a spare of 2 it moves
+    cfg = config(policy={"attrition": {"enabled": False, "spare_gpus": 2}, "migration": {"enabled": True}})
+    assert len(run([*background(), small_job()], cfg).migrate) == 1

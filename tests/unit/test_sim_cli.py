@@ -32,6 +32,7 @@ REPORT_KEYS = {
     "nodes_launched",
     "scale_downs",
     "attrition",
+    "migration",
     "safety",
     "groups",
     "span",
