@@ -71,6 +71,19 @@ def not_movable(pod: Pod) -> str | None:
     return None
 
 
+def not_saved_yet(pod: Pod, now: datetime) -> str | None:
+    """Why the pod should not move now although it opted in: it has not saved since it started (a
+    move would throw away all it did and pay another restart; it also keeps a job that was just moved
+    from moving again before it made progress). None: it has saved, or has run a whole interval."""
+    interval, last = checkpoint_interval(pod), last_checkpoint(pod)
+    started = pod.created_at
+    if isinstance(last, datetime) and (started is None or last >= started):
+        return None
+    if isinstance(interval, int) and (started is None or (now - started).total_seconds() >= interval):
+        return None
+    return f"{pod.key} has not saved its work since it started"
+
+
 def lost_seconds(pod: Pod, now: datetime) -> float:
     """Seconds of work a move of the pod loses now (see the module docstring); 0 for a pod that
     is not movable is never asked: callers check `not_movable` first."""

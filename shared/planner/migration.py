@@ -9,8 +9,9 @@ whatever a PDB allows, blind to when a job last saved.
 The rules, per group, level-triggered (off unless `policy.migration.enabled`):
 - Candidates: registered, Ready, schedulable GPU nodes of the group, not protected from scale-down
   (`safety.protection`), not receiving a pending pod in this plan and not cordoned or terminated by
-  it, with busy pods (`safety.busy_pods`) every one of which is movable (`checkpoint.not_movable`);
-  a gang member only when every member of its gang, wherever it runs, is movable: the gang then
+  it, with busy pods (`safety.busy_pods`) every one of which is movable (`checkpoint.not_movable`)
+  and has saved since it started (`checkpoint.not_saved_yet`: a move before its first save loses all
+  it did, and a job just moved does not move again before it made progress); a gang member only when every member of its gang, wherever it runs, is movable: the gang then
   moves whole and its lost work is counted whole.
 - Cost and saving, in GPU-seconds: the cost is each moved pod's GPUs x (the work lost since its last
   checkpoint, `checkpoint.lost_seconds`, plus `restart_seconds`); the saving is the node's GPUs x
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from shared.config import MigrationConfig, ScalerConfig
-from shared.domain.checkpoint import MIGRATION_WINDOW, lost_seconds, not_movable
+from shared.domain.checkpoint import MIGRATION_WINDOW, lost_seconds, not_movable, not_saved_yet
 from shared.domain.durations import short_duration
 from shared.domain.model import Node, Pod, Snapshot
 from shared.domain.plan import Migration
@@ -113,7 +114,7 @@ def _gangs(ctx: Context) -> tuple[GangIndex, dict[str, list[Pod]]]:
 
 
 def movable_set(
-    pods: list[Pod], gangs: tuple[GangIndex, dict[str, list[Pod]]]
+    pods: list[Pod], gangs: tuple[GangIndex, dict[str, list[Pod]]], now: datetime
 ) -> tuple[tuple[Pod, ...], str | None]:
     """Every pod a move of `pods` evicts (their gangs' members too), or why they may not move."""
     index, members = gangs
@@ -121,7 +122,7 @@ def movable_set(
     for pod in pods:
         mark = index.mark(pod)
         for member in members.get(mark.key, [pod]) if mark is not None else [pod]:
-            why = not_movable(member)
+            why = not_movable(member) or not_saved_yet(member, now)
             if why:
                 gang = f" (gang {mark.key} moves whole or not at all)" if mark is not None else ""
                 return (), why + gang
@@ -148,7 +149,7 @@ def _candidates(
         if node.name in incoming or protection(node, pods, view.asg):
             continue
         busy = busy_pods(pods, cutoff, ctx.now)
-        moved, why = movable_set(busy, gangs)
+        moved, why = movable_set(busy, gangs, ctx.now)
         if busy and not why:
             cand = _weigh(ctx, policy, node, busy, moved)
             if cand.worth(policy):
@@ -301,7 +302,7 @@ def migration_blocker(snapshot: Snapshot, config: ScalerConfig, now: datetime, m
     if protected:
         return protected
     busy = busy_pods(pods, config.policy.pod_priority_cutoff, now)
-    moved, why = movable_set(busy, _gangs(ctx))
+    moved, why = movable_set(busy, _gangs(ctx), now)
     if why:
         return why
     if tuple(p.key for p in moved) != move.pods:

@@ -147,12 +147,23 @@ def test_no_move_when_the_pods_do_not_fit_on_free_room_elsewhere() -> None:
 
 
 def test_no_move_when_the_loss_times_the_gain_exceeds_the_saving() -> None:
-    # Given a 2-GPU job started 10 minutes ago: it would keep the node 10 more minutes (4800
-    # GPU-seconds saved) and loses its 10 minutes plus a 5-minute restart on 2 GPUs (1800), x2 = 3600
-    young = small_job(gpus=2, created=NOW - timedelta(minutes=10))
+    # Given a 2-GPU job started 10 minutes ago that saves every 5 minutes: it would keep the node 10
+    # more minutes (4800 GPU-seconds saved) and loses at most 5 minutes plus a 5-minute restart on
+    # 2 GPUs (1200): x2 and x3 are below the saving
+    young = small_job({ANNOTATION_CHECKPOINT_INTERVAL: "300"}, gpus=2, created=NOW - timedelta(minutes=10))
     assert len(run([*background(), young]).migrate) == 1
-    # And with a gain of 3 (5400 > 4800) it stays
-    assert run([*background(), young], migration(min_gain=3)).migrate == ()
+    # And with a gain of 5 (6000 > 4800) it stays
+    assert run([*background(), young], migration(min_gain=5)).migrate == ()
+
+
+def test_a_pod_that_has_not_saved_since_it_started_is_not_moved() -> None:
+    # Given a job that saves every 30 minutes, started (or re-created by a move) 10 minutes ago
+    young = small_job(created=NOW - timedelta(minutes=10))
+    assert run([*background(), young]).migrate == ()
+    # And once it wrote a checkpoint after it started, it may move
+    saved = {**EVERY_30_MIN, ANNOTATION_LAST_CHECKPOINT: iso(NOW - timedelta(minutes=2))}
+    young = small_job(saved, created=NOW - timedelta(minutes=10))
+    assert len(run([*background(), young]).migrate) == 1
 
 
 def test_room_the_plan_counts_for_a_pending_pod_is_not_room_to_move_onto() -> None:
@@ -232,7 +243,8 @@ def test_revalidation_refuses_when_the_pods_changed_or_the_room_is_gone() -> Non
     assert blocker(pods) is None
     # And not when another pod started on the node, nor when the room elsewhere was taken
     assert "its pods changed" in (
-        blocker([*pods, pod("late", gpus=1, node="small", annotations=EVERY_30_MIN)]) or ""
+        blocker([*pods, pod("late", gpus=1, node="small", annotations=EVERY_30_MIN, created=TEN_HOURS_AGO)])
+        or ""
     )
     crowded = [stay("stay-full", 8, "full"), stay("stay-half", 8, "half"), small_job()]
     assert blocker(crowded) == "its pods no longer fit on free room elsewhere"
