@@ -11,8 +11,9 @@ The rules, per group, level-triggered (off unless `policy.migration.enabled`):
   (`safety.protection`), not receiving a pending pod in this plan and not cordoned or terminated by
   it, with busy pods (`safety.busy_pods`) every one of which is movable (`checkpoint.not_movable`)
   and has saved since it started (`checkpoint.not_saved_yet`: a move before its first save loses all
-  it did, and a job just moved does not move again before it made progress); a gang member only when every member of its gang, wherever it runs, is movable: the gang then
-  moves whole and its lost work is counted whole.
+  it did, and a job just moved does not move again before it made progress); a gang member only
+  when every member of its gang, wherever it runs, is movable: the gang then moves whole and its
+  lost work is counted whole.
 - Cost and saving, in GPU-seconds: the cost is each moved pod's GPUs x (the work lost since its last
   checkpoint, `checkpoint.lost_seconds`, plus `restart_seconds`); the saving is the node's GPUs x
   the time its jobs were expected to keep it up (attrition's `expected_remaining_seconds`). A node is
@@ -83,10 +84,12 @@ def plan_migration(
         return ()
     incoming = _incoming(ctx, counted_on)
     gangs = _gangs(ctx)
+    by_group = [(view, _candidates(ctx, view, policy, gangs, incoming, leaving)) for view in ctx.groups]
+    if not any(candidates for _, candidates in by_group):
+        return ()  # the scheduler's picture is built only when some node is worth emptying
     room = _Room(ctx, frozenset(marked) | leaving, incoming)
     chosen: list[Migration] = []
-    for view in ctx.groups:
-        candidates = _candidates(ctx, view, policy, gangs, incoming, leaving)
+    for view, candidates in by_group:
         chosen.extend(_choose(ctx, view, policy, candidates, room))
     return tuple(sorted(chosen, key=lambda m: m.node))
 
@@ -180,7 +183,7 @@ def _choose(
     for cand in candidates:
         if len(chosen) >= limit:
             break
-        if cand.node.name in room.receiving:
+        if cand.node.name in room.receiving or not room.may_fit(cand.node.name, cand.pods):
             continue
         if room.take(cand.node.name, cand.pods, lambda: room.free_gpus(members) >= spare):
             chosen.append(
@@ -220,6 +223,7 @@ class _Room:
             Volumes.of(snapshot.pvcs, snapshot.pvs, snapshot.storage_classes),
         )
         self._emptied: set[str] = set()
+        self._gpu_room: tuple[int, list[tuple[int, str]]] | None = None  # total free GPUs, the 2 freest
         self.receiving: set[str] = set()
         for node in sorted(snapshot.nodes, key=lambda n: n.name):
             if node.ready and not node.unschedulable and not node.deleting and node.name not in excluded:
@@ -241,6 +245,25 @@ class _Room:
         gpu = self._ctx.dim_index.get(GPU)
         nodes = [n for name, n in self._sim.nodes.items() if name != source and name not in self._emptied]
         return sorted(nodes, key=lambda n: (n.free[gpu] if gpu is not None else 0, n.name))
+
+    def may_fit(self, source: str, pods: tuple[Pod, ...]) -> bool:
+        """A cheap necessary test before `take`: the pods' GPUs fit the free GPUs of the other nodes
+        in total, and the largest pod fits the freest node."""
+        gpu = self._ctx.dim_index.get(GPU)
+        if gpu is None:
+            return True
+        if self._gpu_room is None:
+            free = sorted(
+                (max(0, n.free[gpu]), name)
+                for name, n in self._sim.nodes.items()
+                if name not in self._emptied
+            )
+            self._gpu_room = (sum(f for f, _ in free), free[-2:])
+        total, top = self._gpu_room
+        own = self._sim.nodes[source].free[gpu] if source in self._sim.nodes else 0
+        largest = max((f for f, name in top if name != source), default=0)
+        need = [p.requests.gpus for p in pods]
+        return sum(need) <= total - max(0, own) and max(need, default=0) <= largest
 
     def free_gpus(self, names: frozenset[str]) -> int:
         """Free GPUs left on the nodes of `names` that are still room (not emptied in this run)."""
@@ -265,8 +288,8 @@ class _Room:
                 (
                     n
                     for n in self._targets(source)
-                    if sim.static(pod, state, n) is None
-                    and sim.dynamic(pod, state, n, request, ctx.dims) is None
+                    if sim.dynamic(pod, state, n, request, ctx.dims) is None
+                    and sim.static(pod, state, n) is None
                 ),
                 None,
             )
@@ -281,6 +304,7 @@ class _Room:
             sim.rollback()
             return False
         sim.commit()
+        self._gpu_room = None
         self.receiving.update(placed)
         return True
 
