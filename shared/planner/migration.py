@@ -22,8 +22,9 @@ The rules, per group, level-triggered (off unless `policy.migration.enabled`):
   free room of other Ready, schedulable, unmarked nodes not leaving in this plan, after the room the
   plan counts for pending pods: never on a node being bought, so a move never waits for a boot.
   A node that receives moved pods is not emptied in the same run.
-- Spare: the free GPUs left on the group's nodes that stay room must still be the spare attrition
-  keeps for new pods (`attrition.spare_gpus`), so a move never makes an arrival wait for a boot.
+- Spare: the free GPUs left on the group's nodes that stay (marked ones included: new pods still get
+  their room) must still be the spare attrition keeps for new pods (`attrition.spare_gpus`), so a
+  move does not make an arrival wait for a boot.
 - Limits: `max_nodes_per_run` per group per run, `max_nodes_per_hour` per group from the stored
   migrations (`GroupState.migrated_at`), and never below the group's min size.
 """
@@ -90,7 +91,8 @@ def plan_migration(
     room = _Room(ctx, frozenset(marked) | leaving, incoming)
     chosen: list[Migration] = []
     for view, candidates in by_group:
-        chosen.extend(_choose(ctx, view, policy, candidates, room))
+        held = _held_gpus(ctx, view, marked, leaving, incoming)
+        chosen.extend(_choose(ctx, view, policy, candidates, room, held))
     return tuple(sorted(chosen, key=lambda m: m.node))
 
 
@@ -169,8 +171,31 @@ def _weigh(
     return _Candidate(node, tuple(busy), moved, lost, node.allocatable.gpus * remaining, remaining)
 
 
+def _held_gpus(
+    ctx: Context,
+    view: GroupView,
+    marked: frozenset[str],
+    leaving: frozenset[str],
+    incoming: Mapping[str, list[Pod]],
+) -> dict[str, int]:
+    """Free GPUs of the group's marked, schedulable nodes, by node: room new pods still get (the mark
+    is PreferNoSchedule, or lifted the run a pod needs it), though moved pods are never sent there."""
+    held: dict[str, int] = {}
+    for node in view.nodes:
+        if node.name in marked and node.ready and not node.unschedulable and node.name not in leaving:
+            pods = [*ctx.pods_on_node.get(node.name, []), *incoming.get(node.name, [])]
+            used = sum(p.requests.gpus for p in pods if not p.is_terminal)
+            held[node.name] = max(0, node.allocatable.gpus - used)
+    return held
+
+
 def _choose(
-    ctx: Context, view: GroupView, policy: MigrationConfig, candidates: list[_Candidate], room: _Room
+    ctx: Context,
+    view: GroupView,
+    policy: MigrationConfig,
+    candidates: list[_Candidate],
+    room: _Room,
+    held: dict[str, int],
 ) -> list[Migration]:
     """The first candidates whose pods fit elsewhere, within the group's limits."""
     recent = sum(1 for at in view.state.migrated_at if ctx.now - at < MIGRATION_WINDOW)
@@ -185,7 +210,9 @@ def _choose(
             break
         if cand.node.name in room.receiving or not room.may_fit(cand.node.name, cand.pods):
             continue
-        if room.take(cand.node.name, cand.pods, lambda: room.free_gpus(members) >= spare):
+        kept = sum(gpus for name, gpus in held.items() if name != cand.node.name)
+        if room.take(cand.node.name, cand.pods, lambda: room.free_gpus(members) + kept >= spare):
+            held.pop(cand.node.name, None)
             chosen.append(
                 Migration(
                     cand.node.name,
