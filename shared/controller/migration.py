@@ -27,6 +27,7 @@ from functools import partial
 from shared.config import ScalerConfig
 from shared.controller.applier import Applier
 from shared.controller.report import Tally
+from shared.domain.checkpoint import job_key
 from shared.domain.model import Node, Pod, Snapshot
 from shared.domain.operations import ClusterEvent, EventType, ObjectRef
 from shared.domain.plan import Migration, Plan
@@ -123,4 +124,7 @@ def _record(
         )
         tally.migrations[move.group] += 1
         tally.migration_lost[move.group] += round(move.lost_gpu_seconds)
-    applier.save(f"migration {move.group}", partial(state.record_migration, group=move.group, at=now))
+    jobs = tuple(job_key(p) for p in evicted)
+    applier.save(
+        f"migration {move.group}", partial(state.record_migration, group=move.group, at=now, jobs=jobs)
+    )

@@ -18,6 +18,7 @@ fresh (no older than the interval, or any age when no interval is given), else t
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from shared.domain.model import Pod
@@ -27,6 +28,8 @@ ANNOTATION_LAST_CHECKPOINT = "backlog-scaler/last-checkpoint"
 ANNOTATION_CA_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 # policy.migration.max_nodes_per_hour counts the migrations of this window (the store keeps them).
 MIGRATION_WINDOW = timedelta(hours=1)
+# How long the store remembers that a job was moved (policy.migration.max_moves_per_job).
+MOVES_MEMORY = timedelta(days=7)
 
 
 def checkpoint_interval(pod: Pod) -> int | str | None:
@@ -99,3 +102,20 @@ def lost_seconds(pod: Pod, now: datetime) -> float:
     if pod.created_at is not None:
         lost = min(lost, max(0.0, (now - pod.created_at).total_seconds()))
     return lost
+
+
+def job_key(pod: Pod) -> str:
+    """What a move is counted against: the pod's controlling owner (its Job re-creates it under a
+    new name), else the pod itself."""
+    return f"{pod.namespace}/{pod.owner_kind}/{pod.owner_name}" if pod.owner_name else pod.key
+
+
+def remember_moves(
+    previous: Mapping[str, tuple[int, datetime]], jobs: Iterable[str], at: datetime
+) -> dict[str, tuple[int, datetime]]:
+    """The moves per job after `jobs` moved at `at`; jobs last moved more than MOVES_MEMORY ago are
+    forgotten (the one rule the state store, its fake and the simulator keep)."""
+    kept = {job: found for job, found in previous.items() if at - found[1] < MOVES_MEMORY}
+    for job in sorted(set(jobs)):
+        kept[job] = (kept.get(job, (0, at))[0] + 1, at)
+    return kept

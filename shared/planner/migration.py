@@ -25,7 +25,8 @@ The rules, per group, level-triggered (off unless `policy.migration.enabled`):
 - Spare: the free GPUs left on the group's nodes that stay (marked ones included: new pods still get
   their room) must still be the spare attrition keeps for new pods (`attrition.spare_gpus`), so a
   move does not make an arrival wait for a boot.
-- Limits: `max_nodes_per_run` per group per run, `max_nodes_per_hour` per group from the stored
+- Limits: a job moved `max_moves_per_job` times (the store remembers a week) is not moved again;
+  `max_nodes_per_run` per group per run, `max_nodes_per_hour` per group from the stored
   migrations (`GroupState.migrated_at`), and never below the group's min size.
 """
 
@@ -34,9 +35,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from shared.config import MigrationConfig, ScalerConfig
-from shared.domain.checkpoint import MIGRATION_WINDOW, lost_seconds, not_movable, not_saved_yet
+from shared.domain.checkpoint import MIGRATION_WINDOW, job_key, lost_seconds, not_movable, not_saved_yet
 from shared.domain.durations import short_duration
 from shared.domain.model import Node, Pod, Snapshot
 from shared.domain.plan import Migration
@@ -84,8 +86,8 @@ def plan_migration(
     if not policy.enabled:
         return ()
     incoming = _incoming(ctx, counted_on)
-    gangs = _gangs(ctx)
-    by_group = [(view, _candidates(ctx, view, policy, gangs, incoming, leaving)) for view in ctx.groups]
+    movers = _movers(ctx)
+    by_group = [(view, _candidates(ctx, view, policy, movers, incoming, leaving)) for view in ctx.groups]
     if not any(candidates for _, candidates in by_group):
         return ()  # the scheduler's picture is built only when some node is worth emptying
     room = _Room(ctx, frozenset(marked) | leaving, incoming)
@@ -106,6 +108,33 @@ def _incoming(ctx: Context, counted_on: Mapping[str, str]) -> dict[str, list[Pod
     return incoming
 
 
+@dataclass(frozen=True)
+class _Movers:
+    """What decides whether pods may move: the gangs they belong to, and how often jobs moved."""
+
+    index: GangIndex
+    members: dict[str, list[Pod]]  # every bound, live member of each gang, by gang key
+    moves: dict[str, int]  # moves per job (checkpoint.job_key) the store remembers
+    max_moves: int
+    now: datetime
+
+    def why_not(self, pod: Pod) -> str | None:
+        moved = self.moves.get(job_key(pod), 0)
+        if moved >= self.max_moves:
+            return f"{pod.key}: its job was moved {moved} time(s) already (max_moves_per_job)"
+        return not_movable(pod) or not_saved_yet(pod, self.now)
+
+
+def _movers(ctx: Context) -> _Movers:
+    """The gangs of the bound pods and the stored moves per job, for `movable_set`."""
+    index, members = _gangs(ctx)
+    moves: dict[str, int] = {}
+    for state in ctx.snapshot.state.groups.values():
+        for job, (count, _) in state.moved_jobs.items():
+            moves[job] = max(moves.get(job, 0), count)
+    return _Movers(index, members, moves, ctx.config.policy.migration.max_moves_per_job, ctx.now)
+
+
 def _gangs(ctx: Context) -> tuple[GangIndex, dict[str, list[Pod]]]:
     """The gang index and every bound, live member of each gang, by gang key."""
     index = GangIndex(ctx.config.policy, ctx.snapshot.pod_groups)
@@ -118,16 +147,13 @@ def _gangs(ctx: Context) -> tuple[GangIndex, dict[str, list[Pod]]]:
     return index, members
 
 
-def movable_set(
-    pods: list[Pod], gangs: tuple[GangIndex, dict[str, list[Pod]]], now: datetime
-) -> tuple[tuple[Pod, ...], str | None]:
+def movable_set(pods: list[Pod], movers: _Movers) -> tuple[tuple[Pod, ...], str | None]:
     """Every pod a move of `pods` evicts (their gangs' members too), or why they may not move."""
-    index, members = gangs
     moved: dict[str, Pod] = {}
     for pod in pods:
-        mark = index.mark(pod)
-        for member in members.get(mark.key, [pod]) if mark is not None else [pod]:
-            why = not_movable(member) or not_saved_yet(member, now)
+        mark = movers.index.mark(pod)
+        for member in movers.members.get(mark.key, [pod]) if mark is not None else [pod]:
+            why = movers.why_not(member)
             if why:
                 gang = f" (gang {mark.key} moves whole or not at all)" if mark is not None else ""
                 return (), why + gang
@@ -139,7 +165,7 @@ def _candidates(
     ctx: Context,
     view: GroupView,
     policy: MigrationConfig,
-    gangs: tuple[GangIndex, dict[str, list[Pod]]],
+    movers: _Movers,
     incoming: Mapping[str, list[Pod]],
     leaving: frozenset[str],
 ) -> list[_Candidate]:
@@ -154,7 +180,7 @@ def _candidates(
         if node.name in incoming or protection(node, pods, view.asg):
             continue
         busy = busy_pods(pods, cutoff, ctx.now)
-        moved, why = movable_set(busy, gangs, ctx.now)
+        moved, why = movable_set(busy, movers)
         if busy and not why:
             cand = _weigh(ctx, policy, node, busy, moved)
             if cand.worth(policy):
@@ -211,7 +237,7 @@ def _choose(
         if cand.node.name in room.receiving or not room.may_fit(cand.node.name, cand.pods):
             continue
         kept = sum(gpus for name, gpus in held.items() if name != cand.node.name)
-        if room.take(cand.node.name, cand.pods, lambda: room.free_gpus(members) + kept >= spare):
+        if room.take(cand.node.name, cand.pods, partial(_keeps_spare, room, members, spare - kept)):
             held.pop(cand.node.name, None)
             chosen.append(
                 Migration(
@@ -224,6 +250,10 @@ def _choose(
                 )
             )
     return chosen
+
+
+def _keeps_spare(room: _Room, members: frozenset[str], spare: int) -> bool:
+    return room.free_gpus(members) >= spare
 
 
 def _reason(cand: _Candidate, policy: MigrationConfig) -> str:
@@ -353,7 +383,7 @@ def migration_blocker(snapshot: Snapshot, config: ScalerConfig, now: datetime, m
     if protected:
         return protected
     busy = busy_pods(pods, config.policy.pod_priority_cutoff, now)
-    moved, why = movable_set(busy, _gangs(ctx), now)
+    moved, why = movable_set(busy, _movers(ctx))
     if why:
         return why
     if tuple(p.key for p in moved) != move.pods:

@@ -355,13 +355,15 @@ def test_migrations_of_the_last_hour_are_kept_beside_the_backoff(store: DynamoDb
     store.record_migration(lease, "gpu-a", T0)
 
     # When two more are recorded, 40 and 70 minutes later
-    store.record_migration(lease, "gpu-a", T0 + timedelta(minutes=40))
-    store.record_migration(lease, "gpu-a", T0 + timedelta(minutes=70))
+    store.record_migration(lease, "gpu-a", T0 + timedelta(minutes=40), ["research/Job/train"])
+    store.record_migration(lease, "gpu-a", T0 + timedelta(minutes=70), ["research/Job/train"])
 
     # Then the last hour's are loaded (the one at T0 is dropped), and the backoff is kept
     group = store.load().groups["gpu-a"]
     assert group.migrated_at == (T0 + timedelta(minutes=40), T0 + timedelta(minutes=70))
     assert group.backoff_until == until
+    # And the job moved twice is remembered with its last move
+    assert group.moved_jobs == {"research/Job/train": (2, T0 + timedelta(minutes=70))}
 
 
 def test_backoff_doubles_per_failure_up_to_the_maximum(store: DynamoDbStateStore) -> None:

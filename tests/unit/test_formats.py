@@ -249,6 +249,7 @@ def test_state_round_trips_the_migrations_of_a_group() -> None:
                 "last_scale_up": None,
                 "last_scale_down": None,
                 "migrated_at": ["2026-12-02T11:30:00Z"],
+                "moved_jobs": {"research/Job/train": {"moves": 2, "last": "2026-12-02T11:30:00Z"}},
             }
         },
         "instances": {},
@@ -256,6 +257,9 @@ def test_state_round_trips_the_migrations_of_a_group() -> None:
     # When read and written back: the time is there, and writing gives the same document
     state = state_from_json(document)
     assert state.groups["a100"].migrated_at == (datetime(2026, 12, 2, 11, 30, tzinfo=UTC),)
+    assert state.groups["a100"].moved_jobs == {
+        "research/Job/train": (2, datetime(2026, 12, 2, 11, 30, tzinfo=UTC))
+    }
     assert state_to_json(state) == document
 
 

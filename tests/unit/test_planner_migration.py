@@ -16,6 +16,7 @@ from shared.domain.checkpoint import (
     ANNOTATION_CA_SAFE_TO_EVICT,
     ANNOTATION_CHECKPOINT_INTERVAL,
     ANNOTATION_LAST_CHECKPOINT,
+    remember_moves,
 )
 from shared.domain.model import GroupState, ScalerState
 from shared.planner import plan
@@ -259,3 +260,23 @@ def test_a_move_never_eats_the_spare_room_kept_for_new_pods() -> None:
     # And with a spare of 2 it moves
     cfg = config(policy={"attrition": {"enabled": False, "spare_gpus": 2}, "migration": {"enabled": True}})
     assert len(run([*background(), small_job()], cfg).migrate) == 1
+
+
+def test_a_job_moved_max_moves_per_job_times_is_not_moved_again() -> None:
+    # Given the store remembers the mover's job was moved 3 times this week (the default limit)
+    job = small_job()  # its Job: research/mover-owner (the builder's owner reference)
+    moved = {"research/Job/mover-owner": (3, NOW - timedelta(hours=5))}
+    state = ScalerState(groups={"a100": GroupState(moved_jobs=moved)})
+    assert run([*background(), job], state=state).migrate == ()
+    # And twice is below the limit
+    moved = {"research/Job/mover-owner": (2, NOW - timedelta(hours=5))}
+    state = ScalerState(groups={"a100": GroupState(moved_jobs=moved)})
+    assert len(run([*background(), job], state=state).migrate) == 1
+
+
+def test_the_store_forgets_moves_after_a_week() -> None:
+    week_ago = NOW - timedelta(days=7, seconds=1)
+    moves = remember_moves(
+        {"a/Job/old": (3, week_ago), "a/Job/x": (1, NOW - timedelta(hours=1))}, ["a/Job/x"], NOW
+    )
+    assert moves == {"a/Job/x": (2, NOW)}

@@ -45,7 +45,7 @@ from shared import constants
 from shared.adapters.aws import clients
 from shared.adapters.aws.clients import BOTO_ERRORS, AwsClient, error_code, scaler_error
 from shared.config import PolicyConfig
-from shared.domain.checkpoint import MIGRATION_WINDOW
+from shared.domain.checkpoint import MIGRATION_WINDOW, remember_moves
 from shared.domain.errors import ActionError, ConflictError, LeaseHeldError, ReadError, ScalerError
 from shared.domain.model import GroupState, NodeState, PodMemory, ScalerState
 from shared.domain.operations import DrainIntent, Lease
@@ -334,6 +334,7 @@ class DynamoDbStateStore:
                         last_scale_up=_time(item, "last_scale_up"),
                         last_scale_down=_time(item, "last_scale_down"),
                         migrated_at=_migrations(item),
+                        moved_jobs=_moved_jobs(item),
                     )
             except (KeyError, TypeError, ValueError, ArithmeticError):
                 # Every fact here degrades safely when forgotten (idleness restarts, no backoff, the
@@ -382,21 +383,32 @@ class DynamoDbStateStore:
         """Remember when the scaler last terminated nodes of a group. Raises LeaseHeldError, ActionError."""
         self._record_group_time(lease, group, "last_scale_down", at, "scale-down")
 
-    def record_migration(self, lease: Lease, group: str, at: datetime) -> None:
+    def record_migration(self, lease: Lease, group: str, at: datetime, jobs: Sequence[str] = ()) -> None:
         """Remember a migration of a group, keeping the last hour's (the per-hour budget; a single
         writer holds the lease, so reading then writing the list loses nothing). Raises
         LeaseHeldError, ActionError."""
-        kept = [t for t in _migrations(self._get(GROUP_PREFIX + group) or {}) if at - t < MIGRATION_WINDOW]
+        item = self._get(GROUP_PREFIX + group) or {}
+        kept = [t for t in _migrations(item) if at - t < MIGRATION_WINDOW]
         times = {"L": [_n(_epoch(t)) for t in sorted([*kept, at])]}
+        moves = remember_moves(_moved_jobs(item), jobs, at)
+        moved = {
+            "M": {job: {"L": [_n(str(n)), _n(_epoch(last))]} for job, (n, last) in sorted(moves.items())}
+        }
         update = {
             "Update": {
                 "TableName": self._table,
                 "Key": self._key(GROUP_PREFIX + group),
-                "UpdateExpression": "SET #group = :group, #m = :m, #ttl = :ttl",
-                "ExpressionAttributeNames": {"#group": "group", "#m": "migrated_at", "#ttl": TTL},
+                "UpdateExpression": "SET #group = :group, #m = :m, #j = :j, #ttl = :ttl",
+                "ExpressionAttributeNames": {
+                    "#group": "group",
+                    "#m": "migrated_at",
+                    "#j": "moved_jobs",
+                    "#ttl": TTL,
+                },
                 "ExpressionAttributeValues": {
                     ":group": _s(group),
                     ":m": times,
+                    ":j": moved,
                     ":ttl": _n(str(self._group_ttl(at))),
                 },
             }
@@ -716,6 +728,11 @@ def _pod_memory_attributes(pod: str, memory: PodMemory) -> dict[str, Any]:
 
 def _migrations(item: Mapping[str, Any]) -> tuple[datetime, ...]:
     return tuple(_from_epoch(value["N"]) for value in item.get("migrated_at", {}).get("L", []))
+
+
+def _moved_jobs(item: Mapping[str, Any]) -> dict[str, tuple[int, datetime]]:
+    found = item.get("moved_jobs", {}).get("M", {})
+    return {job: (int(v["L"][0]["N"]), _from_epoch(v["L"][1]["N"])) for job, v in found.items()}
 
 
 def _time_map(item: Mapping[str, Any], attribute: str) -> dict[str, datetime]:

@@ -181,6 +181,7 @@ class SimGroup:
         "max_size",
         "migrated_at",
         "min_size",
+        "moved_jobs",
         "name",
         "result",
         "taints",
@@ -214,6 +215,7 @@ class SimGroup:
         self.last_scale_up: int | None = None
         self.last_scale_down: int | None = None
         self.migrated_at: list[int] = []  # migrations of the last hour (the per-hour budget)
+        self.moved_jobs: dict[str, tuple[int, datetime]] = {}  # moves per job, as the store keeps them
         self.backoff_until: int | None = None
         self.failures = 0
         self.last_failure: int | None = None

@@ -103,6 +103,7 @@ class JobLoader:
                 labels=labels,
                 annotations=annotations,
                 owner_kind="Job",
+                owner_name=base,
                 created_at=at(job.submit),
                 unschedulable=True,
                 uid=name,

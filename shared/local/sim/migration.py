@@ -10,10 +10,10 @@ must never ask for one).
 
 from __future__ import annotations
 
-from shared.domain.checkpoint import MIGRATION_WINDOW, not_movable
+from shared.domain.checkpoint import MIGRATION_WINDOW, job_key, not_movable, remember_moves
 from shared.domain.plan import Plan
 from shared.local.sim.binding import Binder
-from shared.local.sim.entities import SimJob
+from shared.local.sim.entities import SimJob, at
 from shared.local.sim.state import SimState
 
 _WINDOW_SECONDS = int(MIGRATION_WINDOW.total_seconds())
@@ -44,6 +44,8 @@ class SimMigrator:
             group.result.migrations += 1
             group.result.migration_lost_gpu_seconds += lost
             group.migrated_at = [t for t in group.migrated_at if now - t < _WINDOW_SECONDS] + [now]
+            moved = [job_key(self._state.live_pods[k]) for k in move.pods if k in self._state.live_pods]
+            group.moved_jobs = remember_moves(group.moved_jobs, moved, at(now))
             self._state.dirty = True
             changed = True
         return changed

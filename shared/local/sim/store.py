@@ -62,6 +62,7 @@ class StateStore:
                     last_scale_up=at_or_none(group.last_scale_up),
                     last_scale_down=at_or_none(group.last_scale_down),
                     migrated_at=tuple(at(t) for t in group.migrated_at),
+                    moved_jobs=group.moved_jobs,
                 )
         return ScalerState(
             nodes=dict(self.idle_since),
