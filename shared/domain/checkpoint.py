@@ -28,8 +28,10 @@ ANNOTATION_LAST_CHECKPOINT = "backlog-scaler/last-checkpoint"
 ANNOTATION_CA_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 # policy.migration.max_nodes_per_hour counts the migrations of this window (the store keeps them).
 MIGRATION_WINDOW = timedelta(hours=1)
-# How long the store remembers that a job was moved (policy.migration.max_moves_per_job).
-MOVES_MEMORY = timedelta(days=7)
+# How long the store remembers that a job was moved (policy.migration.max_moves_per_job): longer
+# than most training jobs run (Philly: 99.98 % of jobs end within 30 days, 99.7 % within 7); ~60 bytes
+# per moved job in the group item.
+MOVES_MEMORY = timedelta(days=30)
 
 
 def checkpoint_interval(pod: Pod) -> int | str | None:

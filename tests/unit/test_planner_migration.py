@@ -274,9 +274,9 @@ def test_a_job_moved_max_moves_per_job_times_is_not_moved_again() -> None:
     assert len(run([*background(), job], state=state).migrate) == 1
 
 
-def test_the_store_forgets_moves_after_a_week() -> None:
-    week_ago = NOW - timedelta(days=7, seconds=1)
+def test_the_store_forgets_moves_after_30_days() -> None:
+    month_ago = NOW - timedelta(days=30, seconds=1)
     moves = remember_moves(
-        {"a/Job/old": (3, week_ago), "a/Job/x": (1, NOW - timedelta(hours=1))}, ["a/Job/x"], NOW
+        {"a/Job/old": (3, month_ago), "a/Job/x": (1, NOW - timedelta(hours=1))}, ["a/Job/x"], NOW
     )
     assert moves == {"a/Job/x": (2, NOW)}

@@ -408,6 +408,7 @@ def running(pending: Pod, node_name: str) -> Pod:
         labels=pending.labels,
         annotations=pending.annotations,
         owner_kind=pending.owner_kind,
+        owner_name=pending.owner_name,
         created_at=pending.created_at,
         uid=pending.uid,
     )

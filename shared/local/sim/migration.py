@@ -35,6 +35,7 @@ class SimMigrator:
                 continue
             node = self._state.nodes[move.node]
             group = node.group
+            moved = [job_key(self._state.live_pods[k]) for k in move.pods]
             for key in move.pods:
                 if not_movable(self._state.live_pods[key]):
                     group.result.evicted_not_movable += 1
@@ -44,7 +45,6 @@ class SimMigrator:
             group.result.migrations += 1
             group.result.migration_lost_gpu_seconds += lost
             group.migrated_at = [t for t in group.migrated_at if now - t < _WINDOW_SECONDS] + [now]
-            moved = [job_key(self._state.live_pods[k]) for k in move.pods if k in self._state.live_pods]
             group.moved_jobs = remember_moves(group.moved_jobs, moved, at(now))
             self._state.dirty = True
             changed = True

@@ -56,6 +56,7 @@ class StateStore:
                 or group.last_scale_up is not None
                 or group.last_scale_down
                 or group.migrated_at
+                or group.moved_jobs
             ):
                 states[group.name] = GroupState(
                     backoff_until=at_or_none(group.backoff_until),
