@@ -21,6 +21,9 @@ from shared.local.sim.state import SimState
 from shared.local.sim.store import StateStore
 
 
+MIGRATION_RECHECK_SECONDS = 600
+
+
 class SimController:
     """The controller in the replay: plan, re-validate, apply, store; and when the next plan can differ."""
 
@@ -225,6 +228,10 @@ class SimController:
                 due = node.created_at + provision
                 if due > now:
                     soonest = min(soonest, due)
+        if policy.migration.enabled and state.live_pods:
+            # A move pays once its jobs have run long enough: the saving grows with their age while no
+            # event happens, so the plan is asked again after a while (not every tick: replay speed).
+            soonest = min(soonest, now + MIGRATION_RECHECK_SECONDS)
         return min(soonest, self._scale_down_delays(now, has_idle), self._pending_deadlines(now))
 
     def _scale_down_delays(self, now: int, has_idle: set[int]) -> float:
