@@ -20,7 +20,6 @@ from shared.local.sim.fleet import Fleet
 from shared.local.sim.state import SimState
 from shared.local.sim.store import StateStore
 
-
 MIGRATION_RECHECK_SECONDS = 600
 
 
