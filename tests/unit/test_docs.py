@@ -112,8 +112,7 @@ def example_outputs(tmp_path: Path) -> list[dict[str, Any]]:
     marked_nodes = tmp_path / "nodes.json"
     marked_nodes.write_text(json.dumps(nodes), encoding="utf-8")
     # Migration: the running 8-GPU job checkpoints every 10 minutes (last a minute ago) and expects a
-    # day's run,
-    # and the idle node has its room (none kept for new pods): its node is emptied.
+    # day's run, and the idle node has its room (none kept for new pods): its node is emptied.
     for item in pods["items"]:
         if item["metadata"]["name"] == "resnet-0":
             item["metadata"].setdefault("annotations", {}).update(
