@@ -68,10 +68,21 @@ def scaler_config(scenario: str, idle_seconds: int, max_size: int, policy: dict[
     return parse_config(document)
 
 
+MIGRATE = "migrate:"  # a run label: PreferNoSchedule attrition plus migration, with the share of
+# checkpointable jobs after the colon (e.g. "migrate:0.5")
+
+
+def checkpointable(attrition: str) -> float:
+    """The share of jobs that checkpoint in a run labelled `attrition` (0 unless it migrates)."""
+    return float(attrition.removeprefix(MIGRATE)) if attrition.startswith(MIGRATE) else 0.0
+
+
 def attrition_policy(attrition: str) -> dict[str, object]:
-    """The policy section for `off` or one taint effect."""
+    """The policy section for `off`, one taint effect, or `migrate:FRACTION`."""
     if attrition == OFF:
         return {"attrition": {"enabled": False}}
+    if attrition.startswith(MIGRATE):
+        return {"attrition": {"enabled": True, "effect": EFFECTS[0]}, "migration": {"enabled": True}}
     return {"attrition": {"enabled": True, "effect": attrition}}
 
 
@@ -94,6 +105,12 @@ class Figures:
     unmarks: int
     refused: int
     lost: int
+    migrations: int = 0
+    lost_over_used: float = 0.0  # GPU-hours lost to moves over GPU-hours used
+    moved_twice: int = 0  # jobs moved more than once
+    most_moves: int = 0
+    restart_p95: int = 0
+    not_movable: int = 0  # pods evicted without having opted in
 
     @property
     def key(self) -> tuple[str, Scoring, str]:
@@ -115,6 +132,7 @@ def replay(
         scoring=scoring,
         record_series=False,
         runtime_estimates=args.runtime_estimates,
+        checkpointable=checkpointable(attrition),
     )
     result: SimResult = Simulation(trace, config, options).run()
     report = build_report(result)
@@ -137,6 +155,18 @@ def replay(
         sum(g.unmarks for g in groups),
         sum(g.busy_terminations_refused for g in groups),
         sum(g.pods_lost for g in groups),
+        *_migration_figures(report["migration"]),
+    )
+
+
+def _migration_figures(moved: dict[str, Any]) -> tuple[int, float, int, int, int, int]:
+    return (
+        moved["migrations"],
+        moved["lost_over_used"] or 0.0,
+        moved["jobs_moved_more_than_once"],
+        moved["most_moves_of_a_job"],
+        moved["restart_delay_p95"] or 0,
+        moved["evicted_not_movable"],
     )
 
 
@@ -157,6 +187,11 @@ COLUMNS = (
     ("marks", ">7,"),
     ("unmarks", ">7,"),
     ("lost", ">4,"),
+    ("moves", ">6,"),
+    ("lost%", ">6.3f"),
+    ("2+", ">4,"),
+    ("max", ">3,"),
+    ("rst95", ">5,"),
     ("wall_s", ">6.1f"),
 )
 
@@ -185,6 +220,11 @@ def _row(fig: Figures, runs: dict[tuple[str, Scoring, str], Figures], boot: int)
         fig.marks,
         fig.unmarks,
         fig.lost,
+        fig.migrations,
+        100 * fig.lost_over_used,
+        fig.moved_twice,
+        fig.most_moves,
+        fig.restart_p95,
         fig.wall,
     )
     return " ".join(f"{v:{fmt}}" for v, (_, fmt) in zip(values, COLUMNS, strict=True))
@@ -223,6 +263,34 @@ def targets(runs: dict[tuple[str, Scoring, str], Figures], effect: str, boot: in
     return lines
 
 
+def migration_targets(runs: dict[tuple[str, Scoring, str], Figures], boot: int) -> list[str]:
+    """The migration issue's targets, each with its measured figure and yes/NO."""
+    lines: list[str] = []
+    scoring = Scoring.LEAST_ALLOCATED
+    off = runs.get(("one-group", scoring, EFFECTS[0]))
+    for key, fig in sorted(runs.items(), key=lambda item: item[0][2]):
+        if key[0] != "one-group" or key[1] != scoring or not key[2].startswith(MIGRATE):
+            continue
+        share = checkpointable(key[2])
+        limit = {1.0: 1.03, 0.5: 1.07}.get(share)
+        rows = [
+            (f"provisioned/ideal <= {limit}", fig.ratio, limit is not None and fig.ratio <= limit),
+            ("GPU-hours lost / used <= 0.005", fig.lost_over_used, fig.lost_over_used <= 0.005),
+            ("most moves of one job <= 3", fig.most_moves, fig.most_moves <= 3),
+            ("p95 wait / boot <= 1.5", fig.p95_wait / boot, fig.p95_wait <= 1.5 * boot),
+            ("evictions of non-movable pods == 0", fig.not_movable, fig.not_movable == 0),
+            ("busy terminations applied (pods lost) == 0", fig.lost, fig.lost == 0),
+        ]
+        if off is not None and off.mean_wait:
+            ratio = fig.mean_wait / off.mean_wait
+            rows.append(("mean wait / without migration <= 1.10", ratio, ratio <= 1.10))
+        if limit is None:
+            rows = rows[1:]
+        for label, value, ok in rows:
+            lines.append(f"  {'yes' if ok else 'NO ':3}  {share:.0%} checkpointable: {label}: {value:.3f}")
+    return lines
+
+
 def _replays(
     trace: Trace, plan: list[tuple[str, Scoring, str]], args: argparse.Namespace
 ) -> Iterator[Figures]:
@@ -254,6 +322,15 @@ def main() -> int:
         help="replays run at once, one process each (default 1: wall_s comparable)",
     )
     parser.add_argument("--attrition", nargs="+", default=[OFF, *EFFECTS], choices=(OFF, *EFFECTS))
+    parser.add_argument(
+        "--checkpointable",
+        type=float,
+        nargs="*",
+        default=[],
+        metavar="FRACTION",
+        help="also replay least-allocated with PreferNoSchedule attrition and migration on, with this share "
+        "of the jobs checkpointing every 1800 s (restart 300 s); e.g. --checkpointable 1 0.5",
+    )
     parser.add_argument("--no-pools", action="store_true", help="skip the 1/4/8-GPU pools scenario")
     parser.add_argument("--trace", dest="trace_option", help="the trace (same as the positional argument)")
     parser.add_argument(
@@ -279,6 +356,7 @@ def main() -> int:
     )
     plan = [("one-group", scoring, attrition) for scoring in args.scoring for attrition in args.attrition]
     plan = [BASELINE, *(run for run in plan if run != BASELINE)]  # first: every ratio needs it
+    plan += [("one-group", Scoring.LEAST_ALLOCATED, f"{MIGRATE}{share:g}") for share in args.checkpointable]
     if not args.no_pools:
         plan += [("pools", Scoring.LEAST_ALLOCATED, a) for a in (OFF, EFFECTS[0]) if a in args.attrition]
     runs: dict[tuple[str, Scoring, str], Figures] = {}
@@ -286,6 +364,9 @@ def main() -> int:
     for fig in _replays(trace, plan, args):
         runs[fig.key] = fig
         print(_row(fig, runs, args.boot_seconds), flush=True)
+    if args.checkpointable:
+        print("targets, migration of jobs that checkpoint (least-allocated, PreferNoSchedule attrition):")
+        print("\n".join(migration_targets(runs, args.boot_seconds)))
     for effect in EFFECTS:
         if effect in args.attrition:
             print(f"targets, attrition with {effect}:")

@@ -186,6 +186,23 @@ class AttritionConfig(_Model):
     spare_gpus: NonNegativeInt | None = None
 
 
+class MigrationConfig(_Model):
+    """Migration of jobs that checkpoint (shared.planner.migration): a node whose busy pods all opted
+    in (backlog-scaler/checkpoint-interval-seconds or backlog-scaler/last-checkpoint) and fit on free
+    room elsewhere is emptied through the Eviction API when the GPU-hours saved beat the work lost
+    since the pods' last checkpoints plus their restart, by `min_gain`. Off until measured."""
+
+    enabled: bool = False
+    # What a moved pod takes to start again elsewhere (image pull, checkpoint load), per GPU.
+    restart_seconds: NonNegativeInt = 300
+    # The saving must be at least this many times the cost (the estimates are rough).
+    min_gain: Annotated[float, Field(ge=1)] = 2.0
+    max_nodes_per_run: NonNegativeInt = 1  # per group
+    max_nodes_per_hour: NonNegativeInt = 4  # per group, counted from the stored migrations
+    # A job moved this many times (within 30 days) is not moved again: a bound on any job's disruption.
+    max_moves_per_job: NonNegativeInt = 3
+
+
 class ExtraConditionConfig(_Model):
     """A node condition an operator's agent sets (node-problem-detector, DCGM or NVSentinel style):
     the node is unhealthy while condition `type` has `status`."""
@@ -282,6 +299,7 @@ class PolicyConfig(_Model):
     rotation: RotationConfig = Field(default_factory=RotationConfig)
     # Nodes older than this are rotated (Karpenter's expireAfter); None: no lifetime limit.
     max_node_lifetime_seconds: PositiveInt | None = None
+    migration: MigrationConfig = Field(default_factory=MigrationConfig)
 
     @model_validator(mode="after")
     def _backoff_order(self) -> PolicyConfig:

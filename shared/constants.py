@@ -87,6 +87,10 @@ METRIC_UNHEALTHY_NODES = "UnhealthyNodes"
 METRIC_NODES_REPAIRED = "NodesRepaired"
 METRIC_NODES_ROTATED = "NodesRotated"
 METRIC_REPAIR_PAUSED = "RepairPaused"
+# Nodes emptied by migrating jobs that checkpoint, and the GPU-seconds those moves cost (work since
+# the pods' last checkpoints plus restarts; shared/planner/migration.py).
+METRIC_MIGRATIONS = "Migrations"
+METRIC_MIGRATION_LOST_GPU_SECONDS = "MigrationLostGpuSeconds"
 
 # DynamoDB state table (single-table design; see shared/adapters/aws/state_store.py).
 TABLE_PARTITION_KEY = "pk"
@@ -123,6 +127,8 @@ GROUP_METRICS = (
     METRIC_NODES_REPAIRED,
     METRIC_NODES_ROTATED,
     METRIC_REPAIR_PAUSED,
+    METRIC_MIGRATIONS,
+    METRIC_MIGRATION_LOST_GPU_SECONDS,
 )
 
 # The webhook's HTTP path on the deployed API (POST; sub-paths are routed to the same function).

@@ -312,6 +312,12 @@ class StateStore(Protocol):
         """Remember when the scaler last terminated nodes of a group. Raises LeaseHeldError, ActionError."""
         ...
 
+    def record_migration(self, lease: Lease, group: str, at: datetime, jobs: Sequence[str] = ()) -> None:
+        """Remember that the scaler emptied a node of a group by migration at `at`, moving `jobs`
+        (`checkpoint.job_key`): the store keeps the last hour's migrations (the per-hour budget) and
+        the moves per job (`checkpoint.remember_moves`). Raises LeaseHeldError, ActionError."""
+        ...
+
     def record_capacity_failure(self, lease: Lease | None, group: str, at: datetime) -> datetime:
         """Put a group in exponential backoff; returns the new backoff end.
 

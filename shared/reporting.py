@@ -28,6 +28,7 @@ class ActionKind(StrEnum):
     ANSWER_REQUEST = "answer-provisioning-request"  # a ProvisioningRequest's conditions were written
     MARK = "mark"  # the attrition taint put on a node (consolidation by attrition)
     UNMARK = "unmark"  # the attrition taint lifted
+    MIGRATE = "migrate"  # a node emptied by moving its jobs that checkpoint (or why not)
 
 
 class ActionStatus(StrEnum):

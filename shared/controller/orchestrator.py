@@ -12,7 +12,8 @@ applier, and reports. The rules a run meets, in order:
 - Capacity failures are recorded (backoff) before planning, so the same run spills to other groups.
 - Every cordon and termination is re-validated on a fresh read of its node (`safety`).
 - Terminations (with decrement), drains, desired capacity against a fresh describe
-  (`safety.desired_to_set`), cordons (conflict-safe), uncordons, then the state is saved.
+  (`safety.desired_to_set`), cordons (conflict-safe), uncordons, attrition marks, migrations
+  (cordon, re-validate on a fresh listing, evict), then the state is saved.
 - A write that fails on one object is isolated (the applier's policy); only a lost lease ends the run.
 """
 
@@ -29,12 +30,13 @@ from shared.controller.applier import Applier
 from shared.controller.attrition import apply_marks
 from shared.controller.deps import Deps
 from shared.controller.gather import Gathered, gather
+from shared.controller.migration import apply_migrations
 from shared.controller.provisioning import answer_requests
 from shared.controller.repair import cordon_unhealthy
 from shared.controller.report import PodEvents, ReconcileResult, RunInfo, RunStatus, finish, log_plan, notify
 from shared.controller.status import StatusFacts, publish_status
 from shared.domain.errors import AuthError, LeaseHeldError, ReadError, ScalerError, ThrottledError
-from shared.domain.model import GroupState, Node, Pod, PodMemory, ScalerState
+from shared.domain.model import GroupState, Node, Pod, PodMemory, ScalerState, Snapshot
 from shared.domain.plan import Plan
 from shared.domain.safety import cordon_blocker, desired_to_set, termination_blocker
 from shared.reporting import ActionKind, ActionStatus
@@ -169,6 +171,7 @@ def _apply(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
     fresh = partial(_fresh, deps, run.applier)
     apply_marks(run.applier, plan, gathered.draining, fresh)
     run.applier.record_events(cordon_unhealthy(run.applier, plan, gathered.draining, fresh, run.started_at))
+    _migrate(deps, run, plan, gathered)
     answer_requests(run.applier, plan, run.tally.failed_groups)
     _save_state(deps, run, plan, gathered)
 
@@ -198,6 +201,25 @@ def _fresh(deps: Deps, applier: Applier, name: str) -> tuple[Node | None, tuple[
         return f"could not re-read the node: {exc}"
     except (ReadError, ThrottledError) as exc:
         return f"could not re-read the node: {exc}"
+
+
+def _migrate(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
+    if plan.migrate:
+        reads = (partial(_fresh, deps, run.applier), partial(_fresh_snapshot, deps, run.applier, gathered))
+        store = (deps.ports.state, run.tally)
+        apply_migrations(run.applier, plan, deps.config, run.started_at, gathered.draining, reads, store)
+
+
+def _fresh_snapshot(deps: Deps, applier: Applier, gathered: Gathered) -> Snapshot | str:
+    """The run's snapshot with pods and nodes listed afresh (a migration's re-validation), or why not."""
+    try:
+        pods, nodes = deps.ports.cluster.list_pods(), deps.ports.cluster.list_nodes()
+    except AuthError as exc:
+        applier.forbid_destructive(exc)
+        return f"could not re-list the cluster: {exc}"
+    except (ReadError, ThrottledError) as exc:
+        return f"could not re-list the cluster: {exc}"
+    return replace(gathered, pods=pods, nodes=nodes).snapshot(gathered.state)
 
 
 def _terminate(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:

@@ -102,6 +102,8 @@ class Tally:
     failed_groups: set[str] = field(default_factory=set)  # set-desired failed
     final: dict[str, AsgState] = field(default_factory=dict)  # the group after this run
     replaced: Counter[tuple[str, str]] = field(default_factory=Counter)  # (group, cause) -> repaired, rotated
+    migrations: Counter[str] = field(default_factory=Counter)  # nodes emptied by migration
+    migration_lost: Counter[str] = field(default_factory=Counter)  # GPU-seconds those moves cost
 
     def remove(self, group: str, instance_id: str, *, decrement: bool) -> None:
         self.removed.setdefault(group, set()).add(instance_id)
@@ -221,17 +223,12 @@ def finish(
     duration = time.perf_counter() - run.t0
     _cluster_metrics(reporter, plan, backlog, now, duration)
     groups: list[GroupReport] = []
-    metric = reporter.metric
     for group in config.node_groups:
         asg = tally.final.get(group.name) or asgs.get(group.asg_name)
         if asg is None:
             continue
         in_service = sum(1 for i in asg.instances if i.lifecycle_state == "InService")
-        metric(constants.METRIC_DESIRED, asg.desired, group=group.name)
-        metric(constants.METRIC_IN_SERVICE, in_service, group=group.name)
-        metric(constants.METRIC_SCALE_UPS, tally.grown[group.name], group=group.name)
-        metric(constants.METRIC_SCALE_DOWNS, tally.decrements[group.name], group=group.name)
-        metric(constants.METRIC_CAPACITY_FAILURES, tally.backoffs[group.name], group=group.name)
+        _group_metrics(reporter, tally, group.name, asg.desired, in_service)
         _lifecycle_metrics(reporter, plan, tally, group.name)
         if plan is not None:
             decision = plan.group(group.name)
@@ -267,6 +264,18 @@ def finish(
         duration_ms=round(duration * 1000, 1),
     )
     return result
+
+
+def _group_metrics(reporter: Reporter, tally: Tally, group: str, desired: int, in_service: int) -> None:
+    """Each group's sizes and what the run did to it."""
+    metric = reporter.metric
+    metric(constants.METRIC_DESIRED, desired, group=group)
+    metric(constants.METRIC_IN_SERVICE, in_service, group=group)
+    metric(constants.METRIC_SCALE_UPS, tally.grown[group], group=group)
+    metric(constants.METRIC_SCALE_DOWNS, tally.decrements[group], group=group)
+    metric(constants.METRIC_CAPACITY_FAILURES, tally.backoffs[group], group=group)
+    metric(constants.METRIC_MIGRATIONS, tally.migrations[group], group=group)
+    metric(constants.METRIC_MIGRATION_LOST_GPU_SECONDS, tally.migration_lost[group], group=group)
 
 
 def _lifecycle_metrics(reporter: Reporter, plan: Plan | None, tally: Tally, group: str) -> None:

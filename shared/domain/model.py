@@ -488,6 +488,9 @@ class GroupState:
     backoff_until: datetime | None = None
     last_scale_up: datetime | None = None
     last_scale_down: datetime | None = None  # last time the scaler terminated a node of the group
+    migrated_at: tuple[datetime, ...] = ()  # when the scaler emptied nodes by migration (the last hour)
+    # Jobs (a pod's owner, else the pod) moved by migration: how often, and when last (30 days').
+    moved_jobs: Mapping[str, tuple[int, datetime]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,6 +81,21 @@ class NodeMark:
 
 
 @dataclass(frozen=True, slots=True)
+class Migration:
+    """Empty `node` by evicting its checkpointing pods so idle scale-down can take it
+    (shared.planner.migration). `pods`: every pod evicted, gang members on other nodes included;
+    GPU-seconds lost (work since the pods' last checkpoints plus restarts) and saved (the node's
+    GPUs for as long as its jobs were expected to keep it)."""
+
+    node: str
+    group: str
+    pods: tuple[str, ...]
+    lost_gpu_seconds: float
+    saved_gpu_seconds: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Termination:
     node: str | None
     instance_id: str
@@ -169,6 +184,7 @@ class Plan:
     repair: tuple[RepairDecision, ...] = ()  # unhealthy and recovered nodes, by node
     rotate: tuple[RotationDecision, ...] = ()  # nodes due for rotation, by node
     repair_paused: tuple[str, ...] = ()  # groups with too many unhealthy nodes to repair (alarm)
+    migrate: tuple[Migration, ...] = ()  # nodes emptied by moving jobs that checkpoint, by node
 
     def group(self, name: str) -> GroupDecision:
         """The decision for one group by name."""

@@ -24,6 +24,30 @@ def _time(raw: object, where: str) -> datetime | None:
     return value
 
 
+def _moved_jobs(raw: object, where: str) -> dict[str, tuple[int, datetime]]:
+    """`{"<job>": {"moves": n, "last": time}}` (the moves per job migration remembers)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InputError(f"{where}: expected an object of jobs, got {type(raw).__name__}")
+    found: dict[str, tuple[int, datetime]] = {}
+    for job, entry in raw.items():
+        moves = entry.get("moves") if isinstance(entry, Mapping) else None
+        last = _time(entry.get("last"), f"{where}.{job}.last") if isinstance(entry, Mapping) else None
+        if not isinstance(moves, int) or moves < 0 or last is None:
+            raise InputError(f'{where}.{job}: expected {{"moves": n, "last": time}}, got {entry!r}')
+        found[str(job)] = (moves, last)
+    return found
+
+
+def _times(raw: object, where: str) -> tuple[datetime, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise InputError(f"{where}: expected a list of ISO 8601 timestamps, got {type(raw).__name__}")
+    return tuple(t for index, item in enumerate(raw) if (t := _time(item, f"{where}[{index}]")) is not None)
+
+
 def _section(document: Mapping[str, Any], name: str, source: str) -> Mapping[str, Any]:
     section = document.get(name) or {}
     if not isinstance(section, Mapping) or not all(isinstance(v, Mapping) for v in section.values()):
@@ -101,6 +125,8 @@ def state_from_json(document: object, source: str = "state") -> ScalerState:
             backoff_until=_time(v.get("backoff_until"), f"{source}: groups.{name}.backoff_until"),
             last_scale_up=_time(v.get("last_scale_up"), f"{source}: groups.{name}.last_scale_up"),
             last_scale_down=_time(v.get("last_scale_down"), f"{source}: groups.{name}.last_scale_down"),
+            migrated_at=_times(v.get("migrated_at"), f"{source}: groups.{name}.migrated_at"),
+            moved_jobs=_moved_jobs(v.get("moved_jobs"), f"{source}: groups.{name}.moved_jobs"),
         )
         for name, v in _section(document, "groups", source).items()
     }
@@ -139,6 +165,16 @@ def state_to_json(state: ScalerState) -> dict[str, Any]:
                 "backoff_until": _iso(v.backoff_until),
                 "last_scale_up": _iso(v.last_scale_up),
                 "last_scale_down": _iso(v.last_scale_down),
+                **({"migrated_at": [_iso(t) for t in v.migrated_at]} if v.migrated_at else {}),
+                **(
+                    {
+                        "moved_jobs": {
+                            j: {"moves": n, "last": _iso(t)} for j, (n, t) in sorted(v.moved_jobs.items())
+                        }
+                    }
+                    if v.moved_jobs
+                    else {}
+                ),
             }
             for k, v in sorted(state.groups.items())
         },

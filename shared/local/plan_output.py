@@ -39,6 +39,17 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
             {"node": r.node, "group": r.group, "cause": str(r.cause), "action": r.action, "reason": r.reason}
             for r in plan.rotate
         ],
+        "migrate": [
+            {
+                "node": m.node,
+                "group": m.group,
+                "pods": list(m.pods),
+                "lost_gpu_seconds": m.lost_gpu_seconds,
+                "saved_gpu_seconds": m.saved_gpu_seconds,
+                "reason": m.reason,
+            }
+            for m in plan.migrate
+        ],
         "provisioning_requests": [
             {
                 "name": a.request,
@@ -213,7 +224,7 @@ def _groups_section(plan: Plan, groups: Sequence[GroupSummary]) -> list[str]:
 
 
 def _actions_section(plan: Plan) -> list[str]:
-    """ACTIONS: uncordons, cordons, marks lifted and put on, terminations."""
+    """ACTIONS: uncordons, cordons, marks lifted and put on, migrations, terminations."""
     actions = [["ACTION", "NODE", "INSTANCE", "GROUP", "REASON"]]
     for a in plan.uncordon:
         actions.append(["uncordon", a.node, "-", a.group, a.reason])
@@ -223,6 +234,8 @@ def _actions_section(plan: Plan) -> list[str]:
         actions.append(["unmark", m.node, "-", m.group, m.reason])
     for m in plan.mark:
         actions.append([f"mark {m.effect}", m.node, "-", m.group, m.reason])
+    for g in plan.migrate:
+        actions.append(["migrate", g.node, "-", g.group, f"evict {', '.join(g.pods)}: {g.reason}"])
     for t in plan.terminate:
         verb = "terminate" if t.decrement else "replace"
         actions.append([verb, t.node or "-", t.instance_id, t.group, t.reason])

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from shared.config import AttritionConfig
 from shared.domain.durations import short_duration
@@ -80,7 +81,7 @@ class _Candidate:
     used: int
     busy: int
     free: int
-    remaining: float  # seconds until its last busy pod is expected to end (see _remaining)
+    remaining: float  # seconds until its last busy pod is expected to end (see expected_remaining_seconds)
 
 
 def plan_attrition(
@@ -116,7 +117,8 @@ def plan_attrition(
     )
 
 
-def _spare(view: GroupView, policy: AttritionConfig, gpus_per_node: int) -> int:
+def spare_gpus(view: GroupView, policy: AttritionConfig, gpus_per_node: int) -> int:
+    """Free GPUs the group keeps on unmarked nodes for new pods (migration keeps them too)."""
     spare = policy.spare_gpus if policy.spare_gpus is not None else gpus_per_node
     return spare + view.config.headroom_nodes * gpus_per_node
 
@@ -152,12 +154,13 @@ def _plan_group(
         if why_not is None:
             # Counted and their latest end taken: busy_pods' order by key is not needed here.
             busy = [p for p in pods if p.keeps_node_busy(cutoff, ctx.now)]
-            candidates.append(_Candidate(node, gpus, used, len(busy), free, _remaining(ctx, busy)))
+            remaining = expected_remaining_seconds(ctx.now, busy)
+            candidates.append(_Candidate(node, gpus, used, len(busy), free, remaining))
         elif is_marked and why_not not in (_LEAVING, _NOT_SCHEDULABLE, _FULL):
             lifted.append((node.name, why_not))
     if not policy.enabled or not candidates:
         return [], lifted
-    spare = _spare(view, policy, gpus_per_node)
+    spare = spare_gpus(view, policy, gpus_per_node)
     removable = removable_above_min(len(view.nodes), view.min_size)
     candidates.sort(key=lambda c: _cheapest_to_empty(c, marked))
     chosen: list[tuple[str, str]] = []
@@ -244,7 +247,7 @@ def _mark_reason(cand: _Candidate, pool: int, spare: int) -> str:
     )
 
 
-def _remaining(ctx: Context, pods: list[Pod]) -> float:
+def expected_remaining_seconds(now: datetime, pods: Sequence[Pod]) -> float:
     """Seconds until the last of `pods` is expected to end (0 for none).
 
     A pod with a valid `backlog-scaler/expected-runtime-seconds` is expected to end that long after
@@ -254,7 +257,7 @@ def _remaining(ctx: Context, pods: list[Pod]) -> float:
     """
     latest = 0.0
     for pod in pods:
-        elapsed = (ctx.now - pod.created_at).total_seconds() if pod.created_at is not None else 0.0
+        elapsed = (now - pod.created_at).total_seconds() if pod.created_at is not None else 0.0
         raw = pod.annotations.get(ANNOTATION_EXPECTED_RUNTIME)
         runtime = int(raw) if raw is not None and raw.isdigit() else 2 * elapsed
         latest = max(latest, runtime - elapsed)

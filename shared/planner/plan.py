@@ -8,14 +8,24 @@ from datetime import datetime
 
 from shared.config import ScalerConfig
 from shared.domain.model import AsgState, Snapshot
-from shared.domain.plan import GroupDecision, NodeAction, Outcome, Plan, PodOutcome, RepairAction, Termination
+from shared.domain.plan import (
+    GroupDecision,
+    Migration,
+    NodeAction,
+    Outcome,
+    Plan,
+    PodOutcome,
+    RepairAction,
+    Termination,
+)
 from shared.domain.provisioning import RequestAnswer, RequestOutcome
 from shared.domain.safety import desired_after
-from shared.planner.attrition import marked_nodes, plan_attrition, without_marks
+from shared.planner.attrition import AttritionResult, marked_nodes, plan_attrition, without_marks
 from shared.planner.capacity import launch_clock_key, next_launch_clock
 from shared.planner.context import Context, GroupView, build_context
 from shared.planner.gangs import STAND_IN_SEPARATOR, gang_summary, is_stand_in
 from shared.planner.leftovers import leftover_nodes
+from shared.planner.migration import plan_migration
 from shared.planner.provisioning import answer_requests, prepare_requests
 from shared.planner.repair import Assessment, RepairResult, assess, hide_unhealthy, plan_repair
 from shared.planner.rotation import RotationResult, plan_rotation, with_replacement_pods
@@ -167,7 +177,7 @@ def _launch_clocks(ctx: Context, groups: tuple[GroupDecision, ...]) -> dict[str,
 
 
 def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
-    """Decide desired sizes, cordons, uncordons, terminations and attrition marks; a reason for every pod.
+    """Decide desired sizes, cordons, uncordons, terminations, marks and migrations; a reason for every pod.
 
     Pure: reads only its arguments (`now` is passed in), returns absolute decisions, and gives the
     same plan for the same inputs in any order. Groups appear in config order; actions and pods
@@ -201,6 +211,7 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         uncordon[node] = NodeAction(node, group, "pending pods fit on it")
     leaving = _leaving(down) | frozenset(m.node for m in rotation.mark)
     attrition = plan_attrition(ctx, marked, up.counted_on, up.outcomes, leaving - repair.owned)
+    migrate = _migration(ctx, marked, attrition, rotation, up.counted_on, leaving)
     return Plan(
         groups=groups,
         cordon=tuple(sorted(down.cordon, key=lambda a: a.node)),
@@ -223,6 +234,7 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         rotate=tuple(rotation.decisions),
         repair_paused=tuple(repair.paused),
         delete_nodes=_leftovers(snapshot, config),
+        migrate=migrate,
     )
 
 
@@ -245,6 +257,21 @@ def _lifecycle(
     down.terminate += rotation.terminate
     down.cordon = [a for a in down.cordon if a.node not in rotation.owned]
     return repair, rotation
+
+
+def _migration(
+    ctx: Context,
+    marked: frozenset[str],
+    attrition: AttritionResult,
+    rotation: RotationResult,
+    counted_on: Mapping[str, str],
+    leaving: frozenset[str],
+) -> tuple[Migration, ...]:
+    """Nodes to empty by moving jobs that checkpoint; never onto nodes new pods are steered away from
+    (attrition's and rotation's marks) nor off nodes already leaving."""
+    lifted = frozenset(m.node for m in attrition.unmark)
+    steered = (marked - lifted) | frozenset(m.node for m in (*attrition.mark, *rotation.mark))
+    return plan_migration(ctx, steered, counted_on, leaving)
 
 
 def _leaving(down: ScaleDownResult) -> frozenset[str]:

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from shared.domain.model import Node
 from shared.domain.plan import NodeAction, Termination
-from shared.domain.safety import protection, removable_above_min, scale_in_protection
+from shared.domain.safety import busy_pods, protection, removable_above_min, scale_in_protection
 from shared.planner.context import Context, GroupView
 
 
@@ -33,6 +33,13 @@ def is_idle(ctx: Context, node: Node) -> bool:
 def _protected(ctx: Context, node: Node) -> str | None:
     view = ctx.group_of_node.get(node.name)
     return protection(node, ctx.pods_on_node.get(node.name, ()), view.asg if view else None)
+
+
+def _emptying(ctx: Context, node: Node) -> bool:
+    """Every pod keeping the node busy is already being deleted (a migration evicted them): the
+    node empties, so its cordon stays and idle scale-down takes it (shared.planner.migration)."""
+    busy = busy_pods(ctx.pods_on_node.get(node.name, ()), ctx.config.policy.pod_priority_cutoff, ctx.now)
+    return bool(busy) and all(p.deleted_at is not None for p in busy)
 
 
 def _recent(ctx: Context, when: datetime | None, seconds: int) -> bool:
@@ -97,7 +104,7 @@ def _idle_nodes(
     cordoned_idle: list[tuple[datetime, Node]] = []
     for node in view.nodes:
         if node.name in busy_nodes or not is_idle(ctx, node):
-            if node.cordoned_by_scaler and node.name not in uncordoning:
+            if node.cordoned_by_scaler and node.name not in uncordoning and not _emptying(ctx, node):
                 out.uncordon.append(NodeAction(node.name, view.name, "a pod started on it after the cordon"))
             continue
         previous = stored_idle.get(node.name)

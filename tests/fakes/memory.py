@@ -26,6 +26,7 @@ from typing import Any
 from shared.adapters.kubernetes.cluster import taints_with, taints_without
 from shared.adapters.kubernetes.writes import TaintEdit, edited_taints
 from shared.config import PolicyConfig
+from shared.domain.checkpoint import MIGRATION_WINDOW, remember_moves
 from shared.domain.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from shared.domain.errors import (
     ConflictError,
@@ -598,6 +599,8 @@ class _GroupRecord:
     last_failure: datetime | None = None
     last_scale_up: datetime | None = None
     last_scale_down: datetime | None = None
+    migrated_at: tuple[datetime, ...] = ()
+    moved_jobs: dict[str, tuple[int, datetime]] = field(default_factory=dict)
 
 
 class MemoryStateStore(Faults):
@@ -663,7 +666,9 @@ class MemoryStateStore(Faults):
             return ScalerStateModel(
                 nodes={k: NodeState(v) for k, v in self.idle_since.items()},
                 groups={
-                    k: GroupState(v.backoff_until, v.last_scale_up, v.last_scale_down)
+                    k: GroupState(
+                        v.backoff_until, v.last_scale_up, v.last_scale_down, v.migrated_at, dict(v.moved_jobs)
+                    )
                     for k, v in self.groups.items()
                 },
                 instances_first_seen=dict(self.first_seen),
@@ -699,6 +704,15 @@ class MemoryStateStore(Faults):
         with self._lock:
             self._fenced(lease)
             self.groups.setdefault(group, _GroupRecord()).last_scale_down = at
+
+    @_recorded
+    def record_migration(self, lease: Lease, group: str, at: datetime, jobs: Sequence[str] = ()) -> None:
+        with self._lock:
+            self._fenced(lease)
+            record = self.groups.setdefault(group, _GroupRecord())
+            kept = tuple(t for t in record.migrated_at if at - t < MIGRATION_WINDOW)
+            record.migrated_at = (*kept, at)
+            record.moved_jobs = remember_moves(record.moved_jobs, jobs, at)
 
     @_recorded
     def record_capacity_failure(self, lease: Lease | None, group: str, at: datetime) -> datetime:

@@ -348,6 +348,24 @@ def test_record_scale_down_is_kept_beside_the_scale_up(store: DynamoDbStateStore
     assert (group.last_scale_up, group.last_scale_down) == (T0, T0 + timedelta(minutes=30))
 
 
+def test_migrations_of_the_last_hour_are_kept_beside_the_backoff(store: DynamoDbStateStore) -> None:
+    # Given a group in backoff and a migration recorded at T0
+    lease = store.acquire_lease("run-a", T0, 60)
+    until = store.record_capacity_failure(lease, "gpu-a", T0)
+    store.record_migration(lease, "gpu-a", T0)
+
+    # When two more are recorded, 40 and 70 minutes later
+    store.record_migration(lease, "gpu-a", T0 + timedelta(minutes=40), ["research/Job/train"])
+    store.record_migration(lease, "gpu-a", T0 + timedelta(minutes=70), ["research/Job/train"])
+
+    # Then the last hour's are loaded (the one at T0 is dropped), and the backoff is kept
+    group = store.load().groups["gpu-a"]
+    assert group.migrated_at == (T0 + timedelta(minutes=40), T0 + timedelta(minutes=70))
+    assert group.backoff_until == until
+    # And the job moved twice is remembered with its last move
+    assert group.moved_jobs == {"research/Job/train": (2, T0 + timedelta(minutes=70))}
+
+
 def test_backoff_doubles_per_failure_up_to_the_maximum(store: DynamoDbStateStore) -> None:
     # Given a lease
     lease = store.acquire_lease("run-a", T0, 60)

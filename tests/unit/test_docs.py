@@ -130,6 +130,24 @@ def example_outputs(tmp_path: Path) -> list[dict[str, Any]]:
     settings["policy"]["max_node_lifetime_seconds"] = 3600
     aging = tmp_path / "aging.yaml"
     aging.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    # Migration: the running 8-GPU job checkpoints every 10 minutes (last a minute ago) and expects a
+    # day's run, and the idle node has its room (none kept for new pods): its node is emptied.
+    for item in pods["items"]:
+        if item["metadata"]["name"] == "resnet-0":
+            item["metadata"].setdefault("annotations", {}).update(
+                {
+                    "backlog-scaler/checkpoint-interval-seconds": "600",
+                    "backlog-scaler/last-checkpoint": "2026-12-02T11:59:00Z",
+                    "backlog-scaler/expected-runtime-seconds": "86400",
+                }
+            )
+    checkpointing = tmp_path / "checkpointing-pods.json"
+    checkpointing.write_text(json.dumps(pods), encoding="utf-8")
+    settings["policy"]["attrition"] = {"enabled": False, "spare_gpus": 0}  # no room kept for new pods
+    settings["policy"]["migration"] = {"enabled": True}
+    settings["policy"].pop("max_node_lifetime_seconds")  # no rotation here: its nodes would be leaving
+    migrating = tmp_path / "migrating.yaml"
+    migrating.write_text(yaml.safe_dump(settings), encoding="utf-8")
     return [
         run_plan(EXAMPLES / "pods.json", EXAMPLES / "state.json"),
         run_plan(EXAMPLES / "pods.json", counted_state),
@@ -137,6 +155,7 @@ def example_outputs(tmp_path: Path) -> list[dict[str, Any]]:
         run_plan(running_pods, fresh_state, config=marking),
         run_plan(running_pods, EXAMPLES / "state.json", nodes=marked_nodes, config=switched_off),
         run_plan(EXAMPLES / "pods.json", EXAMPLES / "state.json", nodes=broken_nodes, config=aging),
+        run_plan(checkpointing, fresh_state, config=migrating),
     ]
 
 

@@ -237,3 +237,33 @@ def test_state_pods_section_errors_name_the_field(entry: dict[str, Any], expecte
         state_from_json({"pods": {"a/p": entry}}, "state.json")
     with pytest.raises(InputError, match=r"state.json: pods: expected an object of objects"):
         state_from_json({"pods": {"a/p": "n1"}}, "state.json")
+
+
+def test_state_round_trips_the_migrations_of_a_group() -> None:
+    # Given a group that emptied a node by migration at 11:30
+    document = {
+        "nodes": {},
+        "groups": {
+            "a100": {
+                "backoff_until": None,
+                "last_scale_up": None,
+                "last_scale_down": None,
+                "migrated_at": ["2026-12-02T11:30:00Z"],
+                "moved_jobs": {"research/Job/train": {"moves": 2, "last": "2026-12-02T11:30:00Z"}},
+            }
+        },
+        "instances": {},
+    }
+    # When read and written back: the time is there, and writing gives the same document
+    state = state_from_json(document)
+    assert state.groups["a100"].migrated_at == (datetime(2026, 12, 2, 11, 30, tzinfo=UTC),)
+    assert state.groups["a100"].moved_jobs == {
+        "research/Job/train": (2, datetime(2026, 12, 2, 11, 30, tzinfo=UTC))
+    }
+    assert state_to_json(state) == document
+
+
+def test_a_migration_time_that_is_no_timestamp_is_named() -> None:
+    document = {"groups": {"a100": {"migrated_at": ["soon"]}}}
+    with pytest.raises(InputError, match=r"groups\.a100\.migrated_at\[0\]"):
+        state_from_json(document, "state.json")

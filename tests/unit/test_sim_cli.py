@@ -36,6 +36,7 @@ REPORT_KEYS = {
     "nodes_launched",
     "scale_downs",
     "attrition",
+    "migration",
     "safety",
     "groups",
     "span",
@@ -334,3 +335,33 @@ def test_the_compare_table_fits_120_columns_with_long_names_and_large_figures(
     assert re.fullmatch(
         r"\d+d\d\dh", next(line for line in table.splitlines() if line.startswith("wait max")).split()[2]
     )
+
+
+def test_checkpointable_jobs_are_reported_with_migration(tmp_path: Path) -> None:
+    # When every job checkpoints (the config leaves migration off: nothing moves, and it says so)
+    args = ["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--out", str(tmp_path), "--no-plot"]
+    code = main(
+        [*args, "--checkpointable", "1", "--checkpoint-interval-seconds", "600", "--restart-seconds", "60"]
+    )
+
+    # Then the report has the migration figures
+    assert code == 0
+    moved = json.loads((tmp_path / "report.json").read_text())["migration"]
+    assert moved == {
+        "enabled": False,
+        "migrations": 0,
+        "gpu_hours_lost": 0.0,
+        "lost_over_used": 0.0,
+        "jobs_moved": 0,
+        "jobs_moved_more_than_once": 0,
+        "most_moves_of_a_job": 0,
+        "restart_delay_p95": None,
+        "evicted_not_movable": 0,
+    }
+
+
+def test_a_checkpointable_share_outside_0_to_1_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--checkpointable", "1.5"])
+    assert exited.value.code == 2
+    assert "expected a fraction from 0 to 1, got '1.5'" in capsys.readouterr().err

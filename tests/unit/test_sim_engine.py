@@ -357,3 +357,30 @@ def test_scorings_place_the_same_pod_where_kube_scheduler_would() -> None:
     # MostAllocated puts C beside B: the empty node is cordoned at 4500 and terminated at 4560,
     # the other lives until C ends.
     assert _node_lifetimes(Scoring.MOST_ALLOCATED) == 4560 + 11820
+
+
+def _fragmented_pair() -> Trace:
+    """An 8-GPU job of 1 h and a 1-GPU job of 20 h at t=0 (two nodes), then a 7-GPU job of 20 h at
+    t=4000, after the first ended: least-allocated puts it on the emptied node, so two nodes run 1
+    and 7 GPUs for 20 hours."""
+    return jobs((0, HOUR, 8), (0, 20 * HOUR, 1), (4000, 20 * HOUR, 7))
+
+
+def test_a_moved_job_loses_the_work_since_its_last_checkpoint_and_restarts_after_the_delay() -> None:
+    # Given every job checkpointing every 30 minutes, migration on, no spare room kept and no marks
+    # (attrition would mark both nodes: no room to move onto)
+    cfg = scaler(attrition={"enabled": False, "spare_gpus": 0}, migration={"enabled": True})
+    options = {"checkpointable": 1.0, "scoring": Scoring.LEAST_ALLOCATED}
+    moved = run(_fragmented_pair(), cfg, **options)
+    still = run(_fragmented_pair(), scaler(attrition={"enabled": False}), **options)
+
+    # Then one node is emptied by a move and given back: fewer GPU-hours than without migration
+    report = build_report(moved)["migration"]
+    assert report["migrations"] >= 1 and report["evicted_not_movable"] == 0
+    assert moved.provisioned_gpu_seconds < still.provisioned_gpu_seconds
+    # And the moved work is paid for: the lost work and the restart are GPU time used beyond the ideal
+    lost = sum(g.migration_lost_gpu_seconds for g in moved.groups)
+    assert moved.used_gpu_seconds == moved.ideal_gpu_seconds + lost
+    assert report["restart_delay_p95"] >= 300 and report["most_moves_of_a_job"] <= 3
+    # And every job finished, each counted once as started
+    assert moved.started == 3 and len(moved.waits) == 3

@@ -45,6 +45,7 @@ from shared import constants
 from shared.adapters.aws import clients
 from shared.adapters.aws.clients import BOTO_ERRORS, AwsClient, error_code, scaler_error
 from shared.config import PolicyConfig
+from shared.domain.checkpoint import MIGRATION_WINDOW, remember_moves
 from shared.domain.errors import ActionError, ConflictError, LeaseHeldError, ReadError, ScalerError
 from shared.domain.model import GroupState, NodeState, PodMemory, ScalerState
 from shared.domain.operations import DrainIntent, Lease
@@ -332,6 +333,8 @@ class DynamoDbStateStore:
                         backoff_until=_time(item, "backoff_until"),
                         last_scale_up=_time(item, "last_scale_up"),
                         last_scale_down=_time(item, "last_scale_down"),
+                        migrated_at=_migrations(item),
+                        moved_jobs=_moved_jobs(item),
                     )
             except (KeyError, TypeError, ValueError, ArithmeticError):
                 # Every fact here degrades safely when forgotten (idleness restarts, no backoff, the
@@ -379,6 +382,38 @@ class DynamoDbStateStore:
     def record_scale_down(self, lease: Lease, group: str, at: datetime) -> None:
         """Remember when the scaler last terminated nodes of a group. Raises LeaseHeldError, ActionError."""
         self._record_group_time(lease, group, "last_scale_down", at, "scale-down")
+
+    def record_migration(self, lease: Lease, group: str, at: datetime, jobs: Sequence[str] = ()) -> None:
+        """Remember a migration of a group, keeping the last hour's (the per-hour budget; a single
+        writer holds the lease, so reading then writing the list loses nothing). Raises
+        LeaseHeldError, ActionError."""
+        item = self._get(GROUP_PREFIX + group) or {}
+        kept = [t for t in _migrations(item) if at - t < MIGRATION_WINDOW]
+        times = {"L": [_n(_epoch(t)) for t in sorted([*kept, at])]}
+        moves = remember_moves(_moved_jobs(item), jobs, at)
+        moved = {
+            "M": {job: {"L": [_n(str(n)), _n(_epoch(last))]} for job, (n, last) in sorted(moves.items())}
+        }
+        update = {
+            "Update": {
+                "TableName": self._table,
+                "Key": self._key(GROUP_PREFIX + group),
+                "UpdateExpression": "SET #group = :group, #m = :m, #j = :j, #ttl = :ttl",
+                "ExpressionAttributeNames": {
+                    "#group": "group",
+                    "#m": "migrated_at",
+                    "#j": "moved_jobs",
+                    "#ttl": TTL,
+                },
+                "ExpressionAttributeValues": {
+                    ":group": _s(group),
+                    ":m": times,
+                    ":j": moved,
+                    ":ttl": _n(str(self._group_ttl(at))),
+                },
+            }
+        }
+        self._fence.transact_all(lease, [update], f"record migration of {group}")
 
     def _record_group_time(self, lease: Lease, group: str, attribute: str, at: datetime, what: str) -> None:
         update = {
@@ -689,6 +724,15 @@ def _pod_memory_attributes(pod: str, memory: PodMemory) -> dict[str, Any]:
     if memory.refused:
         attributes["refused"] = _times(memory.refused)
     return attributes
+
+
+def _migrations(item: Mapping[str, Any]) -> tuple[datetime, ...]:
+    return tuple(_from_epoch(value["N"]) for value in item.get("migrated_at", {}).get("L", []))
+
+
+def _moved_jobs(item: Mapping[str, Any]) -> dict[str, tuple[int, datetime]]:
+    found = item.get("moved_jobs", {}).get("M", {})
+    return {job: (int(v["L"][0]["N"]), _from_epoch(v["L"][1]["N"])) for job, v in found.items()}
 
 
 def _time_map(item: Mapping[str, Any], attribute: str) -> dict[str, datetime]:

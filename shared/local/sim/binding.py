@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from shared.local.sim.entities import FINISH, SimJob, SimNode, running
+from dataclasses import replace
+
+from shared.local.sim.entities import FINISH, SimJob, SimNode, at, running
 from shared.local.sim.state import SimState
 
 _Failed = list[tuple[tuple[bool, ...], tuple[int, int, int, int]]]
@@ -16,6 +18,7 @@ class Binder:
         self.started = 0
         self.waits: list[int] = []  # seconds, one per started job
         self.used_gpu_seconds = 0
+        self.restart_delays: list[int] = []  # seconds from a move to the job running again, restart included
 
     def schedule(self, now: int) -> None:
         """Bind what fits: every pending job after capacity grew, else only the new arrivals."""
@@ -81,16 +84,50 @@ class Binder:
             pod.node = node
             state.live_pods[pod.key] = running(pod.pending, node.name)
         job.start = now
-        job.finish = now + job.job.duration
-        self.started += 1
-        self.waits.append(now - job.job.submit)
+        job.finish = now + job.runtime
+        if job.evicted_at is None:
+            self.started += 1
+            self.waits.append(now - job.job.submit)
+        else:  # a moved job runs again: it restarts from its last checkpoint
+            self.restart_delays.append(now - job.evicted_at + self._state.options.restart_seconds)
+            job.evicted_at = None
         state.last_progress = now
         state.events.push(job.finish, FINISH, job)
 
     def finish(self, job: SimJob, now: int) -> None:
-        """The job's pods succeeded: they leave their nodes."""
+        """The job's pods succeeded: they leave their nodes (a finish planned before a move is void)."""
+        if job.finish != now or job.start is None or job.pods[0].node is None:
+            return
+        self._release(job, now, now - job.start)
+
+    def evict(self, job: SimJob, now: int) -> int:
+        """A migration evicts the job's pods: the work since its last checkpoint is lost, and the Job
+        controller re-creates its pods at once; they need the restart delay on top of what is left.
+        Returns the GPU-seconds lost (restart included)."""
+        assert job.start is not None
+        options = self._state.options
+        ran = now - job.start
+        warmup = options.restart_seconds if job.moves else 0  # a moved job's run begins with its restart
+        productive = max(0, ran - warmup)
+        interval = options.checkpoint_interval_seconds
+        saved = productive - productive % interval if interval else 0  # its checkpoints in this run
+        lost_run = productive - saved
+        self._release(job, now, ran)
+        job.done += saved
+        job.runtime = options.restart_seconds + max(0, job.job.duration - job.done)
+        job.moves += 1
+        job.evicted_at = now
+        job.finish = None
+        job.start = None
+        for pod in job.pods:
+            pod.pending = replace(pod.pending, created_at=at(now), uid=f"{pod.pending.name}-{job.moves}")
+        self._state.arrived.append(job)
+        self._state.capacity_grew = True
+        return job.gpus * (lost_run + options.restart_seconds)
+
+    def _release(self, job: SimJob, now: int, duration: int) -> None:
+        """The job's pods leave their nodes after running `duration` seconds."""
         state = self._state
-        duration = job.job.duration
         for pod, vec in zip(job.pods, job.vecs, strict=True):
             node = pod.node
             assert node is not None

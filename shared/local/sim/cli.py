@@ -89,6 +89,16 @@ def _positive_int(raw: str) -> int:
     return value
 
 
+def _fraction(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction from 0 to 1, got {raw!r}")
+    return value
+
+
 def _non_negative_int(raw: str) -> int:
     value = int(raw)
     if value < 0:
@@ -218,6 +228,31 @@ def _add_world_arguments(p: Any) -> None:
         action="store_true",
         help="pods carry their job's duration as the backlog-scaler/expected-runtime-seconds annotation",
     )
+    _add_migration_arguments(p)
+
+
+def _add_migration_arguments(p: Any) -> None:
+    """Which jobs checkpoint, how often, and what a move costs them (shared.local.sim.migration)."""
+    p.add_argument(
+        "--checkpointable",
+        type=_fraction,
+        default=0.0,
+        metavar="FRACTION",
+        help="this share of the jobs (picked deterministically) checkpoint and opt in to migration "
+        "(backlog-scaler/checkpoint-interval-seconds); the config's policy.migration.enabled moves them",
+    )
+    p.add_argument(
+        "--checkpoint-interval-seconds",
+        type=_positive_int,
+        default=1800,
+        help="how often a checkpointable job saves its work (default 1800)",
+    )
+    p.add_argument(
+        "--restart-seconds",
+        type=_non_negative_int,
+        default=300,
+        help="how long a moved job takes to run again on its new node (default 300)",
+    )
 
 
 def _add_output_arguments(p: Any) -> None:
@@ -283,6 +318,9 @@ def _options(args: argparse.Namespace, sizing: Sizing) -> SimOptions:
         record_series=bool(args.out) and not args.no_plot,
         scoring=Scoring(args.scheduler_scoring),
         runtime_estimates=args.runtime_estimates,
+        checkpointable=args.checkpointable,
+        checkpoint_interval_seconds=args.checkpoint_interval_seconds,
+        restart_seconds=args.restart_seconds,
     )
 
 

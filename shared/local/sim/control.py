@@ -4,8 +4,9 @@ through the controller's own rules (shared.domain.safety), never a copy of them.
 Terminations first (re-validated by `termination_blocker` on the node and the pods on it now; a
 terminated node disappears, desired drops by one when decrementing), then uncordons and cordons
 (`cordon_blocker`), then attrition marks are lifted and put on (re-validated: a node still there, not
-cordoned), then desired is set to what `desired_to_set` says (raised freely, lowered only to cancel
-instances not launched yet); the stored state is written back.
+cordoned), then migrations are applied (shared.local.sim.migration), then desired is set to what
+`desired_to_set` says (raised freely, lowered only to cancel instances not launched yet); the stored
+state is written back.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from shared.local.sim.entities import INF, SimGroup, SimNode, at, epoch_seconds
 from shared.local.sim.fleet import SimFleet
 from shared.local.sim.state import SimState
 from shared.local.sim.store import SimStateStore
+
+MIGRATION_RECHECK_SECONDS = 600
 
 
 class SimController:
@@ -44,6 +47,7 @@ class SimController:
         self.outcomes: dict[str, ReasonCode] = {}  # pod key -> the last plan's reason for it
         self.last_changed = False  # the last plan changed the world
         self.deadline: float = INF  # when a policy threshold is next crossed (after a no-op plan)
+        self.migrate: Callable[[Plan, int], bool] | None = None  # applies the plan's migrations
 
     def snapshot(self) -> Snapshot:
         """The simulated world as the controller reads it."""
@@ -93,6 +97,8 @@ class SimController:
         changed = self._terminate(result, now)
         changed = self._cordons(result, now) or changed
         changed = self._marks(result, now) or changed
+        if self.migrate is not None and result.migrate:
+            changed = self.migrate(result, now) or changed
         changed = self._desired(result, now) or changed
         self.last_changed = changed
         if changed:
@@ -233,6 +239,10 @@ class SimController:
                 due = node.created_at + provision
                 if due > now:
                     soonest = min(soonest, due)
+        if policy.migration.enabled and state.live_pods:
+            # A move pays once its jobs have run long enough: the saving grows with their age while no
+            # event happens, so the plan is asked again after a while (not every tick: replay speed).
+            soonest = min(soonest, now + MIGRATION_RECHECK_SECONDS)
         return min(soonest, self._scale_down_delays(now, has_idle), self._pending_deadlines(now))
 
     def _scale_down_delays(self, now: int, has_idle: set[int]) -> float:

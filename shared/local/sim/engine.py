@@ -64,6 +64,7 @@ from shared.local.sim.events import EventQueue
 from shared.local.sim.fleet import SimFleet
 from shared.local.sim.loading import JobLoader
 from shared.local.sim.metrics import SeriesRecorder, account_until, not_started
+from shared.local.sim.migration import SimMigrator
 from shared.local.sim.state import SimState
 from shared.local.sim.store import SimStateStore
 from shared.local.sim.trace import Trace
@@ -114,6 +115,7 @@ class Simulation:
         self._fleet = SimFleet(state, store)
         self._binder = Binder(state)
         self._control = SimController(state, store, self._fleet, config, planner)
+        self._control.migrate = SimMigrator(state, self._binder).apply
         self._recorder = SeriesRecorder(state) if options.record_series else None
         # Reconcile bookkeeping.
         self._now = 0
@@ -250,6 +252,9 @@ class Simulation:
             sizing=self._sizing,
             webhook_delay_seconds=self._webhook_delay if self.options.webhook else None,
             attrition=self.config.policy.attrition,
+            migration_enabled=self.config.policy.migration.enabled,
+            moves_per_job=[j.moves for j in jobs if j.moves],
+            restart_delays=sorted(binder.restart_delays),
         )
 
 

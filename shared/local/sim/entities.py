@@ -68,6 +68,11 @@ class SimOptions:
     # Pods carry their job's duration as the expected-runtime annotation (a user's exact estimate).
     runtime_estimates: bool = False
     warm_pools: Mapping[str, WarmPool] = field(default_factory=dict)  # group -> its ASG's warm pool
+    # Migration of jobs that checkpoint (policy.migration): the share of jobs whose pods opt in
+    # (picked deterministically), how often they save, and how long a moved job takes to start again.
+    checkpointable: float = 0.0
+    checkpoint_interval_seconds: int = 1800
+    restart_seconds: int = 300
 
 
 @dataclass
@@ -97,6 +102,9 @@ class GroupResult:
     unmarks: int = 0  # attrition taints lifted
     busy_terminations_refused: int = 0  # planned terminations of nodes running pods, not applied
     pods_lost: int = 0  # pods still running on a node when it was terminated
+    migrations: int = 0  # nodes emptied by moving jobs that checkpoint
+    migration_lost_gpu_seconds: int = 0  # work since the moved jobs' last checkpoints, plus restarts
+    evicted_not_movable: int = 0  # pods a migration evicted that had not opted in (must stay 0)
 
 
 @dataclass
@@ -136,6 +144,9 @@ class SimResult:
     sizing: Sizing
     webhook_delay_seconds: int | None
     attrition: AttritionConfig = field(default_factory=AttritionConfig)
+    migration_enabled: bool = False  # policy.migration.enabled
+    moves_per_job: list[int] = field(default_factory=list)  # moves of each job moved at least once
+    restart_delays: list[int] = field(default_factory=list)  # eviction to productive again, sorted
 
     @property
     def provisioned_gpu_seconds(self) -> int:
@@ -168,7 +179,9 @@ class SimGroup:
         "last_scale_down",
         "last_scale_up",
         "max_size",
+        "migrated_at",
         "min_size",
+        "moved_jobs",
         "name",
         "result",
         "taints",
@@ -201,6 +214,8 @@ class SimGroup:
         self.busy_gpus = 0
         self.last_scale_up: int | None = None
         self.last_scale_down: int | None = None
+        self.migrated_at: list[int] = []  # migrations of the last hour (the per-hour budget)
+        self.moved_jobs: dict[str, tuple[int, datetime]] = {}  # moves per job, as the store keeps them
         self.backoff_until: int | None = None
         self.failures = 0
         self.last_failure: int | None = None
@@ -331,7 +346,22 @@ class SimNode:
 class SimJob:
     """A trace job with its pods, the groups its selector admits, start and finish."""
 
-    __slots__ = ("allowed", "finish", "gpus", "index", "job", "pods", "requests", "seen", "start", "vecs")
+    __slots__ = (
+        "allowed",
+        "done",
+        "evicted_at",
+        "finish",
+        "gpus",
+        "index",
+        "job",
+        "moves",
+        "pods",
+        "requests",
+        "runtime",
+        "seen",
+        "start",
+        "vecs",
+    )
 
     def __init__(self, index: int, job: Job) -> None:
         self.index = index
@@ -344,6 +374,10 @@ class SimJob:
         self.start: int | None = None
         self.finish: int | None = None
         self.seen = -1  # the plan (epoch) that last saw this job pending
+        self.runtime = job.duration  # how long its next (or current) run takes
+        self.done = 0  # work saved by checkpoints before it was moved
+        self.moves = 0
+        self.evicted_at: int | None = None  # moved and not running again yet
 
 
 class SimPod:
@@ -374,6 +408,7 @@ def running(pending: Pod, node_name: str) -> Pod:
         labels=pending.labels,
         annotations=pending.annotations,
         owner_kind=pending.owner_kind,
+        owner_name=pending.owner_name,
         created_at=pending.created_at,
         uid=pending.uid,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from shared.domain.checkpoint import ANNOTATION_CHECKPOINT_INTERVAL
 from shared.domain.errors import ConfigError
 from shared.domain.model import Pod, Scheduling, Toleration
 from shared.domain.resources import Resources
@@ -13,6 +14,10 @@ from shared.local.sim.state import SimState
 from shared.local.sim.trace import Job, Trace
 from shared.local.sim.workload import PodSize, Sizing
 from shared.planner.attrition import ANNOTATION_EXPECTED_RUNTIME
+
+# The fractional part of index x the golden ratio's inverse spreads evenly over [0, 1) (a Weyl
+# sequence): the first n jobs hold within one of n x fraction checkpointable ones, whatever the trace.
+_GOLDEN = 0.6180339887498949
 
 Selector = tuple[tuple[str, str], ...]
 
@@ -86,11 +91,11 @@ class JobLoader:
         gang = base if len(sizes) > 1 else None
         gang_label = self._state.policy.gang_label
         labels = MappingProxyType({gang_label: gang}) if gang and gang_label else NO_STRINGS
-        annotations = (
-            MappingProxyType({ANNOTATION_EXPECTED_RUNTIME: str(job.duration)})
-            if self._state.options.runtime_estimates
-            else NO_STRINGS
-        )
+        options = self._state.options
+        found = {ANNOTATION_EXPECTED_RUNTIME: str(job.duration)} if options.runtime_estimates else {}
+        if is_checkpointable(index, options.checkpointable):
+            found[ANNOTATION_CHECKPOINT_INTERVAL] = str(options.checkpoint_interval_seconds)
+        annotations = MappingProxyType(found) if found else NO_STRINGS
         for k, size in enumerate(sizes):
             name = f"{base}-{k}" if gang else base
             pod = Pod(
@@ -102,11 +107,13 @@ class JobLoader:
                 labels=labels,
                 annotations=annotations,
                 owner_kind="Job",
+                owner_name=base,
                 created_at=at(job.submit),
                 unschedulable=True,
                 uid=name,
             )
             sim_job.pods.append(SimPod(pod))
+            self._state.job_of[pod.key] = sim_job
             vec = (size.gpus, size.cpu_millicores, size.memory_bytes, 1)
             sim_job.vecs.append(vec)
             sim_job.requests.append(PodRequest(scheduling, vec))
@@ -130,3 +137,8 @@ class JobLoader:
         if fitting:
             return min(fitting, key=lambda g: (g.gpus_per_node, price_per_gpu(g), g.index))
         return min(groups, key=lambda g: (-g.gpus_per_node, price_per_gpu(g), g.index))
+
+
+def is_checkpointable(index: int, fraction: float) -> bool:
+    """Whether job `index` of the trace checkpoints, for `fraction` of all jobs (deterministic)."""
+    return fraction >= 1.0 or (index * _GOLDEN) % 1.0 < fraction

@@ -13,6 +13,12 @@ Schema (all times in seconds, GPU-hours as floats rounded to 0.01):
     node_hours, cost                                cost null unless every group has price_per_hour
     scale_ups, nodes_launched, scale_downs          scale_ups: reconciles that raised a desired
     attrition: {enabled, effect, marks, unmarks}    consolidation by attrition (policy.attrition)
+    migration: {enabled, migrations, gpu_hours_lost, migration of jobs that checkpoint (policy.migration):
+                lost_over_used, jobs_moved,         nodes emptied, GPU-hours lost to the moves (work
+                jobs_moved_more_than_once,          since the last simulated checkpoint plus restarts),
+                most_moves_of_a_job,                over GPU-hours used; restart delay: a move to the
+                restart_delay_p95,                  job running again, restart included;
+                evicted_not_movable}                evicted_not_movable: pods moved without opting in
     safety: {busy_terminations_refused, pods_lost}  planned terminations of busy nodes the re-validation
                                                     refused; pods running on a node terminated (0)
     groups: {name: {gpus_per_node, price_per_hour, node_hours, gpu_hours_provisioned, gpu_hours_used,
@@ -86,6 +92,7 @@ def build_report(result: SimResult, trace: Trace | None = None) -> dict[str, Any
             "marks": sum(g.marks for g in result.groups),
             "unmarks": sum(g.unmarks for g in result.groups),
         },
+        "migration": _migration_figures(result),
         "safety": {
             "busy_terminations_refused": sum(g.busy_terminations_refused for g in result.groups),
             "pods_lost": sum(g.pods_lost for g in result.groups),
@@ -101,6 +108,21 @@ def build_report(result: SimResult, trace: Trace | None = None) -> dict[str, Any
     if trace is not None:
         report["trace"] = {"source": trace.source, "format": trace.format, "notes": list(trace.notes)}
     return report
+
+
+def _migration_figures(result: SimResult) -> dict[str, Any]:
+    lost = sum(g.migration_lost_gpu_seconds for g in result.groups)
+    return {
+        "enabled": result.migration_enabled,
+        "migrations": sum(g.migrations for g in result.groups),
+        "gpu_hours_lost": _hours(lost),
+        "lost_over_used": round(lost / result.used_gpu_seconds, 5) if result.used_gpu_seconds else None,
+        "jobs_moved": len(result.moves_per_job),
+        "jobs_moved_more_than_once": sum(1 for m in result.moves_per_job if m > 1),
+        "most_moves_of_a_job": max(result.moves_per_job, default=0),
+        "restart_delay_p95": percentile(result.restart_delays, 95),
+        "evicted_not_movable": sum(g.evicted_not_movable for g in result.groups),
+    }
 
 
 def _cost(g: GroupResult) -> float | None:
@@ -274,6 +296,7 @@ def _rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("scale-ups / nodes launched", f"{report['scale_ups']:,} / {report['nodes_launched']:,}"),
         ("scale-downs (nodes)", f"{report['scale_downs']:,}"),
         ("attrition", _attrition(report)),
+        ("migration", _migration(report)),
         ("scheduler scoring", sim["scheduler_scoring"]),
         (
             "busy terminations refused / pods lost",
@@ -302,6 +325,17 @@ def _attrition(report: dict[str, Any]) -> str:
     if not attrition["enabled"]:
         return "off"
     return f"{attrition['effect']}: {attrition['marks']:,} marks, {attrition['unmarks']:,} lifted"
+
+
+def _migration(report: dict[str, Any]) -> str:
+    moved = report["migration"]
+    if not moved["enabled"]:
+        return "off"
+    return (
+        f"{moved['migrations']:,} nodes emptied, {_number(moved['gpu_hours_lost'])} GPU-h lost, "
+        f"{moved['jobs_moved']:,} jobs moved ({moved['jobs_moved_more_than_once']:,} more than once, "
+        f"at most {moved['most_moves_of_a_job']}), restart delay p95 {_duration(moved['restart_delay_p95'])}"
+    )
 
 
 def report_table(reports: Sequence[tuple[str, dict[str, Any]]]) -> str:

@@ -29,12 +29,13 @@ class SimState:
         self.events = events
         self.nodes: dict[str, SimNode] = {}
         self.live_pods: dict[str, Pod] = {}  # key -> current domain Pod (pending or running)
+        self.job_of: dict[str, SimJob] = {}  # pod key -> its job
         self.pending: list[SimJob] = []  # FIFO
         self.arrived: list[SimJob] = []  # arrived at this instant, not tried by the scheduler yet
         self.scheduler = Scheduler(DIMS, options.scoring)
         # With attrition the plan reads every node's free GPUs, not only its idleness: any bind or
         # finish may change the marks, so the reconcile after it is not skipped.
-        self.steers = policy.attrition.enabled
+        self.steers = policy.attrition.enabled or policy.migration.enabled
         self.idle = [0, 0, 0, 0]  # idle GPUs right now by cause (BOOTING, EMPTY, FRAGMENTED, HELD)
         self.pending_gpus = 0
         self.capacity_grew = False

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from shared.domain.model import GroupState, NodeState, PodMemory, ScalerState
 from shared.domain.plan import Plan
-from shared.local.sim.entities import SimGroup, at_or_none, epoch_seconds
+from shared.local.sim.entities import SimGroup, at, at_or_none, epoch_seconds
 
 
 class SimStateStore:
@@ -52,11 +52,19 @@ class SimStateStore:
         """What the planner reads back from the store."""
         states: dict[str, GroupState] = {}
         for group in groups:
-            if group.backoff_until is not None or group.last_scale_up is not None or group.last_scale_down:
+            if (
+                group.backoff_until is not None
+                or group.last_scale_up is not None
+                or group.last_scale_down
+                or group.migrated_at
+                or group.moved_jobs
+            ):
                 states[group.name] = GroupState(
                     backoff_until=at_or_none(group.backoff_until),
                     last_scale_up=at_or_none(group.last_scale_up),
                     last_scale_down=at_or_none(group.last_scale_down),
+                    migrated_at=tuple(at(t) for t in group.migrated_at),
+                    moved_jobs=group.moved_jobs,
                 )
         return ScalerState(
             nodes=dict(self.idle_since),

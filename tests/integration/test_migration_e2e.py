@@ -1,0 +1,164 @@
+"""Migration of jobs that checkpoint, end to end: the real reconcile handler on moto and the fake
+Kubernetes API server (the cluster of test_e2e_handlers.py), with migration switched on.
+
+The cluster: two a100 nodes, "full" running a 7-GPU job that does not checkpoint (1 GPU free) and
+"small" running one 1-GPU job that saves every 30 minutes and has run 10 hours: emptying "small"
+saves 80 GPU-hours against 0.58 lost, and its job fits on "full".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+
+from shared.adapters.aws import clients
+from shared.domain.checkpoint import ANNOTATION_CHECKPOINT_INTERVAL
+from tests.builders import pod
+from tests.integration import test_e2e_handlers as e2e
+from tests.integration.test_e2e_handlers import REGION, TABLE, Cluster, run_reconcile
+
+# The e2e module's fixtures: the moto account and one cluster on it, wired to the handlers.
+aws = e2e.aws
+cluster = e2e.cluster
+
+pytestmark = pytest.mark.slow
+
+MOVER = ("research", "mover")
+
+
+def with_migration(cluster: Cluster) -> None:
+    config = json.loads(os.environ["SCALER_CONFIG"])
+    config["policy"]["migration"] = {"enabled": True}
+    config["policy"]["attrition"] = {"enabled": False, "spare_gpus": 0}  # every free GPU is room to move onto
+    os.environ["SCALER_CONFIG"] = json.dumps(config)  # the cluster fixture's monkeypatch restores it
+    cluster.wire()
+
+
+def two_nodes(cluster: Cluster) -> None:
+    full, small = cluster.launch(cluster.a100, 2)
+    cluster.register("full", full)
+    cluster.register("small", small)
+    started = cluster.now - timedelta(hours=10)
+    cluster.server.add_pod(pod("stay", gpus=7, node="full", created=started))
+    cluster.server.add_pod(
+        pod(
+            "mover",
+            gpus=1,
+            node="small",
+            created=started,
+            labels={"app": "mover"},
+            annotations={ANNOTATION_CHECKPOINT_INTERVAL: "1800"},
+        )
+    )
+    with_migration(cluster)
+
+
+def pdb(min_available: int) -> dict[str, Any]:
+    """A PodDisruptionBudget over the moving job (minAvailable 1 over one pod: no disruption allowed)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "mover", "namespace": "research"},
+        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "mover"}}},
+    }
+
+
+def kinds(response: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(a["kind"], a["target"], a["status"]) for a in response["actions"]]
+
+
+def test_a_pdb_that_refuses_stops_the_migration_and_uncordons_then_a_later_run_moves_the_job(
+    cluster: Cluster,
+) -> None:
+    # Given the job covered by a PodDisruptionBudget that allows no disruption
+    two_nodes(cluster)
+    cluster.server.add_pdb(pdb(1))
+
+    # When the scaler runs: it cordons "small", re-validates, and the eviction is refused (429)
+    refused = run_reconcile(cluster)
+
+    # Then nothing was evicted and "small" is schedulable again
+    assert ("cordon", "small", "done") in kinds(refused)
+    assert ("evict", "research/mover", "blocked") in kinds(refused)
+    assert ("uncordon", "small", "done") in kinds(refused)
+    assert MOVER not in cluster.server.evictions and not cluster.cordoned("small")
+
+    # When the budget no longer covers the job (its owner relabelled it) and the scaler runs again
+    cluster.server.update_pod(*MOVER, lambda obj: obj["metadata"]["labels"].update({"app": "free"}))
+    cluster.clock.advance(60)
+    moved = run_reconcile(cluster)
+
+    # Then the job is evicted through the Eviction API, "small" stays cordoned, and the pod hears why
+    assert ("evict", "research/mover", "done") in kinds(moved)
+    assert MOVER in cluster.server.evictions and cluster.cordoned("small")
+    reasons = [e["reason"] for e in cluster.server.events() if e["involvedObject"]["name"] == "mover"]
+    assert "MovedForConsolidation" in reasons
+    # And the migration is stored for the per-hour budget
+    assert len(cluster.state.load().groups["a100"].migrated_at) == 1
+
+    # When the job's pod is gone (its Job re-creates it; the scheduler puts it on "full") and the
+    # scaler runs after the cordon settled: idle scale-down takes the node
+    cluster.server.delete_pod(*MOVER)
+    cluster.clock.advance(60)
+    run_reconcile(cluster)
+    assert cluster.server.get_node("small") is None and cluster.desired(cluster.a100) == 1
+
+
+@pytest.fixture
+def on_lease_renewal() -> Iterator[Callable[[Callable[[], None]], None]]:
+    """Run a callback before each renewal of the lease (DynamoDB UpdateItem of the scaler's client)."""
+    client = clients.client("dynamodb", None)
+    registered: list[Callable[..., Any]] = []
+
+    def install(callback: Callable[[], None]) -> None:
+        def before(**_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+            callback()
+            return None
+
+        client.meta.events.register_first("before-call.dynamodb.UpdateItem", before)
+        registered.append(before)
+
+    yield install
+    for handler in registered:
+        client.meta.events.unregister("before-call.dynamodb.UpdateItem", handler)
+
+
+def test_a_lease_lost_between_the_cordon_and_the_eviction_evicts_nothing(
+    cluster: Cluster, on_lease_renewal: Callable[[Callable[[], None]], None]
+) -> None:
+    # Given the cluster, and another run that takes the lease once "small" is cordoned (the fence
+    # before the eviction batch is the first renewal after the cordon)
+    two_nodes(cluster)
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+
+    def take_over_after_the_cordon() -> None:
+        if cluster.cordoned("small"):
+            dynamodb.update_item(
+                TableName=TABLE,
+                Key={"pk": {"S": f"CLUSTER#{cluster.name}"}, "sk": {"S": "LEASE"}},
+                UpdateExpression="SET #owner = :thief, #fence = #fence + :one, #expires = :later",
+                ExpressionAttributeNames={"#owner": "owner", "#fence": "fence", "#expires": "expires_at"},
+                ExpressionAttributeValues={
+                    ":thief": {"S": "another-run"},
+                    ":one": {"N": "1"},
+                    ":later": {"N": str(int(cluster.clock.now().timestamp()) + 3600)},
+                },
+            )
+
+    on_lease_renewal(take_over_after_the_cordon)
+
+    # When the scaler runs
+    response = run_reconcile(cluster)
+
+    # Then it cordoned "small" but evicted nothing, and says the lease was lost
+    assert ("cordon", "small", "done") in kinds(response)
+    assert MOVER not in cluster.server.evictions
+    assert cluster.server.get_pod(*MOVER) is not None
+    assert any("lease was lost" in e for e in response["errors"])
