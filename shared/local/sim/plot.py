@@ -73,6 +73,21 @@ def _idle_panel(ax: object, label: str, run: Series) -> None:
     ax.set_title(f"idle GPUs by cause{suffix}", fontsize=9)  # type: ignore[attr-defined]
 
 
+# One palette per compared run (pending, provisioned, busy): a compared config differs from the first
+# in colour as well as in line style, so the two read apart in print and for colour-blind readers.
+RUN_PALETTES = (
+    ("tab:red", "tab:blue", "tab:green"),
+    ("tab:orange", "tab:purple", "tab:olive"),
+    ("tab:pink", "tab:cyan", "tab:brown"),
+)
+RUN_STYLES = ("-", "--", ":")
+
+
+def run_look(run_index: int) -> tuple[str, tuple[str, str, str]]:
+    """The line style and the (pending, provisioned, busy) colours of the `run_index`-th run."""
+    return RUN_STYLES[run_index % len(RUN_STYLES)], RUN_PALETTES[run_index % len(RUN_PALETTES)]
+
+
 def write_plot(
     path: str | Path, series: Series | list[tuple[str, Series]], *, title: str = "backlog-scaler simulate"
 ) -> None:
@@ -92,19 +107,18 @@ def write_plot(
     group_names = _group_names(runs)
     panels = 1 + len(runs) + len(group_names)
     fig, axes = plt.subplots(panels, 1, figsize=(12, 3.2 * panels), sharex=True, squeeze=False)
-    styles = ("-", "--", ":")
     for run_index, (label, run) in enumerate(runs):
         if not run.times:
             continue
-        style = styles[run_index % len(styles)]
+        style, (pending_color, provisioned_color, busy_color) = run_look(run_index)
         suffix = f" ({label})" if label else ""
         provisioned = [sum(row) for row in run.provisioned]
         busy = [sum(row) for row in run.busy]
         ax = axes[0][0]
         for values, name, color in (
-            (run.pending, "pending GPUs", "tab:red"),
-            (provisioned, "provisioned GPUs", "tab:blue"),
-            (busy, "busy GPUs", "tab:green"),
+            (run.pending, "pending GPUs", pending_color),
+            (provisioned, "provisioned GPUs", provisioned_color),
+            (busy, "busy GPUs", busy_color),
         ):
             xs, ys = _reduce(run.times, values)
             ax.step(xs, ys, where="post", linestyle=style, color=color, linewidth=0.8, label=name + suffix)
@@ -115,8 +129,8 @@ def write_plot(
             index = run.groups.index(group)
             ax = axes[panel][0]
             for values, name, color in (
-                ([row[index] for row in run.provisioned], "provisioned GPUs", "tab:blue"),
-                ([row[index] for row in run.busy], "busy GPUs", "tab:green"),
+                ([row[index] for row in run.provisioned], "provisioned GPUs", provisioned_color),
+                ([row[index] for row in run.busy], "busy GPUs", busy_color),
             ):
                 xs, ys = _reduce(run.times, values)
                 ax.step(
