@@ -32,6 +32,7 @@ from datetime import datetime
 
 from shared.config import RepairConfig
 from shared.domain.model import AsgInstance, InstanceStatus, Node, NodeCondition
+from shared.domain.resources import EMPTY, Resources
 
 # The EKS node monitoring agent's conditions (False: the subsystem is broken).
 MONITORING_AGENT_CONDITIONS = (
@@ -143,20 +144,32 @@ def _conditions(node: Node, policy: RepairConfig, reader: _Reader, booting: bool
     return ""
 
 
+def lost_devices(node: Node) -> Resources:
+    """Accelerator devices the device plugin withdrew from `node`: `status.capacity` above
+    `status.allocatable` (kubelet's devicemanager advertises only healthy devices as allocatable;
+    extended resources get no kubelet reservation, so a healthy node has the two equal). EMPTY when
+    none were, or when capacity is absent."""
+    if node.capacity is None:
+        return EMPTY
+    capacity = node.capacity
+    return Resources.of(
+        (name, capacity.get(name) - node.allocatable.get(name))
+        for name in ACCELERATORS
+        if capacity.get(name) > node.allocatable.get(name)
+    )
+
+
 def _gpus_lost(node: Node, policy: RepairConfig, reader: _Reader) -> str:
     """A device plugin that dropped devices: capacity above allocatable (bad input: no capacity)."""
-    for name in ACCELERATORS:
-        allocatable = node.allocatable.get(name)
-        if node.capacity is None:
-            if allocatable:
+    if node.capacity is None:
+        for name in ACCELERATORS:
+            if node.allocatable.get(name):
                 return f"status.capacity is missing: cannot tell whether {name} devices were lost"
-            continue
+        return ""
+    for name, lost in lost_devices(node).items:
         capacity = node.capacity.get(name)
-        if capacity > allocatable:
-            detail = (
-                f"{capacity - allocatable} of {capacity} {name} not allocatable (device plugin dropped them)"
-            )
-            reader.first_sight(GPUS_LOST, policy.toleration_seconds, detail)
+        detail = f"{lost} of {capacity} {name} not allocatable (device plugin dropped them)"
+        reader.first_sight(GPUS_LOST, policy.toleration_seconds, detail)
     return ""
 
 
