@@ -18,6 +18,7 @@ from shared.domain.model import AsgState, Pod, Snapshot, Taint, TaintEffect
 from shared.domain.plan import Plan, ReasonCode
 from shared.domain.safety import cordon_blocker, desired_to_set, termination_blocker
 from shared.local.sim.entities import INF, SimGroup, SimNode, at, epoch_seconds
+from shared.local.sim.faults import FaultInjector
 from shared.local.sim.fleet import SimFleet
 from shared.local.sim.state import SimState
 from shared.local.sim.store import SimStateStore
@@ -44,6 +45,7 @@ class SimController:
         self.outcomes: dict[str, ReasonCode] = {}  # pod key -> the last plan's reason for it
         self.last_changed = False  # the last plan changed the world
         self.deadline: float = INF  # when a policy threshold is next crossed (after a no-op plan)
+        self.faults: FaultInjector | None = None  # with GPU faults: applies repair's cordons
 
     def snapshot(self) -> Snapshot:
         """The simulated world as the controller reads it."""
@@ -91,6 +93,8 @@ class SimController:
             self.outcomes[outcome.pod] = outcome.code
         self._store.write(result)
         changed = self._terminate(result, now)
+        if self.faults is not None:
+            changed = self.faults.apply_repair_cordons(result, now) or changed
         changed = self._cordons(result, now) or changed
         changed = self._marks(result, now) or changed
         changed = self._desired(result, now) or changed

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from shared.config import AttritionConfig, NodeGroupConfig, PolicyConfig
 from shared.domain.model import (
@@ -23,6 +24,9 @@ from shared.local.sim.trace import Job
 from shared.local.sim.workload import Sizing
 from shared.local.sim.world import WarmPool
 from shared.planner.eks import KUBELET_DEFAULT_MAX_PODS as DEFAULT_MAX_PODS
+
+if TYPE_CHECKING:
+    from shared.local.sim.faults import FaultFigures
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 INF = math.inf
@@ -68,6 +72,8 @@ class SimOptions:
     # Pods carry their job's duration as the expected-runtime annotation (a user's exact estimate).
     runtime_estimates: bool = False
     warm_pools: Mapping[str, WarmPool] = field(default_factory=dict)  # group -> its ASG's warm pool
+    gpu_failures_per_gpu_day: float = 0.0  # GPU faults (shared.local.sim.faults); 0: none
+    fault_seed: int = 0  # the faults' draws: the same seed, the same faults
 
 
 @dataclass
@@ -136,6 +142,7 @@ class SimResult:
     sizing: Sizing
     webhook_delay_seconds: int | None
     attrition: AttritionConfig = field(default_factory=AttritionConfig)
+    faults: FaultFigures | None = None  # with --gpu-failures-per-gpu-day only
 
     @property
     def provisioned_gpu_seconds(self) -> int:
@@ -249,6 +256,7 @@ class SimNode:
         "instance",
         "name",
         "pods",
+        "reported",
         "seen_idle",
         "slot",
         "taint",
@@ -269,6 +277,7 @@ class SimNode:
         self.accounted = created_at  # GPU time of this node is accounted up to here
         self.seen_idle: bool | None = None  # idleness the last plan saw (None: not seen yet)
         self._domain: Node | None = None
+        self.reported: Callable[[Node], Node] | None = None  # how a faulty node reports itself (faults.py)
 
     def idle_gpus(self) -> tuple[int, int]:
         """(why, how many) of this node's GPUs run nothing right now."""
@@ -325,6 +334,8 @@ class SimNode:
                 ready_changed_at=created,
                 created_at=created,
             )
+            if self.reported is not None:
+                self._domain = self.reported(self._domain)
         return self._domain
 
 
