@@ -191,8 +191,7 @@ def build_report(
     requests: Mapping[str, tuple[str, str]] | None = None,
     faults: GpuFaults | None = None,
 ) -> DemoReport:
-    """The figures of one run, and whether it passed. `requests`: the queue's ProvisioningRequests
-    (name -> state, answer); the jobs of those admitted count as jobs of the scenario."""
+    """The run's figures and verdict (`requests`: the queue's ProvisioningRequests; admitted ones count)."""
     requests = dict(requests or {})
     admitted = sum(1 for state, _ in requests.values() if state == "admitted")
     groups = _fleet_figures(config, world, end)
@@ -235,16 +234,16 @@ def build_report(
         speed=speed,
     )
     report.requests = requests
-    report.faulted_nodes, report.repaired_nodes = _repairs(faults, decisions)
+    _note_repairs(report, faults, decisions)
     report.failures = _failures(report)
     return report
 
 
-def _repairs(faults: GpuFaults | None, decisions: Sequence[Decision]) -> tuple[list[str], list[str]]:
+def _note_repairs(report: DemoReport, faults: GpuFaults | None, decisions: Sequence[Decision]) -> None:
     """The nodes whose GPU failed, and those of them the functions terminated (repair owns a broken
     node: no other rule terminates it)."""
     if faults is None:
-        return [], []
+        return
     terminated = {
         d.action.target
         for d in decisions
@@ -256,7 +255,7 @@ def _repairs(faults: GpuFaults | None, decisions: Sequence[Decision]) -> tuple[l
         for f in faults.faulted
         if f.repaired and {f.instance.node_name, f.instance.instance_id} & terminated
     ]
-    return faulted, repaired
+    report.faulted_nodes, report.repaired_nodes = faulted, repaired
 
 
 def _fleet_figures(config: ScalerConfig, world: World, end: datetime) -> dict[str, GroupFigures]:
