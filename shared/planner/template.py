@@ -31,7 +31,6 @@ from shared.domain.quantity import quantity
 from shared.domain.resources import EMPTY, EPHEMERAL_STORAGE, GPU, PODS, Resources
 from shared.planner.eks import KUBELET_DEFAULT_MAX_PODS, instance_store_capacity, node_allocatable
 from shared.planner.filters.node_ports import port_key
-from shared.planner.health import lost_devices
 from shared.planner.simulation import static_reason
 
 CA_TEMPLATE = "k8s.io/cluster-autoscaler/node-template/"
@@ -102,14 +101,14 @@ def gpu_not_advertised(node: Node, known: Mapping[str, InstanceType], group_type
 
 def with_devices_restored(node: Node) -> Node:
     """A registered node as a template source: the accelerators its device plugin withdrew as
-    unhealthy (`health.lost_devices`) counted back from its capacity. A broken GPU is this machine's
+    unhealthy (`Node.lost_devices`) counted back from its capacity. A broken GPU is this machine's
     fault, not the shape a new node of the group comes with; without this, one node with a dropped
     GPU would shrink the group's template (the smallest registered node), and a pod asking for every
     GPU of a node would see no group that fits it, and never get the replacement it waits for.
     cluster-autoscaler likewise builds its template from a sanitized node that is a good template
     candidate (core/utils/utils.go sanitizeNodeInfo, processors/nodeinfosprovider/
     mixed_nodeinfos_processor.go isNodeGoodTemplateCandidate)."""
-    lost = lost_devices(node)
+    lost = node.lost_devices
     if not lost:
         return node
     return replace(node, allocatable=node.allocatable + lost)

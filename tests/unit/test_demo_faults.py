@@ -9,7 +9,7 @@ from datetime import timedelta
 from shared.config import RepairConfig
 from shared.formats.kubernetes import node_from_json
 from shared.local.demo.faults import FAULT_CONDITION, _fails
-from shared.planner.health import GPUS_LOST, lost_devices, node_health
+from shared.planner.health import GPUS_LOST, node_health
 from tests.builders import NOW, node
 
 
@@ -22,7 +22,7 @@ def test_a_failed_gpu_reads_as_the_condition_and_a_device_dropped_from_allocatab
     parsed = node_from_json(broken)
     # Then capacity keeps 8 GPUs, allocatable has 7, and AcceleratedHardwareReady is False since NOW
     assert parsed.capacity is not None and parsed.capacity.gpus == 8
-    assert parsed.allocatable.gpus == 7 and lost_devices(parsed).gpus == 1
+    assert parsed.allocatable.gpus == 7 and parsed.lost_devices.gpus == 1
     condition = next(c for c in parsed.conditions if c.type == FAULT_CONDITION)
     assert (condition.status, condition.changed_at) == ("False", NOW)
     # and the planner's health rules see both signals, due after the toleration

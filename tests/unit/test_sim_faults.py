@@ -19,7 +19,6 @@ from shared.local.cli import main
 from shared.local.sim.engine import SimOptions, Simulation, simulate
 from shared.local.sim.faults import FAULT_CONDITION, fault_rng, reports_fault
 from shared.local.sim.report import build_report
-from shared.planner.health import lost_devices
 from tests.builders import node
 from tests.unit.test_sim_engine import _mixed_config, _mixed_trace, jobs, scaler
 
@@ -126,7 +125,7 @@ def test_a_faulty_node_reports_the_condition_and_a_dropped_gpu() -> None:
     # Then AcceleratedHardwareReady is False since the fault, and one GPU left allocatable
     condition = next(c for c in broken.conditions if c.type == FAULT_CONDITION)
     assert condition.status == "False"
-    assert lost_devices(broken).gpus == 1
+    assert broken.lost_devices.gpus == 1
     assert broken.allocatable.gpus == 7
 
 
