@@ -17,7 +17,7 @@ from shared.domain.constraints import NO_CONSTRAINTS, PodConstraints
 from shared.domain.dra import NO_DRA, DraObjects
 from shared.domain.keys import namespaced_key
 from shared.domain.labels import Requirement
-from shared.domain.resources import EMPTY, Resources
+from shared.domain.resources import ACCELERATORS, EMPTY, Resources
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 
 if TYPE_CHECKING:  # shared.domain.provisioning imports Pod from here
@@ -250,6 +250,21 @@ class Node:
     def do_not_disrupt(self) -> bool:
         """Karpenter's node-level `karpenter.sh/do-not-disrupt: "true"` (the same key as the pod's)."""
         return self.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true"
+
+    @property
+    def lost_devices(self) -> Resources:
+        """Accelerator devices the device plugin withdrew: `status.capacity` above `status.allocatable`
+        (kubelet's devicemanager advertises only healthy devices as allocatable; extended resources
+        get no kubelet reservation, so a healthy node has the two equal). EMPTY when none were, or
+        when capacity is absent."""
+        if self.capacity is None:
+            return EMPTY
+        capacity, allocatable = self.capacity, self.allocatable
+        return Resources.of(
+            (name, capacity.get(name) - allocatable.get(name))
+            for name in ACCELERATORS
+            if capacity.get(name) > allocatable.get(name)
+        )
 
 
 # Instance lifecycle states (Auto Scaling user guide, "Amazon EC2 Auto Scaling instance lifecycle").

@@ -96,6 +96,21 @@ class Migration:
 
 
 @dataclass(frozen=True, slots=True)
+class HealthEvidence:
+    """What a repair termination was planned on, as the Node object showed it: the conditions judged
+    unhealthy (type, status) and whether accelerators were missing from allocatable. Re-checked on
+    the fresh read before the termination (`safety.termination_blocker`): a node that shows none of
+    it any more recovered in between and is not replaced. Signals read elsewhere (the ASG's health
+    status, EC2 status checks) are not on the Node and are not re-checked."""
+
+    conditions: tuple[tuple[str, str], ...] = ()
+    lost_devices: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.conditions) or self.lost_devices
+
+
+@dataclass(frozen=True, slots=True)
 class Termination:
     node: str | None
     instance_id: str
@@ -103,6 +118,7 @@ class Termination:
     reason: str
     decrement: bool = True  # False: the group replaces the instance
     cause: str = ""  # "": idle scale-down or a launch that failed; "repair" or "rotation"
+    evidence: HealthEvidence = HealthEvidence()  # repair: what must still show on the fresh read
 
 
 class RepairAction(StrEnum):

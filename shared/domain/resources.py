@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 GPU = "nvidia.com/gpu"
+# Devices a device plugin allocates and withdraws when unhealthy (NVIDIA GPUs, AWS Neuron devices).
+ACCELERATORS = (GPU, "aws.amazon.com/neuron")
 CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"

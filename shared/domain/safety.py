@@ -9,7 +9,7 @@ simulator and the demo. A rule written twice drifts; these are the only copies.
 - `protection`: why a node must not be scaled down automatically (annotation, do-not-disrupt node or
   pod, instance scale-in protection the operator set: `scale_in_protection`).
 - `termination_blocker` / `cordon_blocker`: why a planned termination or cordon must not happen now,
-  judged on fresh reads.
+  judged on fresh reads (`recovered`: a repair's health evidence no longer on the node).
 - `desired_to_set`: the desired capacity to set for a target, never below the live instances
   (`desired_after`: the desired the group then has, as the plan reports it).
 - `next_backoff`: exponential capacity backoff with its cap and its reset boundary.
@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from shared.domain.model import AsgState, Node, Pod
-from shared.domain.plan import Termination
+from shared.domain.plan import HealthEvidence, Termination
 
 # 2**32 x the initial backoff is far past any cap; bounding the exponent keeps the arithmetic small.
 _MAX_DOUBLINGS = 32
@@ -92,13 +92,34 @@ def termination_blocker(
         return protected
     if termination.cause:
         # Repair and rotation replace a node for what it is (broken, outdated), not because it is
-        # idle-cordoned or NotReady: emptiness and protection above are what the fresh read decides.
-        return None
+        # idle-cordoned or NotReady: emptiness, protection and (repair) the health evidence still
+        # standing are what the fresh read decides.
+        return recovered(termination.evidence, node)
     if termination.decrement and not node.cordoned_by_scaler:
         return "it is no longer cordoned by the scaler"
     if not termination.decrement and node.ready:
         return "it became Ready"
     return None
+
+
+def recovered(evidence: HealthEvidence, node: Node) -> str | None:
+    """Why a repair termination must not happen: the fresh node shows none of the evidence it was
+    planned on any more (None: some of it still stands, or there was none on the Node to re-check).
+
+    One standing signal is enough: the planner judged the node past its toleration, and a node with
+    some of its faults cleared is still broken. A condition that flapped (False, True, False again)
+    still stands here; its new lastTransitionTime restarts the toleration at the next plan."""
+    if not evidence:
+        return None
+    statuses = {c.type: c.status for c in node.conditions}
+    if any(statuses.get(kind) == status for kind, status in evidence.conditions):
+        return None
+    if evidence.lost_devices and node.lost_devices:
+        return None
+    now = [f"{kind}={statuses.get(kind, 'absent')}" for kind, _ in evidence.conditions]
+    if evidence.lost_devices:
+        now.append("its devices allocatable again")
+    return f"it recovered since the plan: {', '.join(now)}"
 
 
 def cordon_blocker(

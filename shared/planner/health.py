@@ -32,6 +32,8 @@ from datetime import datetime
 
 from shared.config import RepairConfig
 from shared.domain.model import AsgInstance, InstanceStatus, Node, NodeCondition
+from shared.domain.plan import HealthEvidence
+from shared.domain.resources import ACCELERATORS
 
 # The EKS node monitoring agent's conditions (False: the subsystem is broken).
 MONITORING_AGENT_CONDITIONS = (
@@ -41,7 +43,6 @@ MONITORING_AGENT_CONDITIONS = (
     "KernelReady",
     "ContainerRuntimeReady",
 )
-ACCELERATORS = ("nvidia.com/gpu", "aws.amazon.com/neuron")
 CONDITION_STATUSES = frozenset({"True", "False", "Unknown"})
 HEALTH_CLOCK_PREFIX = "health:"
 
@@ -132,7 +133,7 @@ def _conditions(node: Node, policy: RepairConfig, reader: _Reader, booting: bool
         toleration = _toleration(condition, policy)
         if toleration is None:
             continue
-        name = f"{condition.type}={condition.status}"
+        name = signal_name(condition)
         detail = f"{name}{f' ({condition.reason})' if condition.reason else ''}"
         if condition.changed_at is None:
             reader.first_sight(name, toleration, detail)
@@ -145,18 +146,15 @@ def _conditions(node: Node, policy: RepairConfig, reader: _Reader, booting: bool
 
 def _gpus_lost(node: Node, policy: RepairConfig, reader: _Reader) -> str:
     """A device plugin that dropped devices: capacity above allocatable (bad input: no capacity)."""
-    for name in ACCELERATORS:
-        allocatable = node.allocatable.get(name)
-        if node.capacity is None:
-            if allocatable:
+    if node.capacity is None:
+        for name in ACCELERATORS:
+            if node.allocatable.get(name):
                 return f"status.capacity is missing: cannot tell whether {name} devices were lost"
-            continue
+        return ""
+    for name, lost in node.lost_devices.items:
         capacity = node.capacity.get(name)
-        if capacity > allocatable:
-            detail = (
-                f"{capacity - allocatable} of {capacity} {name} not allocatable (device plugin dropped them)"
-            )
-            reader.first_sight(GPUS_LOST, policy.toleration_seconds, detail)
+        detail = f"{lost} of {capacity} {name} not allocatable (device plugin dropped them)"
+        reader.first_sight(GPUS_LOST, policy.toleration_seconds, detail)
     return ""
 
 
@@ -178,6 +176,19 @@ def _instance(
             Signal(INSTANCE_IMPAIRED, status.impaired_since, policy.toleration_seconds, detail)
         )
     return ""
+
+
+def signal_name(condition: NodeCondition) -> str:
+    """How a condition signal is named in the plan (`repair[].condition`): `Type=Status`."""
+    return f"{condition.type}={condition.status}"
+
+
+def evidence(node: Node, signals: tuple[Signal, ...]) -> HealthEvidence:
+    """What of `signals` shows on the Node object itself, for the re-check before a repair
+    termination (`safety.recovered`)."""
+    names = {s.condition for s in signals}
+    conditions = tuple(sorted((c.type, c.status) for c in node.conditions if signal_name(c) in names))
+    return HealthEvidence(conditions, GPUS_LOST in names)
 
 
 def node_health(

@@ -33,7 +33,7 @@ from shared.domain.model import ANNOTATION_CORDONED_AT, AsgInstance, Node, Snaps
 from shared.domain.plan import NodeAction, NodeMark, RepairAction, RepairDecision, Termination
 from shared.domain.safety import busy_pods, protection, removable_above_min
 from shared.planner.context import Context, GroupView
-from shared.planner.health import Health, Signal, node_health
+from shared.planner.health import Health, Signal, evidence, node_health
 
 REPAIR_TAINT_KEY = "backlog-scaler/unhealthy"
 REPAIR_CAUSE = "repair"
@@ -213,6 +213,7 @@ def _plan_group(
                     decision.reason,
                     decrement=decrement,
                     cause=REPAIR_CAUSE,
+                    evidence=evidence(assessment.nodes[name], health[name].due(ctx.now)),
                 )
             )
         out.decisions.append(decision)

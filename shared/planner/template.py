@@ -5,7 +5,8 @@ groups with no node yet).
 
 - allocatable, per resource: the config's `allocatable` for what it names; else the smallest of what
   the group's registered nodes advertise (Ready, past their startup taints, GPUs advertised if they
-  should have any: `gpu_not_advertised`), extended resources included; else cluster-autoscaler's
+  should have any: `gpu_not_advertised`; devices the device plugin withdrew as unhealthy counted
+  back from capacity: `with_devices_restored`), extended resources included; else cluster-autoscaler's
   `node-template/resources/*` ASG tags; else the instance type (GPUs, Neuron, EFA where the EFA device
   plugin runs, NVMe instance store where the AMI mounts it) minus the kubelet reservation of the
   EKS-optimized AMI (shared.planner.eks), or minus the config's explicit `node_reservation`;
@@ -21,7 +22,7 @@ groups with no node yet).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shared.config import PolicyConfig, ScalerConfig
 from shared.domain.constraints import HOSTNAME, REGION, ZONE
@@ -96,6 +97,21 @@ def gpu_not_advertised(node: Node, known: Mapping[str, InstanceType], group_type
         return True
     shape = known.get(node.labels.get(INSTANCE_TYPE) or group_type or "")
     return shape is not None and shape.capacity.get(GPU) > 0
+
+
+def with_devices_restored(node: Node) -> Node:
+    """A registered node as a template source: the accelerators its device plugin withdrew as
+    unhealthy (`Node.lost_devices`) counted back from its capacity. A broken GPU is this machine's
+    fault, not the shape a new node of the group comes with; without this, one node with a dropped
+    GPU would shrink the group's template (the smallest registered node), and a pod asking for every
+    GPU of a node would see no group that fits it, and never get the replacement it waits for.
+    cluster-autoscaler likewise builds its template from a sanitized node that is a good template
+    candidate (core/utils/utils.go sanitizeNodeInfo, processors/nodeinfosprovider/
+    mixed_nodeinfos_processor.go isNodeGoodTemplateCandidate)."""
+    lost = node.lost_devices
+    if not lost:
+        return node
+    return replace(node, allocatable=node.allocatable + lost)
 
 
 def is_startup_taint(taint: Taint, policy: PolicyConfig) -> bool:
@@ -333,7 +349,7 @@ def build_template(
     types = tuple(t for t in types if t)
     group_type = types[0] if len(types) == 1 else None
     usable = [
-        n
+        with_devices_restored(n)
         for n in registered
         if n.ready
         and not any(is_startup_taint(t, policy) for t in n.taints)

@@ -104,6 +104,20 @@ def test_quick_demo_runs_every_job_scales_both_ways_and_spills_after_a_capacity_
     # functions, and nothing was evicted for it
     assert report["scale"]["marks"] >= 1
     assert "reconcile/schedule       mark ip-" in timeline and "runs no job" in timeline
+    # one node's GPU failed (AcceleratedHardwareReady=False, a GPU dropped from allocatable) and the
+    # scaler's node repair replaced it through the real functions; no busy node went for it
+    faults = report["gpu_faults"]
+    assert faults["injected"] == faults["repaired"] == 1
+    (broken,) = faults["nodes"]
+    assert f"GPU fault on {broken}: AcceleratedHardwareReady=False" in timeline
+    assert any(
+        line.split()[1:3] == ["reconcile/schedule", "terminate"]
+        and broken in line
+        and "AcceleratedHardwareReady=False" in line
+        for line in timeline.splitlines()
+    )
+    summary = next(line for line in result.stdout.splitlines() if "GPU faults repaired" in line)
+    assert summary.split()[3:6] == ["1", "of", "1"]
     assert "PASSED" in result.stdout
     assert (tmp_path / "plot.png").stat().st_size > 0
     log = (tmp_path / "functions.log").read_text()

@@ -31,7 +31,7 @@ WALL_CLOCK = (
 
 
 def masked(line: str) -> str:
-    for pattern, replacement in WALL_CLOCK:
+    for pattern, replacement in (*WALL_CLOCK, *RANDOM_NAMES):
         line = pattern.sub(replacement, line)
     return line.rstrip()
 

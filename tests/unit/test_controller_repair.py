@@ -115,3 +115,29 @@ def test_a_node_that_recovers_is_uncordoned_and_untainted() -> None:
     assert records(result, ActionKind.UNMARK) == [("n0", ActionStatus.DONE)]
     assert not w.cluster.nodes["n0"]["spec"].get("unschedulable")
     assert [t["key"] for t in w.cluster.nodes["n0"]["spec"]["taints"]] == [GPU_TAINT["key"]]
+
+
+def _recovers(w: FakeWorld) -> Any:
+    """A before-hook: the node monitoring agent reports the node healthy again."""
+
+    def hook(name: str) -> None:
+        for condition in w.cluster.nodes[name]["status"]["conditions"]:
+            if condition["type"] == "AcceleratedHardwareReady":
+                condition["status"] = "True"
+
+    return hook
+
+
+def test_a_broken_node_that_recovers_between_plan_and_termination_is_not_replaced() -> None:
+    # Given the idle broken node reports AcceleratedHardwareReady=True again between planning and the
+    # termination's fresh re-read
+    w = broken_world(busy=False)
+    w.cluster.before("get_node", _recovers(w))
+
+    result = w.controller().reconcile("schedule")
+
+    # Then the termination is skipped on the re-read, saying why, and the instance stays
+    [action] = [a for a in result.actions if a.kind is ActionKind.TERMINATE]
+    assert (action.target, action.status) == ("n0", ActionStatus.SKIPPED)
+    assert "recovered since the plan: AcceleratedHardwareReady=True" in action.detail
+    assert w.fleet.terminated == []

@@ -108,3 +108,52 @@ def test_config_allocatable_is_not_capped_to_zero_gpus() -> None:
     # on, ephemeral storage, comes from the instance type)
     assert template.source.startswith("config allocatable;")
     assert template.allocatable is not None and template.allocatable.gpus == 8
+
+
+def _dropped_gpu(raw: dict[str, Any], allocatable_gpus: int) -> dict[str, Any]:
+    """The Node after the NVIDIA device plugin withdrew unhealthy GPUs: capacity keeps them."""
+    status = raw["status"]
+    status["capacity"] = dict(status["capacity"])
+    status["allocatable"] = {**status["allocatable"], "nvidia.com/gpu": str(allocatable_gpus)}
+    return raw
+
+
+def test_node_whose_device_plugin_dropped_a_gpu_does_not_shrink_the_template() -> None:
+    # Given the group's only registered node, with 1 of its 8 GPUs withdrawn from allocatable
+    broken = _dropped_gpu(node("n1", "i-1", labels=P4D_LABELS), 7)
+    snap = snapshot([], [broken], [asg("research-a100", desired=1)])
+    # When the template is built from it (no instance type data: the node is the only source)
+    template = build_template(typed_config(), "a100", snap.asgs["research-a100"], list(snap.nodes), {}, ())
+    # Then a new node comes with the group's 8 GPUs, from the node's capacity
+    assert template.allocatable is not None
+    assert template.allocatable.gpus == 8
+    assert template.source.startswith("the smallest registered node")
+
+
+def test_config_shape_is_not_capped_by_a_node_with_dropped_gpus() -> None:
+    # Given a config shape of 8 GPUs and two registered nodes, one with 2 GPUs dropped
+    cfg = typed_config(allocatable={"cpu": "95", "memory": "1100Gi", "nvidia.com/gpu": "8", "pods": "110"})
+    nodes = [node("n1", "i-1", labels=P4D_LABELS), _dropped_gpu(node("n2", "i-2", labels=P4D_LABELS), 6)]
+    snap = snapshot([], nodes, [asg("research-a100", desired=2)])
+    # When the template is built
+    template = build_template(cfg, "a100", snap.asgs["research-a100"], list(snap.nodes), {}, ())
+    # Then the config's 8 GPUs stand (the broken node's 6 cap nothing)
+    assert template.allocatable is not None and template.allocatable.gpus == 8
+    assert "capped" not in template.source
+
+
+def test_pod_asking_for_a_whole_node_gets_one_beside_a_node_with_a_dropped_gpu() -> None:
+    # Given the group's only node busy with a 1-GPU pod and one GPU dropped (7 of 8 allocatable),
+    # and a pending pod asking for all 8 GPUs of a node
+    broken = _dropped_gpu(node("n1", "i-1", labels=P4D_LABELS), 7)
+    snap = snapshot(
+        [pod("busy", gpus=1, node="n1", phase="Running"), pod("whole", gpus=8)],
+        [broken],
+        [asg("research-a100", desired=1, instances=["i-1"])],
+    )
+    # When planned
+    result = plan(snap, typed_config(), NOW)
+    # Then a node is bought for it: it is not "larger than any node"
+    found = next(p for p in result.pods if p.pod.endswith("/whole"))
+    assert str(found.outcome) == "scale-up", found.reason
+    assert result.group("a100").desired == 2

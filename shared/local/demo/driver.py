@@ -53,6 +53,7 @@ from shared.adapters.kubernetes.rbac import cluster_role, status_config_map, sta
 from shared.config import ScalerConfig, parse_config
 from shared.domain.errors import InputError
 from shared.local.demo.aws import FAKE_CREDENTIALS, CapacityShortage, DemoResources, MotoServer, provision
+from shared.local.demo.faults import GpuFaults
 from shared.local.demo.functions import Functions
 from shared.local.demo.lambda_events import scheduled_event, sqs_event
 from shared.local.demo.queue import DemoQueue, QueueKube
@@ -139,7 +140,8 @@ def run_demo(options: DemoOptions) -> DemoOutcome:
         world = World(kube, config, scenario)
         queue = DemoQueue(cast(QueueKube, kube), world, functions.admit, scenario.requests)
         _print_header(console, scenario, config, endpoint, kube_url, options.speed)
-        run = _Run(options, console, clock, world, functions, resources, config, queue)
+        faults = GpuFaults(kube, world, scenario.gpu_fault, clock.now())
+        run = _Run(options, console, clock, world, functions, resources, config, queue, faults)
         run.until_done()
         wall = time.perf_counter() - wall_started
         report = _finish(options, console, run, config, world, functions, (clock.now(), wall))
@@ -173,6 +175,7 @@ def _finish(
         wall_seconds=wall,
         speed=options.speed,
         requests={q.request.name: (q.state, q.answer) for q in run.queue.jobs} if run.queue else None,
+        faults=run.faults,
     )
     for text in summary_lines(report):
         console.print(text)
@@ -233,9 +236,11 @@ class _Run:
         resources: DemoResources,
         config: ScalerConfig,
         queue: DemoQueue | None = None,
+        faults: GpuFaults | None = None,
     ) -> None:
         self._options = options
         self.queue = queue
+        self.faults = faults
         self._timings = options.scenario.timings
         self._console = console
         self._clock = clock
@@ -285,6 +290,8 @@ class _Run:
         if self.queue is not None:
             self.queue.step(now, report)  # a Kueue-like queue: ProvisioningRequests, then pods
         self._world.step(now, report)
+        if self.faults is not None:
+            self.faults.step(now, report)  # a node's GPU fails (the scenario's), for repair to replace
         self._show(report)
         for event in report.launch_failures:
             self._functions.aws_event(event, "launch-failed")

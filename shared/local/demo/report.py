@@ -19,6 +19,7 @@ report.json (times in seconds, GPU-hours rounded to 0.01):
     safety: {instances_terminated, busy_terminations[]}
     groups: {name: {nodes_launched, peak_instances, gpu_hours_provisioned, gpu_hours_used, cost, jobs}}
     provisioning_requests: {name: {state, answer}}   admitted or rejected, and the deciding condition
+    gpu_faults: {injected, repaired, nodes[]}        the scenario's GPU fault and the scaler's repair of it
     invocations: {"<function>/<trigger>": count}, invocation_errors[], mean_invocation_ms
     simulated_seconds, wall_seconds, speed
 """
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from shared.config import ScalerConfig
+from shared.local.demo.faults import GpuFaults
 from shared.local.demo.functions import Invocations
 from shared.local.demo.scenario import Scenario
 from shared.local.demo.timeline import Decision
@@ -89,6 +91,8 @@ class DemoReport:
     requests: dict[str, tuple[str, str]] = field(default_factory=dict)
     marks: int = 0  # consolidation by attrition: taints put on
     unmarks: int = 0  # and lifted
+    faulted_nodes: list[str] = field(default_factory=list)  # nodes whose GPU failed (faults.py)
+    repaired_nodes: list[str] = field(default_factory=list)  # those the functions terminated
 
     @property
     def passed(self) -> bool:
@@ -133,6 +137,11 @@ class DemoReport:
             "groups": {name: _group_json(g) for name, g in self.groups.items()},
             "provisioning_requests": {
                 name: {"state": state, "answer": answer} for name, (state, answer) in self.requests.items()
+            },
+            "gpu_faults": {
+                "injected": len(self.faulted_nodes),
+                "repaired": len(self.repaired_nodes),
+                "nodes": list(self.faulted_nodes),
             },
             "invocations": dict(self.invocations),
             "invocation_errors": list(self.invocation_errors),
@@ -180,9 +189,9 @@ def build_report(
     wall_seconds: float,
     speed: float,
     requests: Mapping[str, tuple[str, str]] | None = None,
+    faults: GpuFaults | None = None,
 ) -> DemoReport:
-    """The figures of one run, and whether it passed. `requests`: the queue's ProvisioningRequests
-    (name -> state, answer); the jobs of those admitted count as jobs of the scenario."""
+    """The run's figures and verdict (`requests`: the queue's ProvisioningRequests; admitted ones count)."""
     requests = dict(requests or {})
     admitted = sum(1 for state, _ in requests.values() if state == "admitted")
     groups = _fleet_figures(config, world, end)
@@ -225,8 +234,28 @@ def build_report(
         speed=speed,
     )
     report.requests = requests
+    _note_repairs(report, faults, decisions)
     report.failures = _failures(report)
     return report
+
+
+def _note_repairs(report: DemoReport, faults: GpuFaults | None, decisions: Sequence[Decision]) -> None:
+    """The nodes whose GPU failed, and those of them the functions terminated (repair owns a broken
+    node: no other rule terminates it)."""
+    if faults is None:
+        return
+    terminated = {
+        d.action.target
+        for d in decisions
+        if d.action.kind is ActionKind.TERMINATE and d.action.status is ActionStatus.DONE
+    }
+    faulted = [f.instance.node_name for f in faults.faulted]
+    repaired = [
+        f.instance.node_name
+        for f in faults.faulted
+        if f.repaired and {f.instance.node_name, f.instance.instance_id} & terminated
+    ]
+    report.faulted_nodes, report.repaired_nodes = faulted, repaired
 
 
 def _fleet_figures(config: ScalerConfig, world: World, end: datetime) -> dict[str, GroupFigures]:
@@ -307,6 +336,9 @@ def _failures(report: DemoReport) -> list[str]:
     )
     if unanswered:
         out.append(f"{len(unanswered)} provisioning request(s) never answered: {', '.join(unanswered)}")
+    unrepaired = sorted(set(report.faulted_nodes) - set(report.repaired_nodes))
+    if unrepaired:
+        out.append(f"{len(unrepaired)} node(s) with a GPU fault never repaired: {', '.join(unrepaired)}")
     return out
 
 
@@ -362,6 +394,12 @@ def _run_rows(report: DemoReport) -> list[tuple[str, str]]:
             "attrition marks",
             f"{report.marks} put on, {report.unmarks} lifted (new pods steered off the nodes cheapest to "
             "empty; nothing evicted)",
+        ),
+        (
+            "GPU faults repaired",
+            f"{len(report.repaired_nodes)} of {len(report.faulted_nodes)} "
+            f"({', '.join(report.faulted_nodes) or 'none injected'}: AcceleratedHardwareReady=False, "
+            "replaced by the scaler's node repair)",
         ),
         (
             "capacity failures handled",

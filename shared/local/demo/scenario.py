@@ -84,6 +84,15 @@ class WorldTimings:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuFault:
+    """One GPU fault the world injects (shared.local.demo.faults): from `after` seconds, on the first
+    idle GPU node (of `group`, if given)."""
+
+    after: int
+    group: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     name: str
     config: Mapping[str, Any]  # the scaler config document (what SCALER_CONFIG holds)
@@ -93,6 +102,7 @@ class Scenario:
     asg_max_size: int = 6
     cpu_per_gpu: str = "7"  # what each pod asks per GPU besides the GPU itself
     memory_per_gpu: str = "56Gi"
+    gpu_fault: GpuFault | None = None
 
     @property
     def last_submit(self) -> int:
@@ -145,6 +155,8 @@ def _config(*, max_size: int) -> dict[str, Any]:
             "scale_down_delay_after_delete_seconds": 20,
             "backoff_initial_seconds": 240,
             "backoff_max_seconds": 960,
+            # A GPU fault is replaced 1 min after the node reports it (production default 10 min).
+            "repair": {"toleration_seconds": 60},
         },
         "notifications": {},
     }
@@ -156,7 +168,7 @@ def _burst(prefix: str, at: int, count: int, gpus: int, duration: int, **extra: 
 
 def default_scenario() -> Scenario:
     """`make demo`: 30 jobs in six bursts, a gang, an MPIJob-shaped gang (CPU launcher + 2 GPU workers),
-    an a100-only job; about 22 simulated minutes."""
+    an a100-only job, a GPU fault on the first idle node after 7 minutes; about 22 simulated minutes."""
     jobs = [
         *_burst("eval-1gpu", 0, 4, 1, 240),
         *_burst("eval-2gpu", 0, 3, 2, 300),
@@ -174,12 +186,13 @@ def default_scenario() -> Scenario:
         *_burst("pretrain-8gpu", 570, 3, 8, 300),
     ]
     timings = WorldTimings(capacity={f"{CLUSTER_NAME}-v100": 2})
-    return Scenario("default", _config(max_size=8), timings, tuple(jobs), _requests(max_size=8, at=240))
+    requests = _requests(max_size=8, at=240)
+    return Scenario("default", _config(max_size=8), timings, tuple(jobs), requests, gpu_fault=GpuFault(420))
 
 
 def quick_scenario() -> Scenario:
     """The shortened form the test suite runs: 7 jobs, a gang, an MPIJob-shaped gang, v100 capped at
-    one instance."""
+    one instance, a GPU fault on the first idle node after 150 s."""
     jobs = [
         *_burst("eval-1gpu", 0, 2, 1, 120),
         DemoJob("sweep-4gpu", 0, 150, 4),
@@ -189,7 +202,8 @@ def quick_scenario() -> Scenario:
         DemoJob("mpi-allreduce", 60, 120, 2, pods=2, launcher=True),
     ]
     timings = WorldTimings(capacity={f"{CLUSTER_NAME}-v100": 1}, end_after_seconds=1800)
-    return Scenario("quick", _config(max_size=4), timings, tuple(jobs), _requests(max_size=4, at=0))
+    requests = _requests(max_size=4, at=0)
+    return Scenario("quick", _config(max_size=4), timings, tuple(jobs), requests, gpu_fault=GpuFault(150))
 
 
 def _requests(*, max_size: int, at: int) -> tuple[DemoRequest, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -99,6 +100,16 @@ def _fraction(raw: str) -> float:
     return value
 
 
+def _non_negative_float(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {raw!r}")
+    return value
+
+
 def _non_negative_int(raw: str) -> int:
     value = int(raw)
     if value < 0:
@@ -137,6 +148,7 @@ def add_commands(commands: Any) -> None:
     _add_input_arguments(p)
     _add_timing_arguments(p)
     _add_world_arguments(p)
+    _add_fault_arguments(p)
     _add_output_arguments(p)
     p.set_defaults(func=run_simulate)
 
@@ -255,6 +267,23 @@ def _add_migration_arguments(p: Any) -> None:
     )
 
 
+def _add_fault_arguments(p: Any) -> None:
+    """GPU faults injected into the replay (shared.local.sim.faults)."""
+    p.add_argument(
+        "--gpu-failures-per-gpu-day",
+        type=_non_negative_float,
+        default=0.0,
+        metavar="RATE",
+        help="inject GPU faults at RATE per GPU per day: the node's jobs fail and are resubmitted, the "
+        "node reports AcceleratedHardwareReady=False and drops the GPU from allocatable, and the "
+        "planner's repair replaces it (default 0: off; the Llama 3 paper's rate is about 1/3600 = "
+        "0.000278, one fault per 3,600 GPU-days)",
+    )
+    p.add_argument(
+        "--fault-seed", type=int, default=0, help="seed of the fault draws (the same seed, the same faults)"
+    )
+
+
 def _add_output_arguments(p: Any) -> None:
     """Where the report and plot go, progress, and the options kept for other tools."""
     p.add_argument(
@@ -321,6 +350,8 @@ def _options(args: argparse.Namespace, sizing: Sizing) -> SimOptions:
         checkpointable=args.checkpointable,
         checkpoint_interval_seconds=args.checkpoint_interval_seconds,
         restart_seconds=args.restart_seconds,
+        gpu_failures_per_gpu_day=args.gpu_failures_per_gpu_day,
+        fault_seed=args.fault_seed,
     )
 
 

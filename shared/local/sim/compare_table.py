@@ -43,6 +43,13 @@ _FIGURES: tuple[Figure, ...] = (
     ("busy terminations refused", ("safety", "busy_terminations_refused"), "count"),
     ("pods lost", ("safety", "pods_lost"), "count"),
 )
+_FAULTS: tuple[Figure, ...] = (
+    ("GPU faults", ("faults", "faults"), "count"),
+    ("nodes repaired", ("faults", "repaired"), "count"),
+    ("jobs restarted", ("faults", "jobs_restarted"), "count"),
+    ("GPU-h lost work", ("faults", "gpu_hours_lost_work"), "number"),
+    ("GPU-h on broken nodes", ("faults", "gpu_hours_on_broken_nodes"), "number"),
+)
 _CLOSING: tuple[Figure, ...] = (
     ("simulated span", ("span", "seconds"), "duration"),
     ("wall time", ("simulation", "wall_seconds"), "seconds"),
@@ -96,7 +103,8 @@ def _row(figure: Figure, baseline: dict[str, Any], candidate: dict[str, Any]) ->
 def compare_table(baseline: tuple[str, dict[str, Any]], candidate: tuple[str, dict[str, Any]]) -> str:
     """Baseline and candidate side by side, one figure a row, with the candidate's change."""
     (base_title, base), (cand_title, cand) = baseline, candidate
-    figures = [*_FIGURES, *_group_figures(base, cand), *_CLOSING]
+    faults = _FAULTS if "faults" in base or "faults" in cand else ()
+    figures = [*_FIGURES, *faults, *_group_figures(base, cand), *_CLOSING]
     table = [["", "baseline", "candidate", "change"]]
     table += [_row(f, base, cand) for f in figures]
     widths = [max(len(row[i]) for row in table) for i in range(4)]

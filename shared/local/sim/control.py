@@ -19,6 +19,7 @@ from shared.domain.model import AsgState, Pod, Snapshot, Taint, TaintEffect
 from shared.domain.plan import Plan, ReasonCode
 from shared.domain.safety import cordon_blocker, desired_to_set, termination_blocker
 from shared.local.sim.entities import INF, SimGroup, SimNode, at, epoch_seconds
+from shared.local.sim.faults import FaultInjector
 from shared.local.sim.fleet import SimFleet
 from shared.local.sim.state import SimState
 from shared.local.sim.store import SimStateStore
@@ -48,6 +49,7 @@ class SimController:
         self.last_changed = False  # the last plan changed the world
         self.deadline: float = INF  # when a policy threshold is next crossed (after a no-op plan)
         self.migrate: Callable[[Plan, int], bool] | None = None  # applies the plan's migrations
+        self.faults: FaultInjector | None = None  # with GPU faults: applies repair's cordons
 
     def snapshot(self) -> Snapshot:
         """The simulated world as the controller reads it."""
@@ -95,6 +97,8 @@ class SimController:
             self.outcomes[outcome.pod] = outcome.code
         self._store.write(result)
         changed = self._terminate(result, now)
+        if self.faults is not None:
+            changed = self.faults.apply_repair_cordons(result, now) or changed
         changed = self._cordons(result, now) or changed
         changed = self._marks(result, now) or changed
         if self.migrate is not None and result.migrate:

@@ -61,6 +61,7 @@ from shared.local.sim.entities import (
     epoch_seconds,
 )
 from shared.local.sim.events import EventQueue
+from shared.local.sim.faults import FaultInjector
 from shared.local.sim.fleet import SimFleet
 from shared.local.sim.loading import JobLoader
 from shared.local.sim.metrics import SeriesRecorder, account_until, not_started
@@ -123,6 +124,17 @@ class Simulation:
         self._webhook_at: int | None = None
         self._skipped = 0
         self._jobs = JobLoader(state, self._sizing).load(trace)
+        self._faults: FaultInjector | None = None
+        if options.gpu_failures_per_gpu_day > 0:
+            self._faults = FaultInjector(
+                state,
+                self._binder,
+                self._jobs,
+                options.gpu_failures_per_gpu_day,
+                options.fault_seed,
+                config.policy.repair.toleration_seconds,
+            )
+            self._control.faults = self._faults
 
     # The loop
 
@@ -140,6 +152,8 @@ class Simulation:
             next_tick = self._next_tick()
             next_hook = self._webhook_at if self._webhook_at is not None else INF
             now_f = min(events.next_time(), next_tick, next_hook)
+            if self._faults is not None:
+                now_f = min(now_f, self._faults.next_time())
             if now_f == INF:
                 break
             now = int(now_f)
@@ -173,6 +187,8 @@ class Simulation:
         state = self._state
         control = self._control
         self._now = now
+        if self._faults is not None:
+            self._faults.due(now)
         for kind, payload in self._events.pop_due(now):
             self._handle(kind, payload, now)
         if state.capacity_grew or state.arrived:
@@ -204,9 +220,12 @@ class Simulation:
             if self.options.webhook and (self._webhook_at is None or self._webhook_at < now):
                 self._webhook_at = now + self._webhook_delay
         elif kind == FINISH:
-            self._binder.finish(payload, now)
+            if self._faults is None or self._faults.live(payload, now):
+                self._binder.finish(payload, now)
         elif kind == REGISTER:
             self._fleet.register(payload, now)
+            if self._faults is not None:
+                self._faults.arm(payload.node, now)
         else:
             self._fleet.advertise_gpus(payload, now)
 
@@ -255,6 +274,7 @@ class Simulation:
             migration_enabled=self.config.policy.migration.enabled,
             moves_per_job=[j.moves for j in jobs if j.moves],
             restart_delays=sorted(binder.restart_delays),
+            faults=self._faults.finish(end) if self._faults is not None else None,
         )
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from shared.config import AttritionConfig, NodeGroupConfig, PolicyConfig
 from shared.domain.model import (
@@ -23,6 +24,9 @@ from shared.local.sim.trace import Job
 from shared.local.sim.workload import Sizing
 from shared.local.sim.world import WarmPool
 from shared.planner.eks import KUBELET_DEFAULT_MAX_PODS as DEFAULT_MAX_PODS
+
+if TYPE_CHECKING:
+    from shared.local.sim.faults import FaultFigures
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 INF = math.inf
@@ -73,6 +77,8 @@ class SimOptions:
     checkpointable: float = 0.0
     checkpoint_interval_seconds: int = 1800
     restart_seconds: int = 300
+    gpu_failures_per_gpu_day: float = 0.0  # GPU faults (shared.local.sim.faults); 0: none
+    fault_seed: int = 0  # the faults' draws: the same seed, the same faults
 
 
 @dataclass
@@ -147,6 +153,7 @@ class SimResult:
     migration_enabled: bool = False  # policy.migration.enabled
     moves_per_job: list[int] = field(default_factory=list)  # moves of each job moved at least once
     restart_delays: list[int] = field(default_factory=list)  # eviction to productive again, sorted
+    faults: FaultFigures | None = None  # with --gpu-failures-per-gpu-day only
 
     @property
     def provisioned_gpu_seconds(self) -> int:
@@ -264,6 +271,7 @@ class SimNode:
         "instance",
         "name",
         "pods",
+        "reported",
         "seen_idle",
         "slot",
         "taint",
@@ -284,6 +292,7 @@ class SimNode:
         self.accounted = created_at  # GPU time of this node is accounted up to here
         self.seen_idle: bool | None = None  # idleness the last plan saw (None: not seen yet)
         self._domain: Node | None = None
+        self.reported: Callable[[Node], Node] | None = None  # how a faulty node reports itself (faults.py)
 
     def idle_gpus(self) -> tuple[int, int]:
         """(why, how many) of this node's GPUs run nothing right now."""
@@ -340,6 +349,8 @@ class SimNode:
                 ready_changed_at=created,
                 created_at=created,
             )
+            if self.reported is not None:
+                self._domain = self.reported(self._domain)
         return self._domain
 
 

@@ -30,6 +30,10 @@ Schema (all times in seconds, GPU-hours as floats rounded to 0.01):
                  cpu_per_gpu_millicores, memory_per_gpu_mib, capacity, right_size,
                  scheduler_scoring}                 least-allocated | most-allocated | first-fit
     trace: {source, format, notes}                  when the trace is known
+    faults: {rate_per_gpu_day, seed, faults,        only with --gpu-failures-per-gpu-day: GPU faults
+             repaired, repair_cordons,              injected, broken nodes terminated, busy ones
+             jobs_restarted, gpu_hours_lost_work,    cordoned for health, runs killed and redone,
+             gpu_hours_on_broken_nodes}              their lost GPU time, GPUs x time broken
 
 `--compare` writes `{"baseline": <report>, "candidate": <report>, "difference": {figure: {baseline,
 candidate, difference, percent}}}`; percent is null when the baseline figure is 0.
@@ -43,6 +47,7 @@ from typing import Any
 
 from shared.domain.durations import short_duration
 from shared.local.sim.engine import GroupResult, SimResult, at
+from shared.local.sim.faults import FaultFigures
 from shared.local.sim.trace import Trace
 from shared.local.sim.workload import MIB
 
@@ -107,6 +112,8 @@ def build_report(result: SimResult, trace: Trace | None = None) -> dict[str, Any
     }
     if trace is not None:
         report["trace"] = {"source": trace.source, "format": trace.format, "notes": list(trace.notes)}
+    if result.faults is not None:
+        report["faults"] = _fault_figures(result.faults)
     return report
 
 
@@ -122,6 +129,19 @@ def _migration_figures(result: SimResult) -> dict[str, Any]:
         "most_moves_of_a_job": max(result.moves_per_job, default=0),
         "restart_delay_p95": percentile(result.restart_delays, 95),
         "evicted_not_movable": sum(g.evicted_not_movable for g in result.groups),
+    }
+
+
+def _fault_figures(f: FaultFigures) -> dict[str, Any]:
+    return {
+        "rate_per_gpu_day": f.rate_per_gpu_day,
+        "seed": f.seed,
+        "faults": f.faults,
+        "repaired": f.repaired,
+        "repair_cordons": f.repair_cordons,
+        "jobs_restarted": f.jobs_restarted,
+        "gpu_hours_lost_work": _hours(f.lost_work_gpu_seconds),
+        "gpu_hours_on_broken_nodes": _hours(f.broken_gpu_seconds),
     }
 
 
@@ -226,6 +246,14 @@ COMPARED: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("attrition_unmarks", ("attrition", "unmarks")),
 )
 
+FAULTS_COMPARED: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("gpu_faults", ("faults", "faults")),
+    ("nodes_repaired", ("faults", "repaired")),
+    ("jobs_restarted", ("faults", "jobs_restarted")),
+    ("gpu_hours_lost_work", ("faults", "gpu_hours_lost_work")),
+    ("gpu_hours_on_broken_nodes", ("faults", "gpu_hours_on_broken_nodes")),
+)
+
 
 def _at_path(report: dict[str, Any], path: tuple[str, ...]) -> float | None:
     value: Any = report
@@ -245,7 +273,8 @@ def difference(baseline: float | None, candidate: float | None) -> tuple[float |
 def compare_document(baseline: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
     """The `--compare` form of report.json: both reports and the difference of each figure."""
     differences: dict[str, Any] = {}
-    for name, path in COMPARED:
+    faults = FAULTS_COMPARED if "faults" in baseline or "faults" in candidate else ()
+    for name, path in (*COMPARED, *faults):
         base, cand = _at_path(baseline, path), _at_path(candidate, path)
         diff, percent = difference(base, cand)
         differences[name] = {
@@ -317,7 +346,18 @@ def _rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("wall time", f"{sim['wall_seconds']:.2f}s ({_number(sim['jobs_per_second'])} jobs/s)"),
         ("planner runs / skipped", f"{sim['planner_runs']:,} / {sim['reconciles_skipped']:,}"),
     ]
+    if "faults" in report:
+        rows += _fault_rows(report["faults"])
     return rows
+
+
+def _fault_rows(faults: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        ("GPU faults / nodes repaired", f"{faults['faults']:,} / {faults['repaired']:,}"),
+        ("jobs restarted", f"{faults['jobs_restarted']:,}"),
+        ("GPU-hours lost work", _number(faults["gpu_hours_lost_work"])),
+        ("GPU-hours on broken nodes", _number(faults["gpu_hours_on_broken_nodes"])),
+    ]
 
 
 def _attrition(report: dict[str, Any]) -> str:
