@@ -60,11 +60,12 @@ class Triggers(Construct):
         self.spot_warnings = events.Rule(
             self,
             "SpotWarnings",
-            description="backlog-scaler: spot interruption warnings and rebalance recommendations",
+            description="backlog-scaler: spot and reservation interruption warnings, rebalance hints",
             event_pattern=events.EventPattern(
                 source=["aws.ec2"],
                 detail_type=[
                     "EC2 Spot Instance Interruption Warning",
+                    "EC2 Capacity Reservation Instance Interruption Warning",
                     "EC2 Instance Rebalance Recommendation",
                 ],
             ),

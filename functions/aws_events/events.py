@@ -5,6 +5,8 @@
                                                                     Cause, StartTime (else the event time)
     aws.ec2           EC2 Spot Instance Interruption Warning        instance-id, instance-action
     aws.ec2           EC2 Instance Rebalance Recommendation         instance-id
+    aws.ec2           EC2 Capacity Reservation Instance             instance-id, instance-action
+                      Interruption Warning
 
 Any other shape (another detail-type, not an object) is an UnsupportedEventError; a handled
 detail-type whose fields have the wrong JSON types or sizes is a MalformedEventError naming them.
@@ -37,6 +39,9 @@ from shared.domain.errors import InputError
 LAUNCH_UNSUCCESSFUL = "EC2 Instance Launch Unsuccessful"
 SPOT_INTERRUPTION = "EC2 Spot Instance Interruption Warning"
 REBALANCE_RECOMMENDATION = "EC2 Instance Rebalance Recommendation"
+# An interruptible Capacity Reservation whose owner reclaims it: two minutes' notice, as for Spot (EC2 user
+# guide, "Monitor interruptible Capacity Reservations with EventBridge and CloudTrail").
+RESERVATION_INTERRUPTION = "EC2 Capacity Reservation Instance Interruption Warning"
 MAX_MESSAGE_CHARS = 2048  # StatusMessage and Cause are read for their kind and shown in reasons
 
 
@@ -113,16 +118,25 @@ class SpotInterruption(_StrictEventBridge):
     detail: InstanceDetail
 
 
+class ReservationInterruption(_StrictEventBridge):
+    detail_type: Literal["EC2 Capacity Reservation Instance Interruption Warning"] = Field(
+        alias="detail-type"
+    )
+    source: Literal["aws.ec2"]
+    detail: InstanceDetail
+
+
 class RebalanceRecommendation(_StrictEventBridge):
     detail_type: Literal["EC2 Instance Rebalance Recommendation"] = Field(alias="detail-type")
     source: Literal["aws.ec2"]
     detail: InstanceDetail
 
 
-_Handled = LaunchUnsuccessful | SpotInterruption | RebalanceRecommendation
+_Handled = LaunchUnsuccessful | SpotInterruption | ReservationInterruption | RebalanceRecommendation
 _MODELS: dict[str, type[_Handled]] = {
     LAUNCH_UNSUCCESSFUL: LaunchUnsuccessful,
     SPOT_INTERRUPTION: SpotInterruption,
+    RESERVATION_INTERRUPTION: ReservationInterruption,
     REBALANCE_RECOMMENDATION: RebalanceRecommendation,
 }
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from functions.aws_events.events import (
     LaunchUnsuccessful,
     MalformedEventError,
+    RebalanceRecommendation,
+    ReservationInterruption,
     SpotInterruption,
     UnsupportedEventError,
     parse_aws_event,
@@ -28,6 +30,13 @@ if TYPE_CHECKING:  # typing only: the module costs import time at every cold sta
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
 dependencies: Dependencies[Controller] = Dependencies(controller_from_environment)
+# Which interruption each instance event is: a spot or reservation warning holds the node and buys
+# ahead, a rebalance recommendation marks it for rotation.
+_KINDS = {
+    SpotInterruption: InterruptionKind.SPOT_INTERRUPTION,
+    ReservationInterruption: InterruptionKind.RESERVATION_INTERRUPTION,
+    RebalanceRecommendation: InterruptionKind.REBALANCE_RECOMMENDATION,
+}
 set_dependencies = dependencies.override
 
 
@@ -50,8 +59,5 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             detail.asg_name, parsed.failed_at, kind, detail.status_message
         )
     else:
-        kind_of = InterruptionKind.SPOT_INTERRUPTION if isinstance(parsed, SpotInterruption) else None
-        result = controller.handle_interruption(
-            parsed.detail.instance_id, parsed.time, kind_of or InterruptionKind.REBALANCE_RECOMMENDATION
-        )
+        result = controller.handle_interruption(parsed.detail.instance_id, parsed.time, _KINDS[type(parsed)])
     return result.to_json()

@@ -25,6 +25,7 @@ from shared.reporting import ActionKind, ActionRecord, ActionStatus
 
 class InterruptionKind(StrEnum):
     SPOT_INTERRUPTION = "spot-interruption"
+    RESERVATION_INTERRUPTION = "reservation-interruption"  # an interruptible Capacity Reservation reclaimed
     REBALANCE_RECOMMENDATION = "rebalance-recommendation"
 
 
@@ -64,9 +65,9 @@ def handle_capacity_event(
 def handle_interruption(
     deps: Deps, events: PodEvents, instance_id: str, at: datetime, kind: InterruptionKind
 ) -> ReconcileResult:
-    """A spot interruption warning cordons the instance's node and holds it (the planner then buys
-    room for its pods ahead); a rebalance recommendation marks it for rotation (no new pods, replaced
-    once empty). Both reconcile.
+    """A spot or interruptible-reservation interruption warning cordons the instance's node and holds
+    it (the planner then buys room for its pods ahead); a rebalance recommendation marks it for
+    rotation (no new pods, replaced once empty). Both reconcile.
 
     The hold is a drain intent that evicts nothing: the planner must not uncordon the node, and
     EC2 reclaims the instance within two minutes anyway.

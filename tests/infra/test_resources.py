@@ -220,7 +220,11 @@ def test_launch_failures_of_the_configured_groups_go_to_aws_events(synthesized: 
             "EventPattern": {
                 "source": ["aws.ec2"],
                 "detail-type": Match.array_equals(
-                    ["EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation"]
+                    [
+                        "EC2 Spot Instance Interruption Warning",
+                        "EC2 Capacity Reservation Instance Interruption Warning",
+                        "EC2 Instance Rebalance Recommendation",
+                    ]
                 ),
             },
             "Targets": [target],

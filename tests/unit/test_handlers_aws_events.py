@@ -80,6 +80,18 @@ def test_spot_interruption_cordons_the_node(world: FakeWorld) -> None:
     assert [a["kind"] for a in response["actions"]][:2] == ["drain", "cordon"]
 
 
+def test_an_interruptible_reservation_warning_holds_the_node_like_a_spot_warning(world: FakeWorld) -> None:
+    # Given the owner of an interruptible Capacity Reservation reclaims it: two minutes' notice (EC2 user
+    # guide, "Monitor interruptible Capacity Reservations with EventBridge and CloudTrail")
+    # When the warning arrives
+    response = aws_events.handler(event("reservation_interruption.json"), FakeLambdaContext())
+    # Then the node is held and cordoned (its pods' room is bought ahead), nothing evicted
+    assert world.cluster.is_cordoned(NODE)
+    assert world.cluster.evicted == []
+    assert response["trigger"] == f"reservation-interruption {INSTANCE}"
+    assert [a["kind"] for a in response["actions"]][:2] == ["drain", "cordon"]
+
+
 def test_rebalance_recommendation_marks_the_node_for_rotation_without_cordon_or_eviction(
     world: FakeWorld,
 ) -> None:
