@@ -98,9 +98,17 @@ def gpu_not_advertised(node: Node, known: Mapping[str, InstanceType], group_type
     return shape is not None and shape.capacity.get(GPU) > 0
 
 
+def has_startup_taint(taints: tuple[Taint, ...], policy: PolicyConfig) -> bool:
+    """Whether any taint is one a node carries only while it starts (configured keys and
+    cluster-autoscaler's prefixes). One test over the tuple, no call per taint: it runs for every node
+    of every run."""
+    keys = policy.startup_taints
+    return any(taint.key in keys or taint.key.startswith(STARTUP_TAINT_PREFIXES) for taint in taints)
+
+
 def is_startup_taint(taint: Taint, policy: PolicyConfig) -> bool:
-    """A taint a node carries only while it starts (configured keys and cluster-autoscaler's prefixes)."""
-    return taint.key in policy.startup_taints or taint.key.startswith(STARTUP_TAINT_PREFIXES)
+    """A taint a node carries only while it starts (see has_startup_taint)."""
+    return has_startup_taint((taint,), policy)
 
 
 @dataclass(frozen=True)
@@ -336,7 +344,7 @@ def build_template(
         n
         for n in registered
         if n.ready
-        and not any(is_startup_taint(t, policy) for t in n.taints)
+        and not has_startup_taint(n.taints, policy)
         and not gpu_not_advertised(n, known, group_type)
     ]
     labels = _template_labels(config, group_name, asg, types, known, usable or registered)
