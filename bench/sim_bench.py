@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.trace_input import add_trace_arguments, read_trace
 from shared.config import ScalerConfig, parse_config
-from shared.local.sim.engine import SimOptions, SimResult, Simulation
+from shared.local.sim.engine import Replay, SimOptions, SimResult
 from shared.local.sim.report import build_report
 from shared.local.sim.scheduler import Scoring
 from shared.local.sim.trace import Trace
@@ -134,7 +134,7 @@ def replay(
         runtime_estimates=args.runtime_estimates,
         checkpointable=checkpointable(attrition),
     )
-    result: SimResult = Simulation(trace, config, options).run()
+    result: SimResult = Replay(trace, config, options).run()
     report = build_report(result)
     gpu = report["gpu_hours"]
     wait = report["wait_seconds"]

@@ -14,26 +14,46 @@ each call to its module.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared.config import ScalerConfig
-from shared.controller import aws_events, force_scale_down, orchestrator
+from shared.controller import orchestrator
 from shared.controller.applier import Ports
-from shared.controller.aws_events import InterruptionKind
 from shared.controller.deps import Deps, Planner
-from shared.controller.force_scale_down import (
-    ForceScaleDownReport,
-    ForceScaleDownRequest,
-    InvalidRequestError,
-)
 from shared.controller.lease import LEASE_TTL_SECONDS
 from shared.controller.report import PodEvents, ReconcileResult, RunStatus
 from shared.domain.operations import FailureKind
 from shared.planner import plan
 from shared.ports import Clock, Cluster, Fleet, Notifier, StateStore
 from shared.reporting import Reporter
+
+if TYPE_CHECKING:
+    from shared.controller.aws_events import InterruptionKind
+    from shared.controller.force_scale_down import (
+        ForceScaleDownReport,
+        ForceScaleDownRequest,
+        InvalidRequestError,
+    )
+
+# Each function imports what it runs: a scheduled reconcile never loads the forced scale-down's
+# request model and report, nor the AWS events' handling (cold start, issue 25). These names load
+# their module on first use (PEP 562).
+_LAZY = {
+    "InterruptionKind": "shared.controller.aws_events",
+    "ForceScaleDownReport": "shared.controller.force_scale_down.report",
+    "ForceScaleDownRequest": "shared.controller.force_scale_down.request",
+    "InvalidRequestError": "shared.controller.force_scale_down.request",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _LAZY.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
 
 
 class Controller:
@@ -89,16 +109,22 @@ class Controller:
 
     def force_scale_down(self, payload: Mapping[str, Any] | ForceScaleDownRequest) -> ForceScaleDownReport:
         """A forced scale-down (see shared.controller.force_scale_down)."""
-        return force_scale_down.force_scale_down(self._deps, payload)
+        from shared.controller.force_scale_down.first_pass import force_scale_down
+
+        return force_scale_down(self._deps, payload)
 
     def handle_capacity_event(
         self, asg_name: str, at: datetime, kind: FailureKind, message: str
     ) -> ReconcileResult:
         """An "EC2 Instance Launch Unsuccessful" event (see shared.controller.aws_events)."""
+        from shared.controller import aws_events
+
         return aws_events.handle_capacity_event(self._deps, self._events, asg_name, at, kind, message)
 
     def handle_interruption(self, instance_id: str, at: datetime, kind: InterruptionKind) -> ReconcileResult:
         """A spot interruption warning or rebalance recommendation (see shared.controller.aws_events)."""
+        from shared.controller import aws_events
+
         return aws_events.handle_interruption(self._deps, self._events, instance_id, at, kind)
 
 

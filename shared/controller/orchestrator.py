@@ -25,10 +25,10 @@ from dataclasses import replace
 from datetime import datetime
 from functools import partial
 
-from shared.controller import force_scale_down
 from shared.controller.applier import Applier
 from shared.controller.attrition import apply_marks
 from shared.controller.deps import Deps
+from shared.controller.force_scale_down import drain  # every reconcile continues the stored drains
 from shared.controller.gather import Gathered, gather
 from shared.controller.migration import apply_migrations
 from shared.controller.provisioning import answer_requests
@@ -151,7 +151,7 @@ def _record_capacity_failures(deps: Deps, run: RunInfo, gathered: Gathered) -> S
 
 def _plan(deps: Deps, gathered: Gathered, state: ScalerState, now: datetime) -> Plan:
     # Nodes held for a Spot interruption warning: the planner buys room for their pods ahead.
-    held = force_scale_down.INTERRUPTION_REQUESTER
+    held = drain.INTERRUPTION_REQUESTER
     interrupted = frozenset(n for i in gathered.intents if i.requested_by == held for n in i.nodes)
     plan = deps.planner(replace(gathered.snapshot(state), interrupted=interrupted), deps.config, now)
     log_plan(deps.reporter, plan)
@@ -184,9 +184,7 @@ def _continue_drains(deps: Deps, run: RunInfo, gathered: Gathered) -> None:
             asg = gathered.asgs.get(deps.config.group(intent.group).asg_name)
             if asg is not None:
                 asgs[intent.group] = replace(asg, desired=asg.desired - run.tally.decrements[intent.group])
-    for removal in force_scale_down.continue_drains(
-        deps, run.applier, gathered.intents, asgs, run.started_at
-    ):
+    for removal in drain.continue_drains(deps, run.applier, gathered.intents, asgs, run.started_at):
         run.tally.remove(removal.group, removal.instance_id, decrement=True)
 
 

@@ -431,10 +431,14 @@ class AsgState:
     # What the group launches new instances from now (drift is an instance launched from another).
     launch_template: LaunchTemplateRef | None = None
     launch_configuration: str = ""
+    # Derived once at construction: the planner reads them for every node of every run.
+    live_instances: tuple[AsgInstance, ...] = field(init=False, repr=False, compare=False)
+    protected_instance_ids: frozenset[str] = field(init=False, repr=False, compare=False)
 
-    @property
-    def live_instances(self) -> tuple[AsgInstance, ...]:
-        return tuple(i for i in self.instances if i.is_live)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "live_instances", tuple(i for i in self.instances if i.is_live))
+        protected = frozenset(i.instance_id for i in self.instances if i.protected_from_scale_in)
+        object.__setattr__(self, "protected_instance_ids", protected)
 
     @property
     def launch_suspended(self) -> bool:

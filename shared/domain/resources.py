@@ -22,9 +22,20 @@ class Resources:
     # The `nvidia.com/gpu` count, read once at construction: the planner reads it of every pod and
     # node in every run, the scan of `items` it saves was a tenth of a plan's time.
     gpus: int = field(init=False, repr=False, compare=False)
+    # The hash the dataclass would compute, computed once: vectors key the planner's per-run caches
+    # and dedupe the nodes' shapes, so each is hashed many times a run.
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpus", self.get(GPU))
+        object.__setattr__(self, "_hash", hash((self.items,)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[Resources], tuple[tuple[tuple[str, int], ...]]]:
+        # Rebuilt from `items` on unpickling: a string's hash differs between processes.
+        return (Resources, (self.items,))
 
     @classmethod
     def of(cls, amounts: Mapping[str, int] | Iterable[tuple[str, int]]) -> Resources:

@@ -48,9 +48,8 @@ def scale_in_protection(
     """
     if force or group is None or instance_id is None or group.new_instances_protected:
         return None
-    for instance in group.instances:
-        if instance.instance_id == instance_id and instance.protected_from_scale_in:
-            return f"instance {instance_id} is protected from scale-in"
+    if instance_id in group.protected_instance_ids:
+        return f"instance {instance_id} is protected from scale-in"
     return None
 
 

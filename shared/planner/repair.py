@@ -183,14 +183,16 @@ def _plan_group(
 ) -> None:
     names = [n.name for n in view.nodes]
     health = {name: assessment.health[name] for name in names if name in assessment.health}
+    recovered = assessment.recovered  # a property over every node: read once, not once per node
     for name, h in sorted(health.items()):
-        out.clocks.update({s.clock: s.since for s in h.signals if s.clock})
+        if h.signals:
+            out.clocks.update({s.clock: s.since for s in h.signals if s.clock})
         instance_id = assessment.instances[name].instance_id
         if h.bad_input:
             out.decisions.append(
                 RepairDecision(name, view.name, instance_id, "", RepairAction.IGNORED, h.bad_input)
             )
-        elif name in assessment.recovered:
+        elif name in recovered:
             _recover(assessment.nodes[name], view, instance_id, out)
     unhealthy = sorted(name for name, h in health.items() if h.unhealthy)
     threshold = unhealthy_threshold(len(names), ctx.config.policy.repair.max_unhealthy_fraction)

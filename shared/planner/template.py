@@ -114,9 +114,17 @@ def with_devices_restored(node: Node) -> Node:
     return replace(node, allocatable=node.allocatable + lost)
 
 
+def has_startup_taint(taints: tuple[Taint, ...], policy: PolicyConfig) -> bool:
+    """Whether any taint is one a node carries only while it starts (configured keys and
+    cluster-autoscaler's prefixes). One test over the tuple, no call per taint: it runs for every node
+    of every run."""
+    keys = policy.startup_taints
+    return any(taint.key in keys or taint.key.startswith(STARTUP_TAINT_PREFIXES) for taint in taints)
+
+
 def is_startup_taint(taint: Taint, policy: PolicyConfig) -> bool:
-    """A taint a node carries only while it starts (configured keys and cluster-autoscaler's prefixes)."""
-    return taint.key in policy.startup_taints or taint.key.startswith(STARTUP_TAINT_PREFIXES)
+    """A taint a node carries only while it starts (see has_startup_taint)."""
+    return has_startup_taint((taint,), policy)
 
 
 @dataclass(frozen=True)
@@ -297,25 +305,29 @@ def _mixed_allocatable(
 
 
 def _discovered(
-    config: ScalerConfig, group_name: str, types: tuple[str, ...], usable: list[Node], aws: _AwsFacts
+    config: ScalerConfig,
+    group_name: str,
+    types: tuple[str, ...],
+    usable: list[Node],
+    observed: Resources | None,
+    aws: _AwsFacts,
 ) -> tuple[Resources | None, str]:
-    """What the registered nodes and AWS say a new node advertises, before the config has its say."""
+    """What the registered nodes and AWS say a new node advertises, before the config has its say.
+    `observed`: the smallest usable node (`_smallest`, computed once per group and run)."""
     if len(types) > 1:
         return _mixed_allocatable(config, group_name, types, usable, aws)
-    observed = _smallest(usable)
     if observed is not None:
         return _filled(observed, aws.tags), f"the smallest registered node ({len(usable)} seen)"
     return _from_aws(config, group_name, aws.known.get(types[0]) if types else None, aws)
 
 
 def _allocatable(
-    shape: Resources | None, discovered: Resources | None, source: str, usable: list[Node]
+    shape: Resources | None, discovered: Resources | None, source: str, observed: Resources | None
 ) -> tuple[Resources | None, str]:
     """The config wins for every resource it names; what it is silent on comes from the registered
-    nodes and AWS (`discovered`, with `source` saying where from)."""
+    nodes and AWS (`discovered`, with `source` saying where from). `observed`: the smallest usable node."""
     if shape is None:
         return discovered, source
-    observed = _smallest(usable)
     # The scheduler sees what nodes advertise: a config that promises more than a real node of the
     # group has would buy a node per run for a pod no node can hold.
     capped = {
@@ -352,7 +364,7 @@ def build_template(
         with_devices_restored(n)
         for n in registered
         if n.ready
-        and not any(is_startup_taint(t, policy) for t in n.taints)
+        and not has_startup_taint(n.taints, policy)
         and not gpu_not_advertised(n, known, group_type)
     ]
     labels = _template_labels(config, group_name, asg, types, known, usable or registered)
@@ -361,8 +373,9 @@ def build_template(
     taints = _template_taints(config, group_name, registered, tag_taints)
     admitted = admitted_daemonsets(template_node_labels(group.name, labels, 0), taints, daemonsets)
     aws = _AwsFacts(known, tag_resources, any(is_efa_device_plugin(ds) for ds in admitted))
-    discovered, source = _discovered(config, group_name, types, usable, aws)
-    allocatable, source = _allocatable(group.shape, discovered, source, usable)
+    observed = _smallest(usable)
+    discovered, source = _discovered(config, group_name, types, usable, observed, aws)
+    allocatable, source = _allocatable(group.shape, discovered, source, observed)
     gpu_pending = sum(1 for n in registered if n.ready and gpu_not_advertised(n, known, group_type))
     if allocatable is None and gpu_pending:
         source += f" ({gpu_pending} registered node(s) not advertising their GPUs yet)"

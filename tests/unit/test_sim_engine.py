@@ -16,7 +16,7 @@ import pytest
 
 from shared.config import ScalerConfig, parse_config
 from shared.domain.errors import ConfigError
-from shared.local.sim.engine import SimOptions, SimResult, Simulation, simulate
+from shared.local.sim.engine import Replay, SimOptions, SimResult, simulate
 from shared.local.sim.report import build_report
 from shared.local.sim.scheduler import Scoring
 from shared.local.sim.trace import TRACE_ORIGIN, Job, Trace, load_trace
@@ -249,12 +249,12 @@ def test_a_long_idle_threshold_is_waited_out_not_taken_for_a_stall() -> None:
 def test_unknown_group_in_the_trace_and_groups_without_a_shape_are_config_errors() -> None:
     trace = Trace("t.csv", "csv", (Job("x", T0, 60, 1, group="h100"),))
     with pytest.raises(ConfigError, match="job x: unknown node group 'h100'; configured: a100"):
-        Simulation(trace, scaler())
+        Replay(trace, scaler())
     no_shape = config(
         node_groups=[{"name": "a100", "asg_name": "a", "instance_type": "p4d.24xlarge", "labels": {}}]
     )
     with pytest.raises(ConfigError, match="needs `allocatable`"):
-        Simulation(jobs((0, 60, 1)), no_shape)
+        Replay(jobs((0, 60, 1)), no_shape)
 
 
 def _mixed_config(rng: random.Random) -> ScalerConfig:
@@ -316,8 +316,8 @@ def test_skipping_reconciles_gives_the_same_replay_as_running_every_tick(seed: i
     }
 
     # When replayed with and without skipping
-    fast = Simulation(trace, cfg, SimOptions(**options)).run()
-    slow = Simulation(trace, cfg, SimOptions(every_tick=True, **options)).run()
+    fast = Replay(trace, cfg, SimOptions(**options)).run()
+    slow = Replay(trace, cfg, SimOptions(every_tick=True, **options)).run()
 
     # Then every figure is the same, with fewer planner runs
     fast_report, slow_report = build_report(fast), build_report(slow)
@@ -328,7 +328,7 @@ def test_skipping_reconciles_gives_the_same_replay_as_running_every_tick(seed: i
 
 def test_provisioned_gpu_time_is_used_plus_booting_empty_and_fragmented() -> None:
     rng = random.Random(5)
-    result = Simulation(_mixed_trace(rng, 60), _mixed_config(rng), SimOptions(gpu_delay_seconds=30)).run()
+    result = Replay(_mixed_trace(rng, 60), _mixed_config(rng), SimOptions(gpu_delay_seconds=30)).run()
 
     waste = sum(
         g.booting_gpu_seconds + g.empty_gpu_seconds + g.fragmented_gpu_seconds + g.held_gpu_seconds

@@ -16,7 +16,7 @@ import pytest
 
 from shared.formats.kubernetes import nodes_from_list
 from shared.local.cli import main
-from shared.local.sim.engine import SimOptions, Simulation, simulate
+from shared.local.sim.engine import Replay, SimOptions, simulate
 from shared.local.sim.faults import FAULT_CONDITION, fault_rng, reports_fault
 from shared.local.sim.report import build_report
 from tests.builders import node
@@ -40,8 +40,8 @@ def test_rate_zero_is_the_replay_without_faults(seed: int) -> None:
     # Given a mixed trace replayed without fault options, and with rate 0 and another seed
     rng = random.Random(seed)
     cfg, trace = _mixed_config(rng), _mixed_trace(rng)
-    plain = build_report(Simulation(trace, cfg, SimOptions()).run())
-    zero = build_report(Simulation(trace, cfg, SimOptions(fault_seed=42)).run())
+    plain = build_report(Replay(trace, cfg, SimOptions()).run())
+    zero = build_report(Replay(trace, cfg, SimOptions(fault_seed=42)).run())
     # Then the reports are the same, with no faults section
     for report in (plain, zero):
         report["simulation"].pop("wall_seconds")
@@ -163,8 +163,8 @@ def test_skipping_reconciles_gives_the_same_faults_and_repairs_as_every_tick() -
     cfg, trace = _mixed_config(rng), _mixed_trace(rng)
     options = {"gpu_failures_per_gpu_day": 2.0, "fault_seed": 3}
     # When replayed with and without skipping reconciles that cannot change anything
-    fast = build_report(Simulation(trace, cfg, SimOptions(**options)).run())
-    slow = build_report(Simulation(trace, cfg, SimOptions(every_tick=True, **options)).run())
+    fast = build_report(Replay(trace, cfg, SimOptions(**options)).run())
+    slow = build_report(Replay(trace, cfg, SimOptions(every_tick=True, **options)).run())
     # Then every figure is the same: the toleration's end wakes the planner like any threshold
     fast.pop("simulation")
     slow.pop("simulation")

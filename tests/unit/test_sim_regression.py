@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from shared.config import load_config
-from shared.local.sim.engine import SimOptions, Simulation
+from shared.local.sim.engine import Replay, SimOptions
 from shared.local.sim.report import build_report
 from shared.local.sim.trace import load_trace
 
@@ -39,7 +39,7 @@ def replay_report(case: str, **options: Any) -> dict[str, Any]:
     config = load_config(ROOT / config_path)
     trace = load_trace(TRACE, "philly")
     sim_options = replace(base, **options)
-    result = Simulation(trace, config, sim_options, config_name=config_path).run()
+    result = Replay(trace, config, sim_options, config_name=config_path).run()
     report = build_report(result)
     for key in VOLATILE:
         report["simulation"].pop(key)

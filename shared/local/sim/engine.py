@@ -74,18 +74,19 @@ from shared.planner import plan as plan_fn
 
 __all__ = [
     "GroupResult",
+    "Replay",
     "Series",
     "SimOptions",
     "SimResult",
-    "Simulation",
     "at",
     "epoch_seconds",
     "simulate",
 ]
 
 
-class Simulation:
-    """One replay of a trace against one scaler config. `run()` once."""
+class Replay:
+    """One replay of a trace against one scaler config. `run()` once. (Not the planner's
+    `shared.planner.simulation.Simulation`, the scheduler's view of one plan's placements.)"""
 
     def __init__(
         self,
@@ -315,4 +316,4 @@ def simulate(
     progress: Callable[[int, int, int], None] | None = None,
 ) -> SimResult:
     """Replay `trace` against `config`; see the module docstring for what is simulated."""
-    return Simulation(trace, config, options, config_name=config_name, progress=progress).run()
+    return Replay(trace, config, options, config_name=config_name, progress=progress).run()

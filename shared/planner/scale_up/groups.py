@@ -13,7 +13,7 @@ from shared.planner.packing import Bins, Journal, Request
 from shared.planner.placement import template_node
 from shared.planner.scale_up.registered import bound_ports
 from shared.planner.simulation import Simulation
-from shared.planner.template import is_startup_taint
+from shared.planner.template import has_startup_taint, is_startup_taint
 
 PlaceOne = Callable[[Pod, Request, Journal | None], tuple[Bins, int] | None]
 
@@ -48,7 +48,7 @@ def _booting(ctx: Context, view: GroupView, node: Node, complete: dict[tuple[int
     if node.unschedulable:
         return False
     policy = ctx.config.policy
-    if node.ready and not any(is_startup_taint(t, policy) for t in node.taints):
+    if node.ready and not has_startup_taint(node.taints, policy):
         assert view.shape is not None
         key = (id(node.allocatable), id(view.shape))
         advertised = complete.get(key)

@@ -107,6 +107,7 @@ def existing_classes(
     hostname label share a class and one admission test. Each node also joins the simulation.
     """
     classes: dict[tuple[object, ...], ExistingClass] = {}
+    keys = sorted(label_keys)  # few keys, many labels per node: look the keys up, in key order
     for node in sorted(ctx.snapshot.nodes, key=lambda n: n.name):
         if not node.ready or node.name in excluded:
             continue
@@ -118,8 +119,9 @@ def existing_classes(
         for pod in bound:
             for dim, amount in ctx.request(pod.requests):
                 free[dim] -= amount
-        visible = {k: v for k, v in node.labels.items() if k in label_keys}
-        key = (tuple(sorted(visible.items())), node.taints, scaler_cordoned)
+        labels = node.labels
+        visible = {k: labels[k] for k in keys if k in labels}
+        key = (tuple(visible.items()), node.taints, scaler_cordoned)
         cls = classes.get(key)
         if cls is None:
             cls = classes[key] = ExistingClass(visible, node.taints, Bins([], []), scaler_cordoned)
