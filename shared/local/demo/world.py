@@ -355,7 +355,7 @@ class World:
         if new:
             names_by_id = _private_dns_names(self._ec2, new)
             launched: dict[str, list[str]] = {}
-            for iid in sorted(new):
+            for iid in new:  # in the ASGs' launch order: moto's instance ids are random
                 shape, item = live[iid]
                 zone = str(item.get("AvailabilityZone") or "")
                 self.instances[iid] = Instance(iid, shape, zone, names_by_id.get(iid) or iid, now)
