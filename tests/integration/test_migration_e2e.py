@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
-import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
 
@@ -22,7 +21,8 @@ from shared.adapters.aws import clients
 from shared.domain.checkpoint import ANNOTATION_CHECKPOINT_INTERVAL
 from tests.builders import pod
 from tests.integration import test_e2e_handlers as e2e
-from tests.integration.test_e2e_handlers import REGION, TABLE, Cluster, run_reconcile
+from tests.integration.test_e2e_handlers import Cluster, run_reconcile
+from tests.integration.test_fault_matrix import steal_lease
 
 # The e2e module's fixtures: the moto account and one cluster on it, wired to the handlers.
 aws = e2e.aws
@@ -136,21 +136,10 @@ def test_a_lease_lost_between_the_cordon_and_the_eviction_evicts_nothing(
     # Given the cluster, and another run that takes the lease once "small" is cordoned (the fence
     # before the eviction batch is the first renewal after the cordon)
     two_nodes(cluster)
-    dynamodb = boto3.client("dynamodb", region_name=REGION)
 
     def take_over_after_the_cordon() -> None:
         if cluster.cordoned("small"):
-            dynamodb.update_item(
-                TableName=TABLE,
-                Key={"pk": {"S": f"CLUSTER#{cluster.name}"}, "sk": {"S": "LEASE"}},
-                UpdateExpression="SET #owner = :thief, #fence = #fence + :one, #expires = :later",
-                ExpressionAttributeNames={"#owner": "owner", "#fence": "fence", "#expires": "expires_at"},
-                ExpressionAttributeValues={
-                    ":thief": {"S": "another-run"},
-                    ":one": {"N": "1"},
-                    ":later": {"N": str(int(cluster.clock.now().timestamp()) + 3600)},
-                },
-            )
+            steal_lease(cluster)
 
     on_lease_renewal(take_over_after_the_cordon)
 
