@@ -19,6 +19,7 @@ from shared.domain.model import (
     nodes_for_units,
 )
 from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
+from shared.formats.describe import described_items
 from shared.formats.lifecycle import launch_template_ref
 
 # DesiredCapacityType values that count each instance by its size, not by one (attribute-based
@@ -145,10 +146,14 @@ def _region_from_arn(arn: object) -> str:
 
 def asgs_from_describe(document: object, source: str = "asgs") -> dict[str, AsgState]:
     """DescribeAutoScalingGroups output to ASG states by name; InputError naming the source."""
-    if not isinstance(document, Mapping) or not isinstance(document.get("AutoScalingGroups"), list):
-        raise InputError(f"{source}: expected the output of describe-auto-scaling-groups (AutoScalingGroups)")
+    groups = described_items(
+        document,
+        "AutoScalingGroups",
+        source,
+        "describe-auto-scaling-groups (AutoScalingGroups)",
+    )
     out: dict[str, AsgState] = {}
-    for index, item in enumerate(document["AutoScalingGroups"]):
+    for index, item in enumerate(groups):
         try:
             asg = asg_from_json(item)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -188,12 +193,11 @@ def capacity_reservations_from_describe(
     document: object, source: str = "reservations"
 ) -> dict[str, CapacityReservation]:
     """DescribeCapacityReservations output to reservations by id; InputError naming the source."""
-    if not isinstance(document, Mapping) or not isinstance(document.get("CapacityReservations"), list):
-        raise InputError(
-            f"{source}: expected the output of describe-capacity-reservations (CapacityReservations)"
-        )
+    items = described_items(
+        document, "CapacityReservations", source, "describe-capacity-reservations (CapacityReservations)"
+    )
     out: dict[str, CapacityReservation] = {}
-    for index, item in enumerate(document["CapacityReservations"]):
+    for index, item in enumerate(items):
         try:
             reservation = capacity_reservation_from_json(item)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -393,11 +397,10 @@ def instance_types_from_describe(
 ) -> tuple[dict[str, InstanceType], tuple[str, ...]]:
     """DescribeInstanceTypes output to instance types by name, and one reason per malformed entry
     (which is left out; the others are kept). InputError when the document is not that output."""
-    if not isinstance(document, Mapping) or not isinstance(document.get("InstanceTypes"), list):
-        raise InputError(f"{source}: expected the output of describe-instance-types (InstanceTypes)")
+    items = described_items(document, "InstanceTypes", source, "describe-instance-types (InstanceTypes)")
     found: dict[str, InstanceType] = {}
     problems: list[str] = []
-    for index, item in enumerate(document["InstanceTypes"]):
+    for index, item in enumerate(items):
         try:
             parsed = instance_type_from_json(item).to_domain()
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -16,6 +16,7 @@ from shared.domain.model import (
     LaunchTemplateVersions,
     ScheduledEvent,
 )
+from shared.formats.describe import described_items
 
 
 def launch_template_ref(obj: Mapping[str, Any]) -> LaunchTemplateRef | None:
@@ -82,10 +83,9 @@ def instance_statuses_from_describe(
 ) -> dict[str, InstanceStatus]:
     """`{"InstanceStatuses": [...]}` (one page or several merged) by instance id; InputError naming
     the element that cannot be read."""
-    if not isinstance(document, Mapping) or not isinstance(document.get("InstanceStatuses"), list):
-        raise InputError(f"{source}: expected the output of aws ec2 describe-instance-status")
+    items = described_items(document, "InstanceStatuses", source, "aws ec2 describe-instance-status")
     found: dict[str, InstanceStatus] = {}
-    for index, item in enumerate(document["InstanceStatuses"]):
+    for index, item in enumerate(items):
         try:
             status = instance_status_from_json(item)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -98,10 +98,9 @@ def launch_templates_from_describe(
     document: object, source: str = "launch-templates"
 ) -> dict[str, LaunchTemplateVersions]:
     """`{"LaunchTemplates": [...]}` by launch template id."""
-    if not isinstance(document, Mapping) or not isinstance(document.get("LaunchTemplates"), list):
-        raise InputError(f"{source}: expected the output of aws ec2 describe-launch-templates")
+    items = described_items(document, "LaunchTemplates", source, "aws ec2 describe-launch-templates")
     found: dict[str, LaunchTemplateVersions] = {}
-    for index, item in enumerate(document["LaunchTemplates"]):
+    for index, item in enumerate(items):
         try:
             versions = LaunchTemplateVersions(
                 template_id=str(item["LaunchTemplateId"]),
