@@ -109,12 +109,15 @@ def wake_up_latency(runs: int, pending: int, busy_nodes: int) -> tuple[float, li
 
     from shared.adapters.aws import clients
     from shared.adapters.aws.state_store import create_table
+    from shared.adapters.kubernetes.rbac import status_config_map
+    from shared.constants import DEFAULT_STATUS_NAMESPACE
     from shared.local.kube_api_server import FakeKubeApiServer
     from tests.builders import node, pod
     from tests.fakes.memory import FakeLambdaContext
 
     with mock_aws(), FakeKubeApiServer() as server, tempfile.TemporaryDirectory() as tmp:
         server.require_token(TOKEN)
+        server.add_config_map(status_config_map(DEFAULT_STATUS_NAMESPACE))  # the RBAC manifest creates it
         create_table(boto3.client("dynamodb", region_name=REGION), "bench-state")
         secret_arn = boto3.client("secretsmanager", region_name=REGION).create_secret(
             Name="bench-webhook", SecretString=SECRET
