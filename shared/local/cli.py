@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -27,6 +26,7 @@ from shared.formats.aws import (
 from shared.formats.kubernetes import KubeObjects, nodes_from_list, objects_from_documents, pods_from_list
 from shared.formats.lifecycle import instance_statuses_from_describe, launch_templates_from_describe
 from shared.formats.state import state_from_json
+from shared.local import json_io
 from shared.local.explain import explain_pod, group_summaries
 from shared.local.help_format import CliParser
 from shared.local.plan_output import explanation_to_json, explanation_to_text, plan_to_json, plan_to_table
@@ -36,12 +36,12 @@ from shared.webhook_auth import admission_path_token, secret_value
 
 def _read_json(path: str) -> Any:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        return json_io.loads(data)
+    except json_io.JSONDecodeError as exc:
         raise InputError(f"{path}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
 
 
@@ -178,13 +178,13 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.explain:
         explanation = explain_pod(snapshot, config, now, args.explain)
         if args.format == "json":
-            print(json.dumps(explanation_to_json(explanation), indent=2))
+            print(json_io.dumps_indented(explanation_to_json(explanation)))
         else:
             print(explanation_to_text(explanation))
         return 0
     result = plan(snapshot, config, now)
     if args.format == "json":
-        print(json.dumps(plan_to_json(result), indent=2))
+        print(json_io.dumps_indented(plan_to_json(result)))
     else:
         print(plan_to_table(result, group_summaries(snapshot, config, now), show_all=args.all))
     return 0
