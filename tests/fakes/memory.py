@@ -26,6 +26,7 @@ from typing import Any
 from shared.adapters.kubernetes.cluster import taints_with, taints_without
 from shared.adapters.kubernetes.writes import TaintEdit, edited_taints
 from shared.config import PolicyConfig
+from shared.constants import PROVISIONING_API_GROUP
 from shared.domain.checkpoint import MIGRATION_WINDOW, remember_moves
 from shared.domain.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from shared.domain.errors import (
@@ -54,7 +55,6 @@ from shared.domain.model import ScalerState as ScalerStateModel
 from shared.domain.operations import ClusterEvent, DrainIntent, Lease, ScalingFailure
 from shared.domain.provisioning import (
     COSCHEDULING_API_GROUP,
-    PROVISIONING_API_GROUP,
     VOLCANO_API_GROUP,
     ConditionUpdate,
     PodGroup,
