@@ -199,7 +199,7 @@ class MigrationConfig(_Model):
     min_gain: Annotated[float, Field(ge=1)] = 2.0
     max_nodes_per_run: NonNegativeInt = 1  # per group
     max_nodes_per_hour: NonNegativeInt = 4  # per group, counted from the stored migrations
-    # A job moved this many times (within 30 days) is not moved again: a bound on any job's disruption.
+    # A job moved this many times (while it runs) is not moved again: a bound on any job's disruption.
     max_moves_per_job: NonNegativeInt = 3
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -706,13 +706,20 @@ class MemoryStateStore(Faults):
             self.groups.setdefault(group, _GroupRecord()).last_scale_down = at
 
     @_recorded
-    def record_migration(self, lease: Lease, group: str, at: datetime, jobs: Sequence[str] = ()) -> None:
+    def record_migration(
+        self,
+        lease: Lease,
+        group: str,
+        at: datetime,
+        jobs: Sequence[str] = (),
+        present: Collection[str] = (),
+    ) -> None:
         with self._lock:
             self._fenced(lease)
             record = self.groups.setdefault(group, _GroupRecord())
             kept = tuple(t for t in record.migrated_at if at - t < MIGRATION_WINDOW)
             record.migrated_at = (*kept, at)
-            record.moved_jobs = remember_moves(record.moved_jobs, jobs, at)
+            record.moved_jobs = remember_moves(record.moved_jobs, jobs, at, present)
 
     @_recorded
     def record_capacity_failure(self, lease: Lease | None, group: str, at: datetime) -> datetime:
