@@ -8,9 +8,11 @@ delay (deployment.webhook_queue_delay_seconds, there so the scheduler marks the 
 this measures our processing, not the deliberate wait. p50/p99 over the warm runs; the first run (which
 builds the controller) is shown apart. Target: p99 <= 2 s.
 
-Cold start: each handler module imported in a fresh interpreter (median of N), against a bare
-`import kubernetes.client, boto3` measured in the same run. Target: ratio <= 1.3. The X-Ray SDK that
-Powertools' Tracer loads is shown on its own line (it builds a botocore client at import).
+Cold start: each handler module imported in a fresh interpreter (median of N), with the environment
+the CDK app gives that function (cdk/environment.py: the webhook has the cluster name, not the
+config), against a bare `import kubernetes.client, boto3` measured in the same run. Target: ratio
+<= 1.3. The X-Ray SDK that Powertools' Tracer loads is shown on its own line (it builds a botocore
+client at import).
 """
 
 from __future__ import annotations
@@ -221,26 +223,49 @@ def import_seconds(statement: str, repeats: int, env: dict[str, str]) -> float:
     return statistics.median(samples)
 
 
+def _deployed_environments(tracing: bool) -> dict[str, dict[str, str]]:
+    """Each function's environment as the CDK app sets it (cdk/environment.py), with placeholder
+    ARNs: the webhook gets the cluster name, the scaling functions the config's SSM parameter, which
+    they read at first use, not at import."""
+    from cdk.environment import function_environments
+    from shared.config import parse_config
+
+    config = parse_config({**_config(), "deployment": {"tracing": tracing}})
+    account = f"{REGION}:123456789012"
+    return function_environments(
+        config,
+        table_name=f"{CLUSTER}-state",
+        queue_url=f"https://sqs.{REGION}.amazonaws.com/123456789012/{CLUSTER}-triggers.fifo",
+        topic_arn=f"arn:aws:sns:{account}:{CLUSTER}-notifications",
+        webhook_secret_arn=f"arn:aws:secretsmanager:{account}:secret:webhook",
+        slack_secret_arn=None,
+        config_parameter={"SCALER_CONFIG_PARAMETER": f"/{CLUSTER}/config", "SCALER_CONFIG_VERSION": "1"},
+    )
+
+
 def import_report(repeats: int) -> list[tuple[str, float]]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "AWS_DEFAULT_REGION": REGION,
-        # The webhook reads its environment at import; the scaling functions at first use.
-        "SCALER_QUEUE_URL": f"https://sqs.{REGION}.amazonaws.com/123456789012/{CLUSTER}-triggers.fifo",
-        "SCALER_WEBHOOK_SECRET_ARN": f"arn:aws:secretsmanager:{REGION}:123456789012:secret:webhook",
-        "SCALER_CONFIG": json.dumps(_config()),
-    }
-    # As deployed by default (deployment.tracing: false): the X-Ray SDK is never loaded.
-    env["POWERTOOLS_TRACE_DISABLED"] = "true"
-    traced = {**env, "POWERTOOLS_TRACE_DISABLED": "false"}
+    base = {**os.environ, "PYTHONPATH": str(ROOT), "AWS_DEFAULT_REGION": REGION}
+    deployed = _deployed_environments(tracing=False)  # as deployed by default: no X-Ray SDK
+    traced = _deployed_environments(tracing=True)
+
+    def env(function: str, environments: dict[str, dict[str, str]] = deployed) -> dict[str, str]:
+        return {**base, **environments[function]}
+
     statements = [
-        ("baseline: import kubernetes.client, boto3", "import kubernetes.client, boto3", env),
-        ("functions.reconcile.handler", "import functions.reconcile.handler", env),
-        ("functions.aws_events.handler", "import functions.aws_events.handler", env),
-        ("functions.force_scale_down.handler", "import functions.force_scale_down.handler", env),
-        ("functions.webhook.handler", "import functions.webhook.handler", env),
-        ("(with deployment.tracing: reconcile)", "import functions.reconcile.handler", traced),
+        ("baseline: import kubernetes.client, boto3", "import kubernetes.client, boto3", base),
+        ("functions.reconcile.handler", "import functions.reconcile.handler", env("reconcile")),
+        ("functions.aws_events.handler", "import functions.aws_events.handler", env("aws_events")),
+        (
+            "functions.force_scale_down.handler",
+            "import functions.force_scale_down.handler",
+            env("force_scale_down"),
+        ),
+        ("functions.webhook.handler", "import functions.webhook.handler", env("webhook")),
+        (
+            "(with deployment.tracing: reconcile)",
+            "import functions.reconcile.handler",
+            env("reconcile", traced),
+        ),
     ]
     return [(label, import_seconds(statement, repeats, e)) for label, statement, e in statements]
 

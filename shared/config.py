@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import difflib
 import gzip
 import json
 import zlib
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -26,6 +25,7 @@ from shared.domain.model import Taint, TaintEffect
 from shared.domain.quantity import resources as parse_resources
 from shared.domain.resources import Resources
 from shared.formats.dra import slice_spec_from_json
+from shared.formats.validation import format_validation_error
 
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -199,7 +199,7 @@ class MigrationConfig(_Model):
     min_gain: Annotated[float, Field(ge=1)] = 2.0
     max_nodes_per_run: NonNegativeInt = 1  # per group
     max_nodes_per_hour: NonNegativeInt = 4  # per group, counted from the stored migrations
-    # A job moved this many times (within 30 days) is not moved again: a bound on any job's disruption.
+    # A job moved this many times (while it runs) is not moved again: a bound on any job's disruption.
     max_moves_per_job: NonNegativeInt = 3
 
 
@@ -416,51 +416,6 @@ class ScalerConfig(_Model):
         return parse_resources(self.node_reservation) if self.node_reservation is not None else None
 
 
-def format_validation_error(exc: ValidationError, source: str = "config") -> str:
-    """One line per problem: `source: node_groups[1].taints[0].effect: message`."""
-    lines = []
-    errors = exc.errors()
-    located = {err["loc"][:1] for err in errors if len(err["loc"]) > 1}
-    for err in errors:
-        if err["type"] == "too_short" and err["loc"][:1] in located:
-            continue  # pydantic also reports the list as empty once its items failed
-        path = ""
-        for part in err["loc"]:
-            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-        message = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            message = _unknown_key(err["loc"])
-        lines.append(f"{source}: {path or '(root)'}: {message}")
-    return "\n".join(lines)
-
-
-def _unknown_key(loc: tuple[int | str, ...]) -> str:
-    """ "unknown key", with the closest keys of its mapping (a typo's likely meaning)."""
-    known = sorted(_model_at(loc[:-1]).model_fields)
-    close = difflib.get_close_matches(str(loc[-1]), known, n=3, cutoff=0.6)
-    if close:
-        return f"unknown key; did you mean {' or '.join(repr(k) for k in close)}?"
-    return f"unknown key; known keys here: {', '.join(known)}"
-
-
-def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel]:
-    """The model whose fields the mapping at `loc` (a pydantic error location) holds."""
-    model: type[BaseModel] = ScalerConfig
-    for part in loc:
-        if isinstance(part, int) or part not in model.model_fields:
-            continue  # an item of a tuple of models: same model
-        nested = _models_in(model.model_fields[part].annotation)
-        if nested:
-            model = nested[0]
-    return model
-
-
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [m for arg in get_args(annotation) for m in _models_in(arg)]
-
-
 def parse_config(document: object, source: str = "config") -> ScalerConfig:
     """Validate a decoded document; ConfigError naming each bad field."""
     if document is None:
@@ -472,7 +427,7 @@ def parse_config(document: object, source: str = "config") -> ScalerConfig:
     try:
         return ScalerConfig.model_validate(document)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, source)) from exc
+        raise ConfigError(format_validation_error(exc, source, ScalerConfig)) from exc
 
 
 def parse_config_variable(value: str, variable: str) -> ScalerConfig:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 SERVICE_NAME = "backlog-scaler"
 
+# The ProvisioningRequest API group (cluster-autoscaler's CRD), which the webhook admits too.
+PROVISIONING_API_GROUP = "autoscaling.x-k8s.io"
+
 # Environment variables of the Lambda functions.
 ENV_CONFIG = "SCALER_CONFIG"  # the scaler config document (JSON); local runs and tests
 # The deployed functions read the config from this SSM parameter (see shared.runtime) ...

@@ -8,7 +8,7 @@ one object (incl. AuthError: a 403 on one ASG or pod) is isolated to it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -312,10 +312,18 @@ class StateStore(Protocol):
         """Remember when the scaler last terminated nodes of a group. Raises LeaseHeldError, ActionError."""
         ...
 
-    def record_migration(self, lease: Lease, group: str, at: datetime, jobs: Sequence[str] = ()) -> None:
+    def record_migration(
+        self,
+        lease: Lease,
+        group: str,
+        at: datetime,
+        jobs: Sequence[str] = (),
+        present: Collection[str] = (),
+    ) -> None:
         """Remember that the scaler emptied a node of a group by migration at `at`, moving `jobs`
         (`checkpoint.job_key`): the store keeps the last hour's migrations (the per-hour budget) and
-        the moves per job (`checkpoint.remember_moves`). Raises LeaseHeldError, ActionError."""
+        the moves per job of the jobs still `present` (`checkpoint.remember_moves`). Raises
+        LeaseHeldError, ActionError."""
         ...
 
     def record_capacity_failure(self, lease: Lease | None, group: str, at: datetime) -> datetime:

@@ -38,12 +38,12 @@ from shared.adapters.kubernetes.cluster import cluster_from_config
 from shared.config import (
     ScalerConfig,
     decode_stored_config,
-    format_validation_error,
     parse_config,
     parse_config_variable,
 )
 from shared.controller import Controller
 from shared.domain.errors import ConfigError
+from shared.formats.validation import format_validation_error
 from shared.reporting import Reporter
 
 SOURCE = "environment"

@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel, SqsModel
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from shared.config import format_validation_error
 from shared.domain.errors import InputError
+from shared.formats.validation import format_validation_error
 
 SQS = "sqs"
 SCHEDULE = "schedule"
@@ -72,7 +72,7 @@ def validate_wake_up(body: str, cluster: str) -> WakeUp:
     try:
         wake_up = WakeUp.model_validate_json(body)
     except ValidationError as exc:
-        raise InputError(format_validation_error(exc, "message")) from exc
+        raise InputError(format_validation_error(exc, "message", WakeUp)) from exc
     if wake_up.cluster != cluster:
         raise InputError(f"message: cluster: {wake_up.cluster!r} is not this function's cluster {cluster!r}")
     return wake_up

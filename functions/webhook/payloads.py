@@ -29,8 +29,8 @@ import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from functions.webhook.errors import BadRequestError, PayloadTooLargeError
-from shared.config import format_validation_error
-from shared.domain.provisioning import PROVISIONING_API_GROUP
+from shared.constants import PROVISIONING_API_GROUP
+from shared.formats.validation import format_validation_error
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 RELEVANT_EVENT_REASONS = frozenset({"FailedScheduling", "NotTriggerScaleUp"})
@@ -139,7 +139,7 @@ def _validate(model: type[ModelT], document: object, source: str) -> ModelT:
     try:
         return model.model_validate(document)
     except ValidationError as exc:
-        lines = format_validation_error(exc, source).splitlines()
+        lines = format_validation_error(exc, source, model).splitlines()
         shown = "; ".join(lines[:MAX_ERRORS_SHOWN])
         more = f" (+{len(lines) - MAX_ERRORS_SHOWN} more)" if len(lines) > MAX_ERRORS_SHOWN else ""
         raise BadRequestError(shown + more) from exc

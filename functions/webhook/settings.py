@@ -17,9 +17,9 @@ from collections.abc import Mapping
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from shared.config import format_validation_error, parse_config_variable
 from shared.constants import ENV_CLUSTER_NAME, ENV_CONFIG, ENV_QUEUE_URL, ENV_WEBHOOK_SECRET_ARN
 from shared.domain.errors import ConfigError
+from shared.formats.validation import format_validation_error
 
 SOURCE = "webhook environment"
 CLUSTER_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}")  # ScalerConfig.cluster_name
@@ -60,6 +60,9 @@ class WebhookSettings(BaseModel):
             if not CLUSTER_NAME.fullmatch(value):
                 raise ValueError(f"not a cluster name: {value[:100]!r}")
             return value
+        # Local runs and tests only (the deployed webhook has the name): the config's models load here.
+        from shared.config import parse_config_variable
+
         return parse_config_variable(value, ENV_CONFIG).cluster_name  # the one parser of the config
 
 

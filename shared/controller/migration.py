@@ -53,9 +53,9 @@ def apply_migrations(
     for move in plan.migrate:
         if move.node in draining:
             continue
-        evicted = _migrate(applier, move, config, now, reads)
+        evicted, present = _migrate(applier, move, config, now, reads)
         if evicted:
-            _record(applier, move, evicted, now, store)
+            _record(applier, move, (evicted, present), now, store)
 
 
 def _skip(applier: Applier, move: Migration, why: str) -> None:
@@ -68,22 +68,23 @@ def _migrate(
     config: ScalerConfig,
     now: datetime,
     reads: tuple[FreshNode, FreshSnapshot],
-) -> list[Pod]:
-    """Cordon, re-validate and evict one node's pods; the pods evicted."""
+) -> tuple[list[Pod], frozenset[str]]:
+    """Cordon, re-validate and evict one node's pods; the pods evicted and the jobs of the cluster's
+    pods on the fresh read (whose moves the store keeps remembering)."""
     fresh_node, fresh_snapshot = reads
     read = fresh_node(move.node)
     node = None if isinstance(read, str) else read[0]
     if isinstance(read, str) or node is None or node.unschedulable:
         _skip(applier, move, read if isinstance(read, str) else "the node is gone or already cordoned")
-        return []
+        return [], frozenset()
     if not applier.cordon(node, move.group, f"migration: {move.reason}", now, retry_conflict=False):
-        return []
+        return [], frozenset()
     snapshot = fresh_snapshot()
     blocker = snapshot if isinstance(snapshot, str) else migration_blocker(snapshot, config, now, move)
     if blocker:
         _skip(applier, move, blocker)
         applier.uncordon(move.node, move.group, f"migration called off: {blocker}")
-        return []
+        return [], frozenset()
     assert not isinstance(snapshot, str)
     by_key = {p.key: p for p in snapshot.pods}
     evicted: list[Pod] = []
@@ -93,7 +94,7 @@ def _migrate(
             _stopped(applier, move, pod, evicted)
             break
         evicted.append(pod)
-    return evicted
+    return evicted, frozenset(job_key(p) for p in snapshot.pods)
 
 
 def _stopped(applier: Applier, move: Migration, pod: Pod, evicted: list[Pod]) -> None:
@@ -105,10 +106,15 @@ def _stopped(applier: Applier, move: Migration, pod: Pod, evicted: list[Pod]) ->
 
 
 def _record(
-    applier: Applier, move: Migration, evicted: list[Pod], now: datetime, store: tuple[StateStore, Tally]
+    applier: Applier,
+    move: Migration,
+    moved: tuple[list[Pod], frozenset[str]],
+    now: datetime,
+    store: tuple[StateStore, Tally],
 ) -> None:
     """Events on the moved pods, the group's tally (metrics) and the stored migration (budget)."""
     state, tally = store
+    evicted, present = moved
     message = (
         f"moved off {move.node} so the node can be given back (backlog-scaler migration of jobs that"
         f" checkpoint): {move.reason}"
@@ -126,5 +132,6 @@ def _record(
         tally.migration_lost[move.group] += round(move.lost_gpu_seconds)
     jobs = tuple(job_key(p) for p in evicted)
     applier.save(
-        f"migration {move.group}", partial(state.record_migration, group=move.group, at=now, jobs=jobs)
+        f"migration {move.group}",
+        partial(state.record_migration, group=move.group, at=now, jobs=jobs, present=present),
     )

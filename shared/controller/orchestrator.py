@@ -30,7 +30,6 @@ from shared.controller.attrition import apply_marks
 from shared.controller.deps import Deps
 from shared.controller.force_scale_down import drain  # every reconcile continues the stored drains
 from shared.controller.gather import Gathered, gather
-from shared.controller.migration import apply_migrations
 from shared.controller.provisioning import answer_requests
 from shared.controller.repair import cordon_unhealthy
 from shared.controller.report import PodEvents, ReconcileResult, RunInfo, RunStatus, finish, log_plan, notify
@@ -203,6 +202,9 @@ def _fresh(deps: Deps, applier: Applier, name: str) -> tuple[Node | None, tuple[
 
 def _migrate(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
     if plan.migrate:
+        # Loaded only when the plan moves jobs (migration is off by default): not at every cold start.
+        from shared.controller.migration import apply_migrations
+
         reads = (partial(_fresh, deps, run.applier), partial(_fresh_snapshot, deps, run.applier, gathered))
         store = (deps.ports.state, run.tally)
         apply_migrations(run.applier, plan, deps.config, run.started_at, gathered.draining, reads, store)

@@ -18,7 +18,7 @@ fresh (no older than the interval, or any age when no interval is given), else t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime, timedelta
 
 from shared.domain.model import Pod
@@ -28,10 +28,12 @@ ANNOTATION_LAST_CHECKPOINT = "backlog-scaler/last-checkpoint"
 ANNOTATION_CA_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 # policy.migration.max_nodes_per_hour counts the migrations of this window (the store keeps them).
 MIGRATION_WINDOW = timedelta(hours=1)
-# How long the store remembers that a job was moved (policy.migration.max_moves_per_job): longer
-# than most training jobs run (Philly: 99.98 % of jobs end within 30 days, 99.7 % within 7); ~60 bytes
-# per moved job in the group item.
-MOVES_MEMORY = timedelta(days=30)
+# The moves of a job (policy.migration.max_moves_per_job) are remembered as long as the job is
+# present, however long ago it moved: a job that runs for months is moved at most that many times in
+# all (with a 30-day memory, the full Philly replay moved jobs that outlived it up to 6 times). A job
+# no longer present is forgotten after this long: enough for a Job between its evicted pods and their
+# re-creation. ~60 bytes per remembered job in the group item.
+MOVES_MEMORY = timedelta(days=1)
 
 
 def checkpoint_interval(pod: Pod) -> int | str | None:
@@ -113,11 +115,15 @@ def job_key(pod: Pod) -> str:
 
 
 def remember_moves(
-    previous: Mapping[str, tuple[int, datetime]], jobs: Iterable[str], at: datetime
+    previous: Mapping[str, tuple[int, datetime]],
+    jobs: Iterable[str],
+    at: datetime,
+    present: Collection[str] = (),
 ) -> dict[str, tuple[int, datetime]]:
-    """The moves per job after `jobs` moved at `at`; jobs last moved more than MOVES_MEMORY ago are
-    forgotten (the one rule the state store, its fake and the simulator keep)."""
-    kept = {job: found for job, found in previous.items() if at - found[1] < MOVES_MEMORY}
+    """The moves per job after `jobs` moved at `at`; a job neither `present` (the job keys of the
+    cluster's pods) nor moved within MOVES_MEMORY is forgotten (the one rule the state store, its fake
+    and the simulator keep)."""
+    kept = {job: found for job, found in previous.items() if job in present or at - found[1] < MOVES_MEMORY}
     for job in sorted(set(jobs)):
         kept[job] = (kept.get(job, (0, at))[0] + 1, at)
     return kept

@@ -508,7 +508,8 @@ class GroupState:
     last_scale_up: datetime | None = None
     last_scale_down: datetime | None = None  # last time the scaler terminated a node of the group
     migrated_at: tuple[datetime, ...] = ()  # when the scaler emptied nodes by migration (the last hour)
-    # Jobs (a pod's owner, else the pod) moved by migration: how often, and when last (30 days').
+    # Jobs (a pod's owner, else the pod) moved by migration: how often, and when last
+    # (checkpoint.remember_moves).
     moved_jobs: Mapping[str, tuple[int, datetime]] = field(default_factory=dict)
 
 

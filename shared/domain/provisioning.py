@@ -18,7 +18,8 @@ from types import MappingProxyType
 from shared.domain.keys import namespaced_key
 from shared.domain.model import Pod
 
-PROVISIONING_API_GROUP = "autoscaling.x-k8s.io"
+# The group, autoscaling.x-k8s.io, is shared.constants.PROVISIONING_API_GROUP: the webhook reads it
+# without loading this module.
 PROVISIONING_API_VERSION = "v1"
 # cluster-autoscaler served v1beta1 before v1 (same schema); a cluster with an older CRD has only it.
 PROVISIONING_API_VERSIONS = (PROVISIONING_API_VERSION, "v1beta1")

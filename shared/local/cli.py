@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
+import importlib
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -27,24 +26,22 @@ from shared.formats.aws import (
 from shared.formats.kubernetes import KubeObjects, nodes_from_list, objects_from_documents, pods_from_list
 from shared.formats.lifecycle import instance_statuses_from_describe, launch_templates_from_describe
 from shared.formats.state import state_from_json
-from shared.local import status_cli
-from shared.local.demo import cli as demo_cli
+from shared.local import json_io
 from shared.local.explain import explain_pod, group_summaries
 from shared.local.help_format import CliParser
 from shared.local.plan_output import explanation_to_json, explanation_to_text, plan_to_json, plan_to_table
-from shared.local.sim import cli as sim_cli
 from shared.planner import plan
 from shared.webhook_auth import admission_path_token, secret_value
 
 
 def _read_json(path: str) -> Any:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        return json_io.loads(data)
+    except json_io.JSONDecodeError as exc:
         raise InputError(f"{path}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
 
 
@@ -181,13 +178,13 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.explain:
         explanation = explain_pod(snapshot, config, now, args.explain)
         if args.format == "json":
-            print(json.dumps(explanation_to_json(explanation), indent=2))
+            print(json_io.dumps_indented(explanation_to_json(explanation)))
         else:
             print(explanation_to_text(explanation))
         return 0
     result = plan(snapshot, config, now)
     if args.format == "json":
-        print(json.dumps(plan_to_json(result), indent=2))
+        print(json_io.dumps_indented(plan_to_json(result)))
     else:
         print(plan_to_table(result, group_summaries(snapshot, config, now), show_all=args.all))
     return 0
@@ -203,10 +200,34 @@ def run_admission_token(args: argparse.Namespace) -> int:
 
 
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # only for --version (~15 ms)
+
     try:
         return version("backlog-scaler")
     except PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown"
+
+
+class _VersionAction(argparse.Action):
+    """argparse's "version" action, with the version looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
+
+
+# Sub-commands that live in their own packages, by the module that registers them. Only the module of
+# the command being run is imported: `plan` loads neither the simulator nor the kubernetes client and
+# boto3 that `status` needs (~0.4 s of a plan process's start, issue 25); help and a mistyped command
+# load them all, so every command is listed and suggested.
+COMMAND_MODULES = {
+    "simulate": "shared.local.sim.cli",
+    "demo": "shared.local.demo.cli",
+    "status": "shared.local.status_cli",
+}
 
 
 def _add_plan_command(commands: Any) -> None:
@@ -268,9 +289,10 @@ def _add_plan_command(commands: Any) -> None:
     p.set_defaults(func=run_plan)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; given the command about to run, without the other packages' commands."""
     parser = CliParser(prog="backlog-scaler", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     _add_plan_command(commands)
     t = commands.add_parser(
@@ -281,15 +303,23 @@ def build_parser() -> argparse.ArgumentParser:
         "out of the shell history and the process list.",
     )
     t.set_defaults(func=run_admission_token)
-    # The simulator and the local run live in their own packages and register their commands.
-    sim_cli.add_commands(commands)
-    demo_cli.add_commands(commands)
-    status_cli.add_commands(commands)
+    # The simulator, the local run and the status reader register their own commands.
+    for name, module in COMMAND_MODULES.items():
+        if command is None or command == name:
+            importlib.import_module(module).add_commands(commands)
     return parser
 
 
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The sub-command argv runs when it names one exactly; None (every command) otherwise."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    known = {"plan", "admission-token", *COMMAND_MODULES}
+    return first if first in known else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_command_of(argv)).parse_args(argv)
     try:
         return int(args.func(args))
     except (InputError, ConfigError) as exc:

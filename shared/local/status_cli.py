@@ -13,8 +13,6 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.adapters.kubernetes.auth import api_client_from_kubeconfig
-from shared.adapters.kubernetes.cluster import ClusterOptions, KubernetesCluster
 from shared.constants import DEFAULT_STATUS_NAMESPACE, STATUS_CONFIGMAP, STATUS_DATA_KEY
 from shared.domain.durations import short_duration
 from shared.domain.errors import InputError, ScalerError
@@ -65,6 +63,11 @@ def run_status(args: argparse.Namespace) -> int:
 def read_status(kubeconfig: str, context: str | None, namespace: str) -> dict[str, Any]:
     """The status document of the ConfigMap in `namespace`; InputError when it cannot be read or the
     scaler never wrote it."""
+    # Imported here, not at the top: the kubernetes client and boto3 (EKS auth) cost ~0.3 s of import
+    # that every other subcommand (plan above all) would pay for nothing.
+    from shared.adapters.kubernetes.auth import api_client_from_kubeconfig
+    from shared.adapters.kubernetes.cluster import ClusterOptions, KubernetesCluster
+
     api = api_client_from_kubeconfig(kubeconfig, context=context)
     where = f"{namespace}/{STATUS_CONFIGMAP}"
     try:

@@ -25,9 +25,9 @@ The rules, per group, level-triggered (off unless `policy.migration.enabled`):
 - Spare: the free GPUs left on the group's nodes that stay (marked ones included: new pods still get
   their room) must still be the spare attrition keeps for new pods (`attrition.spare_gpus`), so a
   move does not make an arrival wait for a boot.
-- Limits: a job moved `max_moves_per_job` times (the store remembers 30 days) is not moved again;
-  `max_nodes_per_run` per group per run, `max_nodes_per_hour` per group from the stored
-  migrations (`GroupState.migrated_at`), and never below the group's min size.
+- Limits: a job moved `max_moves_per_job` times (the store remembers a job while it is present) is
+  not moved again; `max_nodes_per_run` per group per run, `max_nodes_per_hour` per group from the
+  stored migrations (`GroupState.migrated_at`), and never below the group's min size.
 """
 
 from __future__ import annotations

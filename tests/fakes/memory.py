@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 from shared.adapters.kubernetes.cluster import taints_with, taints_without
 from shared.adapters.kubernetes.writes import TaintEdit, edited_taints
 from shared.config import PolicyConfig
+from shared.constants import PROVISIONING_API_GROUP
 from shared.domain.checkpoint import MIGRATION_WINDOW, remember_moves
 from shared.domain.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from shared.domain.errors import (
@@ -54,7 +55,6 @@ from shared.domain.model import ScalerState as ScalerStateModel
 from shared.domain.operations import ClusterEvent, DrainIntent, Lease, ScalingFailure
 from shared.domain.provisioning import (
     COSCHEDULING_API_GROUP,
-    PROVISIONING_API_GROUP,
     VOLCANO_API_GROUP,
     ConditionUpdate,
     PodGroup,
@@ -706,13 +706,20 @@ class MemoryStateStore(Faults):
             self.groups.setdefault(group, _GroupRecord()).last_scale_down = at
 
     @_recorded
-    def record_migration(self, lease: Lease, group: str, at: datetime, jobs: Sequence[str] = ()) -> None:
+    def record_migration(
+        self,
+        lease: Lease,
+        group: str,
+        at: datetime,
+        jobs: Sequence[str] = (),
+        present: Collection[str] = (),
+    ) -> None:
         with self._lock:
             self._fenced(lease)
             record = self.groups.setdefault(group, _GroupRecord())
             kept = tuple(t for t in record.migrated_at if at - t < MIGRATION_WINDOW)
             record.migrated_at = (*kept, at)
-            record.moved_jobs = remember_moves(record.moved_jobs, jobs, at)
+            record.moved_jobs = remember_moves(record.moved_jobs, jobs, at, present)
 
     @_recorded
     def record_capacity_failure(self, lease: Lease | None, group: str, at: datetime) -> datetime:

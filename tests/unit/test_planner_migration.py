@@ -274,9 +274,20 @@ def test_a_job_moved_max_moves_per_job_times_is_not_moved_again() -> None:
     assert len(run([*background(), job], state=state).migrate) == 1
 
 
-def test_the_store_forgets_moves_after_30_days() -> None:
-    month_ago = NOW - timedelta(days=30, seconds=1)
-    moves = remember_moves(
-        {"a/Job/old": (3, month_ago), "a/Job/x": (1, NOW - timedelta(hours=1))}, ["a/Job/x"], NOW
-    )
-    assert moves == {"a/Job/x": (2, NOW)}
+def test_a_job_still_present_is_remembered_however_long_ago_it_moved() -> None:
+    # Given a job moved 3 times two months ago that still runs (a job of months, as Philly has)
+    long_ago = NOW - timedelta(days=60)
+    previous = {"a/Job/long": (3, long_ago), "a/Job/x": (1, NOW - timedelta(hours=1))}
+    # When another job of the group moves
+    moves = remember_moves(previous, ["a/Job/x"], NOW, present={"a/Job/long", "a/Job/x"})
+    # Then the long job's count is kept: it is never moved a 4th time
+    assert moves == {"a/Job/long": (3, long_ago), "a/Job/x": (2, NOW)}
+
+
+def test_the_store_forgets_a_job_that_is_gone_after_a_day() -> None:
+    # Given a job gone for good (moved 2 days ago) and one between its evicted and re-created pods
+    previous = {"a/Job/gone": (1, NOW - timedelta(days=2)), "a/Job/restarting": (1, NOW - timedelta(hours=2))}
+    # When another job moves and neither of them has a pod now
+    moves = remember_moves(previous, ["a/Job/x"], NOW, present={"a/Job/x"})
+    # Then only the gone job is forgotten
+    assert moves == {"a/Job/restarting": (1, NOW - timedelta(hours=2)), "a/Job/x": (1, NOW)}

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -383,14 +383,21 @@ class DynamoDbStateStore:
         """Remember when the scaler last terminated nodes of a group. Raises LeaseHeldError, ActionError."""
         self._record_group_time(lease, group, "last_scale_down", at, "scale-down")
 
-    def record_migration(self, lease: Lease, group: str, at: datetime, jobs: Sequence[str] = ()) -> None:
+    def record_migration(
+        self,
+        lease: Lease,
+        group: str,
+        at: datetime,
+        jobs: Sequence[str] = (),
+        present: Collection[str] = (),
+    ) -> None:
         """Remember a migration of a group, keeping the last hour's (the per-hour budget; a single
         writer holds the lease, so reading then writing the list loses nothing). Raises
         LeaseHeldError, ActionError."""
         item = self._get(GROUP_PREFIX + group) or {}
         kept = [t for t in _migrations(item) if at - t < MIGRATION_WINDOW]
         times = {"L": [_n(_epoch(t)) for t in sorted([*kept, at])]}
-        moves = remember_moves(_moved_jobs(item), jobs, at)
+        moves = remember_moves(_moved_jobs(item), jobs, at, present)
         moved = {
             "M": {job: {"L": [_n(str(n)), _n(_epoch(last))]} for job, (n, last) in sorted(moves.items())}
         }

@@ -15,10 +15,10 @@ from kubernetes import client as k8s
 
 from shared.adapters.kubernetes.calls import ApiCaller, ReadNotFoundError
 from shared.adapters.kubernetes.listing import ListParser, PagedLister
+from shared.constants import PROVISIONING_API_GROUP
 from shared.domain.provisioning import (
     COSCHEDULING_API_GROUP,
     COSCHEDULING_API_VERSION,
-    PROVISIONING_API_GROUP,
     PROVISIONING_API_VERSIONS,
     VOLCANO_API_GROUP,
     VOLCANO_API_VERSION,

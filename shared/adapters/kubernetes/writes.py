@@ -15,9 +15,10 @@ from typing import Any
 from kubernetes import client as k8s
 
 from shared.adapters.kubernetes.calls import ApiCaller, body_of, decode_json
+from shared.constants import PROVISIONING_API_GROUP
 from shared.domain.errors import ClusterActionError, ConflictError, EvictionBlockedError, NotFoundError
 from shared.domain.model import ANNOTATION_CORDONED_AT, Taint
-from shared.domain.provisioning import PROVISIONING_API_GROUP, ConditionUpdate
+from shared.domain.provisioning import ConditionUpdate
 from shared.formats.kubernetes import condition_to_json
 
 MERGE_PATCH = "application/merge-patch+json"

@@ -18,12 +18,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from shared.constants import PROVISIONING_API_GROUP
 from shared.domain.provisioning import (
     ANNOTATION_CONSUME_REQUEST,
     ANNOTATION_CONSUME_REQUEST_LEGACY,
     FAILED,
     PROVISIONED,
-    PROVISIONING_API_GROUP,
     PROVISIONING_API_VERSION,
 )
 from shared.local.demo.scenario import DemoRequest

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -17,6 +16,7 @@ from shared.config import ScalerConfig, load_config
 from shared.domain.durations import short_duration
 from shared.domain.errors import InputError
 from shared.domain.quantity import quantity
+from shared.local import json_io
 from shared.local.sim.compare_table import compare_table
 from shared.local.sim.engine import SimOptions, SimResult, at, simulate
 from shared.local.sim.report import build_report, compare_document, report_table
@@ -414,7 +414,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         document = reports[0]
 
     if args.output == "json":
-        print(json.dumps(document, indent=2))
+        print(json_io.dumps_indented(document))
     else:
         for note in trace.notes:
             print(f"note: {note}")
@@ -426,7 +426,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         out = Path(args.out)
         try:
             out.mkdir(parents=True, exist_ok=True)
-            (out / "report.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+            (out / "report.json").write_text(json_io.dumps_indented(document) + "\n", encoding="utf-8")
         except OSError as exc:
             raise InputError(f"--out {out}: cannot write: {exc.strerror or exc}") from exc
         if not args.no_plot:

@@ -45,7 +45,8 @@ class SimMigrator:
             group.result.migrations += 1
             group.result.migration_lost_gpu_seconds += lost
             group.migrated_at = [t for t in group.migrated_at if now - t < _WINDOW_SECONDS] + [now]
-            group.moved_jobs = remember_moves(group.moved_jobs, moved, at(now))
+            present = {job_key(pod) for pod in self._state.live_pods.values()}
+            group.moved_jobs = remember_moves(group.moved_jobs, moved, at(now), present)
             self._state.dirty = True
             changed = True
         return changed
