@@ -149,3 +149,37 @@ def test_a_dra_fit_the_scheduler_refutes_is_a_model_error_once() -> None:
     assert [(e.pod, e.node) for e in result.model_errors] == [("ml/stuck", "gpu-node-1")]
     assert _outcome(result, "stuck")[0] == str(Outcome.SCALE_UP)
     assert result.pod_memory["ml/stuck"].distrusted == ("gpu-node-1",)
+
+
+def _bought_20_minutes_ago(objects: list[dict[str, Any]]) -> Plan:
+    """A DRA pod the scaler bought an a100 node for 20 minutes ago (on the config's slices); the node
+    registered 15 minutes ago and has been Ready since. The planner does not count the pod on it."""
+    memory = PodMemory(uid="uid-stuck", bought={"a100": NOW - timedelta(minutes=20)})
+    fresh = node("gpu-node-1", "i-0", gpus=0, created=NOW - timedelta(minutes=15))
+    snap = snapshot(
+        [dra_pod("stuck", [from_template()])],
+        [fresh],
+        [asg("research-a100", desired=1, instances=["i-0"])],
+        ScalerState(pods={"ml/stuck": memory}),
+    )
+    groups = [a100_group(price_per_hour=32.77, max_size=16, resource_slices=SLICES)]
+    return plan(replace(snap, dra=_dra(objects)), config(node_groups=groups), NOW)
+
+
+def test_a_node_bought_for_a_dra_pod_that_publishes_no_devices_is_not_bought_again() -> None:
+    # Given the node bought for the pod publishes no ResourceSlices (its DRA driver is not running)
+    result = _bought_20_minutes_ago([device_class(), claim_template()])
+    # Then the node it bought cannot hold the pod's claim: the group is refused for the pod, and no
+    # second node is bought on the template's (the config's) devices
+    assert result.group("a100").desired == 1
+    assert result.pod_memory["ml/stuck"].refused["a100"] > NOW
+    assert _outcome(result, "stuck")[0] == str(Outcome.UNHELPED)
+
+
+def test_a_node_bought_for_a_dra_pod_that_publishes_its_devices_holds_it() -> None:
+    # Given the node publishes the 8 GPUs the config said it would
+    result = _bought_20_minutes_ago([device_class(), claim_template(), gpu_slice("gpu-node-1", 8)])
+    # Then the group is not refused for the pod, which is counted on the capacity bought for it
+    assert "a100" not in result.pod_memory["ml/stuck"].refused
+    assert result.group("a100").desired == 1
+    assert _outcome(result, "stuck")[0] != str(Outcome.UNHELPED)

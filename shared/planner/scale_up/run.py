@@ -227,6 +227,7 @@ def recall_refusals(ctx: Context, pending: list[Pod]) -> Recall:
         return (
             static_reason(pod.scheduling, node.labels, taints, False) is None
             and node_resources_fit(ctx.request(pod.requests), free, ctx.dims) is None
+            and _holds_devices(ctx, pod, SimNode(node.name, node.labels, taints, free))
         )
 
     return recall(
@@ -239,3 +240,17 @@ def recall_refusals(ctx: Context, pending: list[Pod]) -> Recall:
         policy.scheduler_refusal_ttl_seconds,
         holds,
     )
+
+
+def _holds_devices(ctx: Context, pod: Pod, node: SimNode) -> bool:
+    """Whether the node's own ResourceSlices can serve the pod's DRA claims, every device free (the
+    node running only its DaemonSet pods). A node that came up publishing no slices (its DRA driver
+    is not running) or other devices holds nothing: the group that bought it is refused for the pod,
+    rather than bought again on the template's devices every run."""
+    devices = ctx.devices
+    if devices is None or not pod.constraints.resource_claim_sources:
+        return True
+    demand = devices.demand(pod)
+    if devices.static(demand, node) is not None:
+        return False
+    return not isinstance(devices.allocate(demand, node, set(), {}), str)
