@@ -25,6 +25,11 @@ The rules, per group, level-triggered (off unless `policy.migration.enabled`):
 - Spare: the free GPUs left on the group's nodes that stay (marked ones included: new pods still get
   their room) must still be the spare attrition keeps for new pods (`attrition.spare_gpus`), so a
   move does not make an arrival wait for a boot.
+- Not while the group grows or already has room to give back: no node is emptied in a group whose
+  pending pods wait for a node (booting or bought by this plan), that grew less than
+  `scale_down_delay_after_add_seconds` ago (as idle scale-down: cluster-autoscaler's
+  --scale-down-delay-after-add), or that has an empty schedulable node (kube-scheduler's default
+  LeastAllocated scoring would send the moved pods there: one node traded for another).
 - Limits: a job moved `max_moves_per_job` times (the store remembers 30 days) is not moved again;
   `max_nodes_per_run` per group per run, `max_nodes_per_hour` per group from the stored
   migrations (`GroupState.migrated_at`), and never below the group's min size.
@@ -50,6 +55,7 @@ from shared.planner.filters.framework import SimNode
 from shared.planner.filters.node_ports import port_key
 from shared.planner.filters.volume_binding import Volumes
 from shared.planner.gangs import GangIndex, largest_first
+from shared.planner.scale_down import grew_recently
 from shared.planner.scale_up import plan_scale_up
 from shared.planner.simulation import Simulation
 
@@ -76,18 +82,28 @@ def plan_migration(
     marked: frozenset[str],
     counted_on: Mapping[str, str],
     leaving: frozenset[str],
+    waiting: frozenset[str] = frozenset(),
 ) -> tuple[Migration, ...]:
     """Nodes to empty by moving their checkpointing pods this run (see the module docstring).
 
     `marked`: nodes that carry (or get) the attrition mark this run; `counted_on`: pending pod ->
-    registered node the plan counts it on; `leaving`: nodes this plan cordons or terminates.
+    registered node the plan counts it on; `leaving`: nodes this plan cordons or terminates;
+    `waiting`: groups whose pending pods wait for a node (booting, or bought by this plan).
     """
     policy = ctx.config.policy.migration
     if not policy.enabled:
         return ()
     incoming = _incoming(ctx, counted_on)
     movers = _movers(ctx)
-    by_group = [(view, _candidates(ctx, view, policy, movers, incoming, leaving)) for view in ctx.groups]
+    by_group = [
+        (
+            view,
+            _candidates(ctx, view, policy, movers, incoming, leaving)
+            if _may_shrink(ctx, view, leaving, waiting)
+            else [],
+        )
+        for view in ctx.groups
+    ]
     if not any(candidates for _, candidates in by_group):
         return ()  # the scheduler's picture is built only when some node is worth emptying
     room = _Room(ctx, frozenset(marked) | leaving, incoming)
@@ -96,6 +112,27 @@ def plan_migration(
         held = _held_gpus(ctx, view, marked, leaving, incoming)
         chosen.extend(_choose(ctx, view, policy, candidates, room, held))
     return tuple(sorted(chosen, key=lambda m: m.node))
+
+
+def _may_shrink(ctx: Context, view: GroupView, leaving: frozenset[str], waiting: frozenset[str]) -> bool:
+    """Whether the group may give a node back by migration this run. Not while it grows: pending
+    pods wait for one of its nodes (booting or bought by this plan), or it grew less than
+    `scale_down_delay_after_add_seconds` ago (`scale_down.grew_recently`, cluster-autoscaler's
+    --scale-down-delay-after-add): emptying a node then spends room the arrivals need and buys it
+    back a boot later. Not while one of its nodes is already empty and schedulable: kube-scheduler's
+    default scoring (NodeResourcesFit LeastAllocated) puts re-created pods on the emptiest node, so
+    the move would trade one node for another, and idle scale-down takes the empty one anyway."""
+    if view.name in waiting or grew_recently(ctx, view):
+        return False
+    cutoff = ctx.config.policy.pod_priority_cutoff
+    return not any(
+        node.ready
+        and not node.unschedulable
+        and node.name not in leaving
+        and node.allocatable.gpus > 0
+        and not busy_pods(ctx.pods_on_node.get(node.name, []), cutoff, ctx.now)
+        for node in view.nodes
+    )
 
 
 def _incoming(ctx: Context, counted_on: Mapping[str, str]) -> dict[str, list[Pod]]:
