@@ -441,6 +441,7 @@ def migration_costs(interval: int, restart: int) -> tuple[tuple[str, MoveCost], 
     expected = interval // 2
     return (
         ("free, unlimited", MoveCost(restart=0, lost=0, max_moves=None)),
+        ("restart, unlimited", MoveCost(restart=restart, lost=0, max_moves=None)),
         ("restart, 3/job", MoveCost(restart=restart, lost=0)),
         ("+ half interval", MoveCost(restart=restart, lost=expected)),
         ("+ 4 nodes/hour", MoveCost(restart=restart, lost=expected, per_hour=4)),
@@ -456,10 +457,10 @@ def print_migration_rows(jobs: Sequence[Job], args: argparse.Namespace) -> None:
         f" {args.checkpoint_interval_seconds // 2}s (half the {args.checkpoint_interval_seconds}s interval)"
     )
     print(
-        f"{'moves':<17} {'ckpt':>5} {'prov/ideal':>10} {'emptied':>8} {'moves':>7} {'lost/used':>9}"
+        f"{'moves':<18} {'ckpt':>5} {'prov/ideal':>10} {'emptied':>8} {'moves':>7} {'lost/used':>9}"
         f" {'moved 2+':>8} {'wall_s':>7}"
     )
-    print(f"{'migration floor':<17} {'100%':>5} {migration_floor(jobs, 'one-group'):>10.3f}", flush=True)
+    print(f"{'migration floor':<18} {'100%':>5} {migration_floor(jobs, 'one-group'):>10.3f}", flush=True)
     for name, cost in migration_costs(args.checkpoint_interval_seconds, args.restart_seconds):
         for fraction in args.checkpointable:
             started = time.perf_counter()
@@ -467,7 +468,7 @@ def print_migration_rows(jobs: Sequence[Job], args: argparse.Namespace) -> None:
                 jobs, movable_jobs(jobs, fraction), oldest_job_first, args.boot_seconds, args.idle, cost
             )
             print(
-                f"{name:<17} {fraction:>5.0%} {row.ratio:>10.3f} {row.emptied:>8,} {row.moves:>7,}"
+                f"{name:<18} {fraction:>5.0%} {row.ratio:>10.3f} {row.emptied:>8,} {row.moves:>7,}"
                 f" {row.lost_over_used:>9.2%} {row.moved_twice:>8,} {time.perf_counter() - started:>7.1f}",
                 flush=True,
             )
