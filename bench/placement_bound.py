@@ -208,6 +208,48 @@ def migration_floor(jobs: Sequence[Job], scenario: str) -> float:
     return paid / ideal if ideal else 0.0
 
 
+def launch_floor(jobs: Sequence[Job], scenario: str, boot: int, idle: int) -> float:
+    """The migration floor when launches and idle nodes are paid as `replay` pays them: free, instant
+    moves keep ceil(busy GPUs / node GPUs) nodes running; a node no longer needed waits `idle`
+    seconds, and a need for one more node takes the latest emptied one back, else launches one
+    (`boot` seconds of its GPUs). No policy that moves jobs pays less under the same boot and idle."""
+    changes: dict[int, dict[int, int]] = {}
+    ideal = 0
+    for job in jobs:
+        size, _, _ = _pool_sizes(scenario, job.gpus)
+        deltas = changes.setdefault(size, {})
+        deltas[job.submit] = deltas.get(job.submit, 0) + job.gpus
+        end = job.submit + job.duration
+        deltas[end] = deltas.get(end, 0) - job.gpus
+        ideal += job.gpus * job.duration
+    paid = 0
+    for size, deltas in changes.items():
+        paid += _nodes_paid(sorted(deltas.items()), size, boot, idle) * size
+    return paid / ideal if ideal else 0.0
+
+
+def _nodes_paid(deltas: Sequence[tuple[int, int]], size: int, boot: int, idle: int) -> int:
+    """Node-seconds (boot included) of the fewest whole nodes for the busy GPUs (see `launch_floor`)."""
+    emptied: deque[int] = deque()  # when each waiting node was emptied, oldest first
+    paid = busy = running = last = 0
+    for moment, delta in deltas:
+        while emptied and emptied[0] + idle <= moment:
+            emptied.popleft()
+            paid += idle
+        paid += running * (moment - last)
+        busy, last = busy + delta, moment
+        need = -(-busy // size)
+        while running < need:
+            running += 1
+            if emptied:
+                paid += moment - emptied.pop()
+            else:
+                paid += boot
+        emptied.extend([moment] * (running - need))
+        running = need
+    return paid + idle * len(emptied)
+
+
 # Checkpoint-aware migration in the same idealised world: which provisioned/ideal ANY migration
 # policy can reach when only some jobs may move and every move costs what issue 26's cost model
 # charges (the work since the job's last save plus `restart` seconds, of all its GPUs), at most
@@ -461,6 +503,8 @@ def print_migration_rows(jobs: Sequence[Job], args: argparse.Namespace) -> None:
         f" {'moved 2+':>8} {'wall_s':>7}"
     )
     print(f"{'migration floor':<18} {'100%':>5} {migration_floor(jobs, 'one-group'):>10.3f}", flush=True)
+    floor = launch_floor(jobs, "one-group", args.boot_seconds, args.idle)
+    print(f"{'+ boot and idle':<18} {'100%':>5} {floor:>10.3f}", flush=True)
     for name, cost in migration_costs(args.checkpoint_interval_seconds, args.restart_seconds):
         for fraction in args.checkpointable:
             started = time.perf_counter()

@@ -165,3 +165,13 @@ def test_the_movable_jobs_are_the_simulators_pick_by_trace_index() -> None:
     half = bound.movable_jobs(jobs, 0.5)
     assert half == [is_checkpointable(i, 0.5) for i in range(10)]
     assert sum(half) == 5
+
+
+def test_the_launch_floor_pays_boot_and_idle_and_takes_the_latest_emptied_node_back() -> None:
+    # One 1-GPU job: 300 s boot, 100 s running, 600 s idle, as `replay` pays it
+    assert bound.launch_floor([job("a", 0, 100, 1)], "one-group", 300, 600) == pytest.approx(8000 / 100)
+    # Two nodes emptied at 100 and 200; the node needed at 250 is the one emptied at 200 (50 s idle)
+    jobs = [job("a", 0, 100, 8), job("b", 0, 200, 8), job("c", 250, 50, 8)]
+    running, waiting = 200 + 100 + 50, 50 + 600 + 600
+    assert bound.launch_floor(jobs, "one-group", 0, 600) == pytest.approx((running + waiting) * 8 / 2800)
+    assert bound.migration_floor(jobs, "one-group") == pytest.approx(1.0)
