@@ -25,11 +25,9 @@ The rules, per group, level-triggered (off unless `policy.migration.enabled`):
 - Spare: the free GPUs left on the group's nodes that stay (marked ones included: new pods still get
   their room) must still be the spare attrition keeps for new pods (`attrition.spare_gpus`), so a
   move does not make an arrival wait for a boot.
-- Not while the group grows or already has room to give back: no node is emptied in a group whose
-  pending pods wait for a node (booting or bought by this plan), that grew less than
-  `scale_down_delay_after_add_seconds` ago (as idle scale-down: cluster-autoscaler's
-  --scale-down-delay-after-add), or that has an empty schedulable node (kube-scheduler's default
-  LeastAllocated scoring would send the moved pods there: one node traded for another).
+- Not while the group grows: no node is emptied in a group whose pending pods wait for a node
+  (booting or bought by this plan), or that grew less than `scale_down_delay_after_add_seconds`
+  ago (as idle scale-down: cluster-autoscaler's --scale-down-delay-after-add).
 - Limits: a job moved `max_moves_per_job` times (the store remembers 30 days) is not moved again;
   `max_nodes_per_run` per group per run, `max_nodes_per_hour` per group from the stored
   migrations (`GroupState.migrated_at`), and never below the group's min size.
@@ -99,7 +97,7 @@ def plan_migration(
         (
             view,
             _candidates(ctx, view, policy, movers, incoming, leaving)
-            if _may_shrink(ctx, view, leaving, waiting)
+            if _may_shrink(ctx, view, waiting)
             else [],
         )
         for view in ctx.groups
@@ -114,25 +112,13 @@ def plan_migration(
     return tuple(sorted(chosen, key=lambda m: m.node))
 
 
-def _may_shrink(ctx: Context, view: GroupView, leaving: frozenset[str], waiting: frozenset[str]) -> bool:
-    """Whether the group may give a node back by migration this run. Not while it grows: pending
-    pods wait for one of its nodes (booting or bought by this plan), or it grew less than
-    `scale_down_delay_after_add_seconds` ago (`scale_down.grew_recently`, cluster-autoscaler's
-    --scale-down-delay-after-add): emptying a node then spends room the arrivals need and buys it
-    back a boot later. Not while one of its nodes is already empty and schedulable: kube-scheduler's
-    default scoring (NodeResourcesFit LeastAllocated) puts re-created pods on the emptiest node, so
-    the move would trade one node for another, and idle scale-down takes the empty one anyway."""
-    if view.name in waiting or grew_recently(ctx, view):
-        return False
-    cutoff = ctx.config.policy.pod_priority_cutoff
-    return not any(
-        node.ready
-        and not node.unschedulable
-        and node.name not in leaving
-        and node.allocatable.gpus > 0
-        and not busy_pods(ctx.pods_on_node.get(node.name, []), cutoff, ctx.now)
-        for node in view.nodes
-    )
+def _may_shrink(ctx: Context, view: GroupView, waiting: frozenset[str]) -> bool:
+    """Whether the group may give a node back by migration this run: not while it grows, i.e. its
+    pending pods wait for one of its nodes (booting, or bought by this plan) or it grew less than
+    `scale_down_delay_after_add_seconds` ago (`scale_down.grew_recently`, as idle scale-down:
+    cluster-autoscaler's --scale-down-delay-after-add). Emptying a node then spends free room the
+    arrivals are about to need, and the group buys it back a boot later."""
+    return view.name not in waiting and not grew_recently(ctx, view)
 
 
 def _incoming(ctx: Context, counted_on: Mapping[str, str]) -> dict[str, list[Pod]]:
