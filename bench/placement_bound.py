@@ -22,6 +22,16 @@ scheduler's scoring, attrition marks) can save:
 
 Scenarios as sim_bench's: `one-group` (8-GPU nodes) and `pools` (1-, 4- and 8-GPU nodes, each job on
 the smallest node that holds it whole, larger jobs on whole 8-GPU nodes).
+
+Then the rows of checkpoint-aware migration (issue 26), one group, `--checkpointable FRACTION ...`
+(default 1 0.5; the same jobs sim_bench's `--checkpointable` picks):
+- `+ boot and idle`: the migration floor with launches (`--boot-seconds`) and idle nodes (`--idle`)
+  paid as the replays pay them: a lower bound for any policy that moves jobs.
+- a greedy repack that knows every job's end: after each job end, the least busy nodes whose jobs
+  all checkpoint are emptied onto other busy nodes when the node-time saved beats the cost, first
+  with free moves, then a restart (`--restart-seconds`, 300) of all the job's GPUs per move, at most
+  3 moves per job, plus the work lost since the last save (half of `--checkpoint-interval-seconds`,
+  the expected case), at most 4 nodes emptied per hour, and a gain of 2 (the scaler's defaults).
 """
 
 from __future__ import annotations
