@@ -528,9 +528,10 @@ def print_migration_rows(jobs: Sequence[Job], args: argparse.Namespace) -> None:
             )
     print(
         "emptied: nodes emptied by moves; moves: job moves; lost/used: GPU-seconds lost to moves over"
-        " GPU-seconds used; moved 2+: jobs moved more than once. The repack knows every job's end (a"
-        " bound on any policy's choice, not a policy); there is no queue, no reconcile loop and no"
-        " per-run limit, and moved jobs never wait."
+        " GPU-seconds used; moved 2+: jobs moved more than once. The two floors bound every policy that"
+        " moves jobs; the other rows are what one strong policy reaches (it knows every job's end; no"
+        " queue, no reconcile loop, no per-run limit, moved jobs never wait): an estimate of the best,"
+        " not a bound, and myopic (a constraint can help it by a hundredth)."
     )
 
 
