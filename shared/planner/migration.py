@@ -25,6 +25,9 @@ The rules, per group, level-triggered (off unless `policy.migration.enabled`):
 - Spare: the free GPUs left on the group's nodes that stay (marked ones included: new pods still get
   their room) must still be the spare attrition keeps for new pods (`attrition.spare_gpus`), so a
   move does not make an arrival wait for a boot.
+- Not while the group grows: no node is emptied in a group whose pending pods wait for a node
+  (booting or bought by this plan), or that grew less than `scale_down_delay_after_add_seconds`
+  ago (as idle scale-down: cluster-autoscaler's --scale-down-delay-after-add).
 - Limits: a job moved `max_moves_per_job` times (the store remembers a job while it is present) is
   not moved again; `max_nodes_per_run` per group per run, `max_nodes_per_hour` per group from the
   stored migrations (`GroupState.migrated_at`), and never below the group's min size.
@@ -50,6 +53,7 @@ from shared.planner.filters.framework import SimNode
 from shared.planner.filters.node_ports import port_key
 from shared.planner.filters.volume_binding import Volumes
 from shared.planner.gangs import GangIndex, largest_first
+from shared.planner.scale_down import grew_recently
 from shared.planner.scale_up import plan_scale_up
 from shared.planner.simulation import Simulation
 
@@ -76,18 +80,28 @@ def plan_migration(
     marked: frozenset[str],
     counted_on: Mapping[str, str],
     leaving: frozenset[str],
+    waiting: frozenset[str] = frozenset(),
 ) -> tuple[Migration, ...]:
     """Nodes to empty by moving their checkpointing pods this run (see the module docstring).
 
     `marked`: nodes that carry (or get) the attrition mark this run; `counted_on`: pending pod ->
-    registered node the plan counts it on; `leaving`: nodes this plan cordons or terminates.
+    registered node the plan counts it on; `leaving`: nodes this plan cordons or terminates;
+    `waiting`: groups whose pending pods wait for a node (booting, or bought by this plan).
     """
     policy = ctx.config.policy.migration
     if not policy.enabled:
         return ()
     incoming = _incoming(ctx, counted_on)
     movers = _movers(ctx)
-    by_group = [(view, _candidates(ctx, view, policy, movers, incoming, leaving)) for view in ctx.groups]
+    by_group = [
+        (
+            view,
+            _candidates(ctx, view, policy, movers, incoming, leaving)
+            if _may_shrink(ctx, view, waiting)
+            else [],
+        )
+        for view in ctx.groups
+    ]
     if not any(candidates for _, candidates in by_group):
         return ()  # the scheduler's picture is built only when some node is worth emptying
     room = _Room(ctx, frozenset(marked) | leaving, incoming)
@@ -96,6 +110,15 @@ def plan_migration(
         held = _held_gpus(ctx, view, marked, leaving, incoming)
         chosen.extend(_choose(ctx, view, policy, candidates, room, held))
     return tuple(sorted(chosen, key=lambda m: m.node))
+
+
+def _may_shrink(ctx: Context, view: GroupView, waiting: frozenset[str]) -> bool:
+    """Whether the group may give a node back by migration this run: not while it grows, i.e. its
+    pending pods wait for one of its nodes (booting, or bought by this plan) or it grew less than
+    `scale_down_delay_after_add_seconds` ago (`scale_down.grew_recently`, as idle scale-down:
+    cluster-autoscaler's --scale-down-delay-after-add). Emptying a node then spends free room the
+    arrivals are about to need, and the group buys it back a boot later."""
+    return view.name not in waiting and not grew_recently(ctx, view)
 
 
 def _incoming(ctx: Context, counted_on: Mapping[str, str]) -> dict[str, list[Pod]]:

@@ -210,7 +210,7 @@ def plan(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         uncordon[node] = NodeAction(node, group, "pending pods fit on it")
     leaving = _leaving(down) | frozenset(m.node for m in rotation.mark)
     attrition = plan_attrition(ctx, marked, up.counted_on, up.outcomes, leaving - repair.owned)
-    migrate = _migration(ctx, marked, attrition, rotation, up.counted_on, leaving)
+    migrate = _migration(ctx, marked, attrition, rotation, up, leaving)
     return Plan(
         groups=groups,
         cordon=tuple(sorted(down.cordon, key=lambda a: a.node)),
@@ -263,18 +263,24 @@ def _migration(
     marked: frozenset[str],
     attrition: AttritionResult,
     rotation: RotationResult,
-    counted_on: Mapping[str, str],
+    up: ScaleUpResult,
     leaving: frozenset[str],
 ) -> tuple[Migration, ...]:
     """Nodes to empty by moving jobs that checkpoint; never onto nodes new pods are steered away from
-    (attrition's and rotation's marks) nor off nodes already leaving."""
+    (attrition's and rotation's marks), nor off nodes already leaving, nor in groups whose pending
+    pods wait for a node (booting, or bought by this plan)."""
     if not ctx.config.policy.migration.enabled:
         return ()  # off by default: then its module is never loaded (a cold start pays ~10 ms less)
     from shared.planner.migration import plan_migration
 
     lifted = frozenset(m.node for m in attrition.unmark)
     steered = (marked - lifted) | frozenset(m.node for m in (*attrition.mark, *rotation.mark))
-    return plan_migration(ctx, steered, counted_on, leaving)
+    waiting = frozenset(
+        o.group
+        for o in up.outcomes.values()
+        if o.group and o.outcome in (Outcome.IN_FLIGHT, Outcome.SCALE_UP)
+    )
+    return plan_migration(ctx, steered, up.counted_on, leaving, waiting)
 
 
 def _leaving(down: ScaleDownResult) -> frozenset[str]:

@@ -46,6 +46,12 @@ def _recent(ctx: Context, when: datetime | None, seconds: int) -> bool:
     return when is not None and not ctx.older_than(when, seconds)
 
 
+def grew_recently(ctx: Context, view: GroupView) -> bool:
+    """The group grew less than `scale_down_delay_after_add_seconds` ago: it gives no node back yet
+    (cluster-autoscaler's --scale-down-delay-after-add; idle scale-down and migration alike)."""
+    return _recent(ctx, view.state.last_scale_up, ctx.config.policy.scale_down_delay_after_add_seconds)
+
+
 def _replacements(ctx: Context, view: GroupView, out: ScaleDownResult) -> None:
     """Instances that never registered, or nodes stuck NotReady, past the provisioning deadline."""
     deadline = ctx.config.policy.max_node_provision_seconds
@@ -144,7 +150,7 @@ def _shrink(
         _keep(out, view, len(idle_nodes) + len(cordoned_idle), f"terminated nodes less than {wait}s ago")
         return
     terminated = _terminate_settled(ctx, view, cordoned_idle, budget, removable, out)
-    if _recent(ctx, view.state.last_scale_up, policy.scale_down_delay_after_add_seconds):
+    if grew_recently(ctx, view):
         _keep(out, view, len(idle_nodes), f"grew less than {policy.scale_down_delay_after_add_seconds}s ago")
         return
     _cordon_idle(ctx, view, idle_nodes, len(cordoned_idle), terminated, budget, removable, out)

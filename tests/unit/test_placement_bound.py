@@ -6,9 +6,11 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
+from shared.local.sim.loading import is_checkpointable
 from shared.local.sim.trace import Job
 
 
@@ -96,3 +98,80 @@ def test_fragmented_hours_are_the_free_gpus_beside_running_jobs_only() -> None:
     replayed = bound.replay([job("a", 0, 3600, 2)], "one-group", bound.first_fit, 300, 600)
     assert replayed.fragmented_hours == pytest.approx(6.0)
     assert replayed.ratio == pytest.approx((3600 + 600 + 300) * 8 / (2 * 3600))
+
+
+# Checkpoint-aware migration rows. The trace: a 6-GPU job of 100 s fills node 1, a long 4-GPU job
+# opens node 2, and a long 2-GPU job joins node 1 (oldest-job-first: the fuller of two equally old
+# nodes). When the 6-GPU job ends, node 1 holds 2 busy GPUs and node 2 has 4 free: one node too many.
+STRANDED = [job("a", 0, 100, 6), job("b", 0, 10_000, 4), job("c", 0, 10_000, 2)]
+STRANDED_IDEAL = 6 * 100 + 4 * 10_000 + 2 * 10_000
+
+
+def replay_stranded(movable: list[bool], cost: Any) -> Any:
+    return bound.replay_migrating(STRANDED, movable, bound.oldest_job_first, 0, 0, cost)
+
+
+def test_a_stranded_job_moves_right_after_a_save_and_its_node_goes() -> None:
+    # Given every job checkpoints and a move costs its 300 s restart (right after a save)
+    moved = replay_stranded([True] * 3, bound.MoveCost(restart=300, lost=0))
+    # Then at t=100 c moves onto node 2 and ends 300 s later: node 1 up 100 s, node 2 10,300 s
+    assert moved.ratio == pytest.approx((100 + 10_300) * 8 / STRANDED_IDEAL)
+    assert (moved.emptied, moved.moves, moved.moved_twice) == (1, 1, 0)
+    assert moved.lost_over_used == pytest.approx(2 * 300 / (STRANDED_IDEAL + 2 * 300))
+
+
+def test_a_move_loses_the_work_since_the_last_save_but_never_more_than_the_job_ran() -> None:
+    # Given half an interval (900 s) lost per move: c has run only 100 s, so it loses 100 s
+    moved = replay_stranded([True] * 3, bound.MoveCost(restart=300, lost=900))
+    assert moved.ratio == pytest.approx((100 + 10_400) * 8 / STRANDED_IDEAL)
+    assert moved.lost_over_used == pytest.approx(2 * 400 / (STRANDED_IDEAL + 2 * 400))
+
+
+def test_nothing_moves_without_opt_in_budget_moves_left_or_enough_gain() -> None:
+    kept = (100 + 10_000 + 10_000 - 100) * 8 / STRANDED_IDEAL  # both nodes up to 10,000 s
+    cheap = bound.MoveCost(restart=300, lost=0)
+    blocked = {
+        "neither b nor c checkpoints": replay_stranded([True, False, False], cheap),
+        "no move left": replay_stranded([True] * 3, bound.MoveCost(restart=300, max_moves=0)),
+        "no budget this hour": replay_stranded([True] * 3, bound.MoveCost(restart=300, per_hour=0)),
+        # saving 8 x 9,900 s; cost 2 x 300 s lost + 8 x 300 s that node 2 stays up longer: 3,000
+        "gain 27 not beaten": replay_stranded([True] * 3, bound.MoveCost(restart=300, gain=27)),
+    }
+    for why, replayed in blocked.items():
+        assert replayed.ratio == pytest.approx(kept), why
+        assert replayed.moves == 0, why
+    assert replay_stranded([True] * 3, bound.MoveCost(restart=300, gain=26)).moves == 1
+    # When only b checkpoints, b moves onto c's node instead and its own node goes
+    instead = replay_stranded([True, True, False], cheap)
+    assert (instead.moves, instead.ratio) == (1, pytest.approx((100 + 10_300) * 8 / STRANDED_IDEAL))
+
+
+def test_a_gang_moves_its_piece_but_pays_and_waits_with_all_its_gpus() -> None:
+    # Given a 10-GPU job (one whole node and 2 GPUs beside the 6-GPU job) and a long 4-GPU job alone
+    jobs = [job("a", 0, 100, 6), job("g", 0, 10_000, 10), job("b", 1, 10_000, 4)]
+    moved = bound.replay_migrating(jobs, [True] * 3, bound.oldest_job_first, 0, 0, bound.MoveCost(lost=0))
+    # Then at t=100 the gang's 2-GPU piece joins b's node, and all 10 GPUs restart: 300 s later
+    ideal = 600 + 100_000 + 40_000
+    assert moved.moves == 1
+    assert moved.lost_over_used == pytest.approx(10 * 300 / (ideal + 10 * 300))
+    # node 1 (a, then the piece) 0..100; the gang's whole node 0..10,300; b's node 1..10,300
+    assert moved.ratio == pytest.approx((100 + 10_300 + 10_299) * 8 / ideal)
+
+
+def test_the_movable_jobs_are_the_simulators_pick_by_trace_index() -> None:
+    jobs = [job(str(i), i, 10, 1) for i in range(10)]
+    assert bound.movable_jobs(jobs, 1.0) == [True] * 10
+    assert bound.movable_jobs(jobs, 0.0) == [False] * 10
+    half = bound.movable_jobs(jobs, 0.5)
+    assert half == [is_checkpointable(i, 0.5) for i in range(10)]
+    assert sum(half) == 5
+
+
+def test_the_launch_floor_pays_boot_and_idle_and_takes_the_latest_emptied_node_back() -> None:
+    # One 1-GPU job: 300 s boot, 100 s running, 600 s idle, as `replay` pays it
+    assert bound.launch_floor([job("a", 0, 100, 1)], "one-group", 300, 600) == pytest.approx(8000 / 100)
+    # Two nodes emptied at 100 and 200; the node needed at 250 is the one emptied at 200 (50 s idle)
+    jobs = [job("a", 0, 100, 8), job("b", 0, 200, 8), job("c", 250, 50, 8)]
+    running, waiting = 200 + 100 + 50, 50 + 600 + 600
+    assert bound.launch_floor(jobs, "one-group", 0, 600) == pytest.approx((running + waiting) * 8 / 2800)
+    assert bound.migration_floor(jobs, "one-group") == pytest.approx(1.0)

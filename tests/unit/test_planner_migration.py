@@ -210,6 +210,24 @@ def test_the_hourly_budget_counts_the_stored_migrations() -> None:
     assert len(run([*background(), small_job()], migration(max_nodes_per_hour=1), state=state).migrate) == 1
 
 
+def test_no_move_while_pending_pods_of_the_group_wait_for_a_node() -> None:
+    # Given a pending 8-GPU pod no registered node holds: the plan buys a node for it
+    pending = pod("waiting", gpus=8, created=NOW - timedelta(minutes=5))
+    result = run([*background(), small_job(), pending])
+    assert result.group("a100").desired == 4
+    # Then no node is emptied while the group grows (the move would spend room the arrivals need)
+    assert result.migrate == ()
+
+
+def test_no_move_within_the_delay_after_the_group_grew() -> None:
+    # Given the group grew 5 minutes ago (scale_down_delay_after_add_seconds: 600)
+    grew = ScalerState(groups={"a100": GroupState(last_scale_up=NOW - timedelta(minutes=5))})
+    assert run([*background(), small_job()], state=grew).migrate == ()
+    # And once the delay is over, the move is planned
+    grew = ScalerState(groups={"a100": GroupState(last_scale_up=NOW - timedelta(minutes=10))})
+    assert [m.node for m in run([*background(), small_job()], state=grew).migrate] == ["small"]
+
+
 def test_never_below_the_group_min_size() -> None:
     nodes = cluster()
     group = asg(A100, desired=3, min_size=3, instances=["i-0", "i-1", "i-2"])
