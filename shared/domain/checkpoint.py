@@ -123,7 +123,12 @@ def remember_moves(
     """The moves per job after `jobs` moved at `at`; a job neither `present` (the job keys of the
     cluster's pods) nor moved within MOVES_MEMORY is forgotten (the one rule the state store, its fake
     and the simulator keep)."""
-    kept = {job: found for job, found in previous.items() if job in present or at - found[1] < MOVES_MEMORY}
-    for job in sorted(set(jobs)):
+    moving = set(jobs)  # present too, whatever the caller listed after evicting their pods
+    kept = {
+        job: found
+        for job, found in previous.items()
+        if job in moving or job in present or at - found[1] < MOVES_MEMORY
+    }
+    for job in sorted(moving):
         kept[job] = (kept.get(job, (0, at))[0] + 1, at)
     return kept

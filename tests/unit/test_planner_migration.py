@@ -302,6 +302,16 @@ def test_a_job_still_present_is_remembered_however_long_ago_it_moved() -> None:
     assert moves == {"a/Job/long": (3, long_ago), "a/Job/x": (2, NOW)}
 
 
+def test_a_job_moving_again_keeps_its_count_whatever_the_present_jobs_say() -> None:
+    # Given a job last moved two days ago, moving again, and a caller that listed the present jobs
+    # after evicting its pods (as the replay does)
+    previous = {"a/Job/long": (2, NOW - timedelta(days=2))}
+    # When its move is remembered
+    moves = remember_moves(previous, ["a/Job/long"], NOW, present=set())
+    # Then it is its third move, not a first
+    assert moves == {"a/Job/long": (3, NOW)}
+
+
 def test_the_store_forgets_a_job_that_is_gone_after_a_day() -> None:
     # Given a job gone for good (moved 2 days ago) and one between its evicted and re-created pods
     previous = {"a/Job/gone": (1, NOW - timedelta(days=2)), "a/Job/restarting": (1, NOW - timedelta(hours=2))}
