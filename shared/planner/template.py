@@ -343,6 +343,26 @@ def _allocatable(
     return Resources.of({**silent, **capped}), f"{how}; {', '.join(sorted(silent))} from {source}"
 
 
+# The last template built for each group, with the inputs it was built from (see build_template).
+_LAST_TEMPLATES: dict[str, tuple[tuple[object, ...], Template]] = {}
+_LAST_TEMPLATES_MAX = 256  # groups; past it the memo starts over (a bound, never reached in practice)
+
+
+def _asg_facts(asg: AsgState | None) -> tuple[object, ...] | None:
+    """What of the ASG a template reads: not its instances nor its sizes, which change every scale-up.
+    Mappings as item tuples, so the memo holds values, not objects someone could change."""
+    if asg is None:
+        return None
+    return (
+        tuple(asg.tags.items()),
+        tuple(asg.type_shapes.items()),
+        asg.instance_types,
+        asg.availability_zones,
+        asg.spot_only,
+        asg.reservations,
+    )
+
+
 def build_template(
     config: ScalerConfig,
     group_name: str,
@@ -351,7 +371,32 @@ def build_template(
     instance_types: Mapping[str, InstanceType],
     daemonsets: tuple[DaemonSet, ...],
 ) -> Template:
-    """The template node of one configured group."""
+    """The template node of one configured group.
+
+    A pure function of its inputs, so it is remembered from the last run: the key holds every input
+    it reads (`_asg_facts` for the ASG), compared by value; frozen objects compare equal to themselves
+    at once, so a run whose group and nodes did not change pays a tuple comparison instead of a pass
+    over the group's nodes. An input that differs in any field misses: the memo cannot go stale.
+    """
+    key = (config, _asg_facts(asg), tuple(registered), tuple(instance_types.items()), daemonsets)
+    last = _LAST_TEMPLATES.get(group_name)
+    if last is not None and last[0] == key:
+        return last[1]
+    template = _build_template(config, group_name, asg, registered, instance_types, daemonsets)
+    if len(_LAST_TEMPLATES) >= _LAST_TEMPLATES_MAX:
+        _LAST_TEMPLATES.clear()
+    _LAST_TEMPLATES[group_name] = (key, template)
+    return template
+
+
+def _build_template(
+    config: ScalerConfig,
+    group_name: str,
+    asg: AsgState | None,
+    registered: list[Node],
+    instance_types: Mapping[str, InstanceType],
+    daemonsets: tuple[DaemonSet, ...],
+) -> Template:
     group = config.group(group_name)
     policy = config.policy
     tag_labels, tag_taints, tag_resources = _tag_labels_taints_resources(asg.tags if asg else {})
