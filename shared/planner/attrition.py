@@ -39,6 +39,7 @@ from shared.domain.plan import NodeMark, PodOutcome
 from shared.domain.safety import protection, removable_above_min
 from shared.planner.context import Context, GroupView
 from shared.planner.gangs import pending_subject
+from shared.planner.memo import IdentityMemo
 
 ATTRITION_TAINT_KEY = "backlog-scaler/attrition"
 # A pod's expected run time in seconds, from its creation (a user's estimate, as Slurm's --time):
@@ -60,12 +61,17 @@ def without_marks(snapshot: Snapshot, marked: frozenset[str]) -> Snapshot:
     """The snapshot as the placement rules judge it: marked nodes without the mark (ours to lift)."""
     if not marked:
         return snapshot
-    nodes = tuple(replace(n, taints=_unmarked(n.taints)) if n.name in marked else n for n in snapshot.nodes)
+    nodes = tuple(_unmarked(n) if n.name in marked else n for n in snapshot.nodes)
     return replace(snapshot, nodes=nodes)
 
 
-def _unmarked(taints: tuple[Taint, ...]) -> tuple[Taint, ...]:
-    return tuple(t for t in taints if t.key != ATTRITION_TAINT_KEY)
+def _without_mark(node: Node) -> Node:
+    return replace(node, taints=tuple(t for t in node.taints if t.key != ATTRITION_TAINT_KEY))
+
+
+# The same marked node yields the same copy: built once while the node stays as it is, so the copy
+# keeps its identity from run to run (and the rules' memos keyed on nodes find it).
+_unmarked = IdentityMemo(_without_mark, limit=4096)
 
 
 @dataclass(frozen=True)

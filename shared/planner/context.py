@@ -28,15 +28,13 @@ class GroupView:
     nodes: list[Node] = field(default_factory=list)  # registered nodes of the group's instances
     unregistered: list[AsgInstance] = field(default_factory=list)  # live instances with no node yet
     capacity: GroupCapacity = field(default_factory=GroupCapacity)  # suspended, reserved, zones
+    # Read off config and template once: every rule asks them of every group, often once per node.
+    name: str = field(init=False)
+    shape: Resources | None = field(init=False)  # allocatable of a new node (before its DaemonSets)
 
-    @property
-    def name(self) -> str:
-        return self.config.name
-
-    @property
-    def shape(self) -> Resources | None:
-        """Allocatable of a new node of the group (before its DaemonSets)."""
-        return self.template.allocatable
+    def __post_init__(self) -> None:
+        self.name = self.config.name
+        self.shape = self.template.allocatable
 
     @property
     def taints(self) -> tuple[Taint, ...]:

@@ -102,6 +102,9 @@ def _toleration(condition: NodeCondition, policy: RepairConfig) -> int | None:
     return None
 
 
+HEALTHY = Health()
+
+
 def _watched(condition: NodeCondition, policy: RepairConfig) -> bool:
     return (
         condition.type == "Ready"
@@ -208,8 +211,11 @@ def node_health(
     (scale-down replaces it and backs the group off), not a broken machine.
     """
     reader = _Reader(node.instance_id or node.name, first_seen, now)
-    bad = _conditions(node, policy, reader, booting) or _gpus_lost(node, policy, reader)
-    bad = bad or _instance(instance, status, policy, reader)
+    bad = _conditions(node, policy, reader, booting) if node.conditions else ""
+    bad = bad or _gpus_lost(node, policy, reader) or _instance(instance, status, policy, reader)
     if bad:
         return Health((), bad)
-    return Health(tuple(sorted(reader.signals, key=lambda s: s.condition)))
+    signals = reader.signals
+    if not signals:  # most nodes of most runs: the same empty tuple, no sort
+        return HEALTHY
+    return Health(tuple(sorted(signals, key=lambda s: s.condition)))

@@ -118,7 +118,8 @@ def due(
     node: Node, asg: AsgState, instance: AsgInstance, snapshot: Snapshot, config: ScalerConfig, now: datetime
 ) -> tuple[RotationCause, str] | None:
     """Why a node is due for rotation, maintenance first (EC2 will not wait), then drift, lifetime."""
-    maintenance = _maintenance((snapshot.instance_statuses or {}).get(instance.instance_id))
+    statuses = snapshot.instance_statuses  # None or empty mostly: no lookup then, for every node
+    maintenance = _maintenance(statuses.get(instance.instance_id)) if statuses else None
     if maintenance:
         return RotationCause.MAINTENANCE, maintenance
     if any(t.key == ROTATION_TAINT_KEY and t.value == REBALANCE for t in node.taints):
