@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from shared.domain.model import Taint
+
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -33,3 +35,12 @@ class IdentityMemo(Generic[K, V]):
             self._entries.clear()
         self._entries[id(obj)] = (obj, value)
         return value
+
+
+def _keys(taints: tuple[Taint, ...]) -> frozenset[str]:
+    return frozenset(t.key for t in taints)
+
+
+# The keys of a taint tuple: the marks the rules look for (attrition, rotation, repair) are tested on
+# every node of every run, and a group's nodes share one tuple.
+taint_keys: IdentityMemo[tuple[Taint, ...], frozenset[str]] = IdentityMemo(_keys)

@@ -35,6 +35,7 @@ from shared.domain.plan import NodeAction, NodeMark, RepairAction, RepairDecisio
 from shared.domain.safety import busy_pods, protection, removable_above_min
 from shared.planner.context import Context, GroupView
 from shared.planner.health import Health, Signal, evidence, node_health
+from shared.planner.memo import taint_keys
 
 REPAIR_TAINT_KEY = "backlog-scaler/unhealthy"
 REPAIR_CAUSE = "repair"
@@ -46,7 +47,7 @@ def repair_taint() -> Taint:
 
 
 def health_tainted(node: Node) -> bool:
-    return any(t.key == REPAIR_TAINT_KEY for t in node.taints)
+    return REPAIR_TAINT_KEY in taint_keys(node.taints)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from shared.domain.plan import NodeMark, RotationCause, RotationDecision, Termin
 from shared.domain.safety import busy_pods, protection
 from shared.planner.context import Context, GroupView
 from shared.planner.gangs import stand_ins
+from shared.planner.memo import taint_keys
 
 ROTATION_TAINT_KEY = "backlog-scaler/rotation"
 ROTATION_CAUSE = "rotation"
@@ -70,7 +71,7 @@ def rebalance_taint() -> Taint:
 
 
 def _rotation_marked(node: Node) -> bool:
-    return any(t.key == ROTATION_TAINT_KEY for t in node.taints)
+    return ROTATION_TAINT_KEY in taint_keys(node.taints)
 
 
 def _resolve(ref: LaunchTemplateRef, templates: Mapping[str, LaunchTemplateVersions]) -> int | None:
@@ -122,7 +123,10 @@ def due(
     maintenance = _maintenance(statuses.get(instance.instance_id)) if statuses else None
     if maintenance:
         return RotationCause.MAINTENANCE, maintenance
-    if any(t.key == ROTATION_TAINT_KEY and t.value == REBALANCE for t in node.taints):
+    rebalance = _rotation_marked(node) and any(
+        t.key == ROTATION_TAINT_KEY and t.value == REBALANCE for t in node.taints
+    )
+    if rebalance:
         return RotationCause.REBALANCE, "EC2 rebalance recommendation (elevated Spot interruption risk)"
     drifted = drift(asg, instance, snapshot.launch_templates)
     if drifted:
