@@ -452,6 +452,8 @@ class AsgState:
     def after_terminations(self, instance_ids: frozenset[str], decrements: int) -> AsgState:
         """The group as AWS reports it once `instance_ids` are terminated, `decrements` of them with
         ShouldDecrementDesiredCapacity."""
+        if not instance_ids and not decrements:
+            return self  # what most groups of most runs ask: the same group (frozen, so shared)
         kept = tuple(i for i in self.instances if i.instance_id not in instance_ids)
         return replace(self, desired=self.desired - decrements, instances=kept)
 

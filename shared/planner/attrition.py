@@ -39,7 +39,7 @@ from shared.domain.plan import NodeMark, PodOutcome
 from shared.domain.safety import protection, removable_above_min
 from shared.planner.context import Context, GroupView
 from shared.planner.gangs import pending_subject
-from shared.planner.memo import IdentityMemo, taint_keys
+from shared.planner.memo import identity_memo, taint_keys
 
 ATTRITION_TAINT_KEY = "backlog-scaler/attrition"
 # A pod's expected run time in seconds, from its creation (a user's estimate, as Slurm's --time):
@@ -71,7 +71,7 @@ def _without_mark(node: Node) -> Node:
 
 # The same marked node yields the same copy: built once while the node stays as it is, so the copy
 # keeps its identity from run to run (and the rules' memos keyed on nodes find it).
-_unmarked = IdentityMemo(_without_mark, limit=4096)
+_unmarked = identity_memo(_without_mark)
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,9 @@ def _plan_group(
         gpus = node.allocatable.gpus
         gpus_per_node = max(gpus_per_node, gpus)
         pods = ctx.pods_on_node.get(node.name, ())
-        used = sum(p.requests.gpus for p in pods)  # pods_on_node holds live pods only
+        used = 0  # pods_on_node holds live pods only; a loop, not sum() over a generator: every node, every run
+        for pod in pods:
+            used += pod.requests.gpus
         arriving = incoming.get(node.name, ())
         free = gpus - used - (sum(outcomes[p].gpus for p in arriving if p in outcomes) if arriving else 0)
         schedulable = node.ready and not node.unschedulable and node.name not in leaving

@@ -161,7 +161,7 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
     for pod in snapshot.pods:
         if pod.node_name and pod.phase not in TERMINAL_PHASES:  # Pod.is_terminal, without the call
             pods_on_node[pod.node_name].append(pod)
-            if pod.keeps_node_busy(cutoff, now):
+            if pod.node_name not in busy and pod.keeps_node_busy(cutoff, now):  # one busy pod is enough
                 busy.add(pod.node_name)
 
     groups = [
