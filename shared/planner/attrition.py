@@ -148,7 +148,7 @@ def _plan_group(
         gpus = node.allocatable.gpus
         gpus_per_node = max(gpus_per_node, gpus)
         pods = ctx.pods_on_node.get(node.name, ())
-        used = 0  # pods_on_node holds live pods only; a loop, not sum() over a generator: every node, every run
+        used = 0  # live pods only (pods_on_node); a loop rather than sum(): every node of every run
         for pod in pods:
             used += pod.requests.gpus
         arriving = incoming.get(node.name, ())
