@@ -4,7 +4,7 @@ pods by node, and the resource dimension order used by the packing vectors."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -106,6 +106,17 @@ class Context:
             found = tuple((self.dim_index[name], value) for name, value in resources.items if value)
             self._requests[resources] = found
         return found
+
+    def room(self, allocatable: Resources, pods: Iterable[Pod]) -> list[int]:
+        """Room left on a node once `pods` are in: its allocatable less their requests, as a fresh
+        dense vector (every registered node of every run: the request pairs read off the cache)."""
+        free = list(self.vector(allocatable))
+        cached = self._requests
+        for pod in pods:
+            pairs = cached.get(pod.requests)
+            for dim, amount in pairs if pairs is not None else self.request(pod.requests):
+                free[dim] -= amount
+        return free
 
     def older_than(self, since: datetime | None, seconds: int) -> bool:
         """True when `since` is known and at least `seconds` ago."""

@@ -114,11 +114,8 @@ def existing_classes(
         scaler_cordoned = node.cordoned_by_scaler and node.name in ctx.group_of_node
         if node.unschedulable and not scaler_cordoned:
             continue
-        free = list(ctx.vector(node.allocatable))
         bound = ctx.pods_on_node.get(node.name, [])
-        for pod in bound:
-            for dim, amount in ctx.request(pod.requests):
-                free[dim] -= amount
+        free = ctx.room(node.allocatable, bound)
         labels = node.labels
         visible = {k: labels[k] for k in keys if k in labels}
         key = (tuple(visible.items()), node.taints, scaler_cordoned)
