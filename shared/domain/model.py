@@ -53,6 +53,15 @@ class Taint:
     effect: TaintEffect
 
 
+def carries_taint(taints: tuple[Taint, ...], key: str) -> bool:
+    """Whether any of `taints` has `key` (the scaler's marks: asked of every node of every run, so a
+    plain loop rather than any() over a generator)."""
+    for taint in taints:  # noqa: SIM110 - see the docstring
+        if taint.key == key:
+            return True
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class Toleration:
     """A pod toleration; empty key with Exists tolerates everything; empty effect matches all."""

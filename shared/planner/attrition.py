@@ -34,12 +34,12 @@ from datetime import datetime
 
 from shared.config import AttritionConfig
 from shared.domain.durations import short_duration
-from shared.domain.model import AsgState, Node, Pod, Snapshot, Taint, TaintEffect
+from shared.domain.model import AsgState, Node, Pod, Snapshot, Taint, TaintEffect, carries_taint
 from shared.domain.plan import NodeMark, PodOutcome
 from shared.domain.safety import protection, removable_above_min
 from shared.planner.context import Context, GroupView
 from shared.planner.gangs import pending_subject
-from shared.planner.memo import identity_memo, taint_keys
+from shared.planner.memo import identity_memo
 
 ATTRITION_TAINT_KEY = "backlog-scaler/attrition"
 # A pod's expected run time in seconds, from its creation (a user's estimate, as Slurm's --time):
@@ -54,7 +54,7 @@ def attrition_taint(policy: AttritionConfig) -> Taint:
 
 def marked_nodes(snapshot: Snapshot) -> frozenset[str]:
     """Nodes carrying the scaler's attrition taint (any effect)."""
-    return frozenset(n.name for n in snapshot.nodes if ATTRITION_TAINT_KEY in taint_keys(n.taints))
+    return frozenset(n.name for n in snapshot.nodes if carries_taint(n.taints, ATTRITION_TAINT_KEY))
 
 
 def without_marks(snapshot: Snapshot, marked: frozenset[str]) -> Snapshot:
@@ -144,18 +144,20 @@ def _plan_group(
     candidates: list[_Candidate] = []
     pool = 0  # free GPUs of schedulable nodes: what new pods may use once marks are placed
     gpus_per_node = 0
+    pods_on_node = ctx.pods_on_node
     for node in view.nodes:
         gpus = node.allocatable.gpus
-        gpus_per_node = max(gpus_per_node, gpus)
-        pods = ctx.pods_on_node.get(node.name, ())
+        if gpus > gpus_per_node:
+            gpus_per_node = gpus
+        pods = pods_on_node.get(node.name, ())
         used = 0  # live pods only (pods_on_node); a loop rather than sum(): every node of every run
         for pod in pods:
             used += pod.requests.gpus
         arriving = incoming.get(node.name, ())
         free = gpus - used - (sum(outcomes[p].gpus for p in arriving if p in outcomes) if arriving else 0)
         schedulable = node.ready and not node.unschedulable and node.name not in leaving
-        if schedulable:
-            pool += max(0, free)
+        if schedulable and free > 0:
+            pool += free
         why_not = _why_not(node, pods, view.asg, arriving, schedulable, gpus, free, leaving, policy)
         if why_not is None:
             # Counted and their latest end taken: busy_pods' order by key is not needed here.

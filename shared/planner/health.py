@@ -116,6 +116,8 @@ def _watched(condition: NodeCondition, policy: RepairConfig) -> bool:
 class _Reader:
     """Collects one node's signals, timing those without a transition time from first sight."""
 
+    __slots__ = ("first_seen", "key", "now", "signals")
+
     def __init__(self, key: str, first_seen: Mapping[str, datetime], now: datetime) -> None:
         self.key, self.first_seen, self.now = key, first_seen, now
         self.signals: list[Signal] = []

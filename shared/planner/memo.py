@@ -1,8 +1,8 @@
 """Values derived from one frozen object, remembered across runs by the object's identity.
 
 The planner derives the same values from the same frozen objects run after run (a node without the
-scaler's mark, the keys of a taint tuple: the simulator and a warm Lambda hand it the very objects of
-the last run when nothing changed). Remembering them is safe only where it cannot go stale: the memo
+scaler's mark: the simulator and a warm Lambda hand it the very objects of the last run when nothing
+changed). Remembering them is safe only where it cannot go stale: the memo
 holds the object itself, so its id is not reused while the entry lives, and the object is frozen, so
 what was derived from it still holds; the derivation must read nothing else.
 """
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TypeVar
-
-from shared.domain.model import Taint
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -34,12 +32,3 @@ def identity_memo(derive: Callable[[K], V], limit: int = 4096) -> Callable[[K], 
         return value
 
     return remembered
-
-
-def _keys(taints: tuple[Taint, ...]) -> frozenset[str]:
-    return frozenset(t.key for t in taints)
-
-
-# The keys of a taint tuple: the marks the rules look for (attrition, rotation, repair) are tested on
-# every node of every run, and a group's nodes share one tuple.
-taint_keys: Callable[[tuple[Taint, ...]], frozenset[str]] = identity_memo(_keys)

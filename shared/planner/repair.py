@@ -30,12 +30,19 @@ from datetime import datetime, timedelta
 from functools import cached_property
 
 from shared.config import ScalerConfig
-from shared.domain.model import ANNOTATION_CORDONED_AT, AsgInstance, Node, Snapshot, Taint, TaintEffect
+from shared.domain.model import (
+    ANNOTATION_CORDONED_AT,
+    AsgInstance,
+    Node,
+    Snapshot,
+    Taint,
+    TaintEffect,
+    carries_taint,
+)
 from shared.domain.plan import NodeAction, NodeMark, RepairAction, RepairDecision, Termination
 from shared.domain.safety import busy_pods, protection, removable_above_min
 from shared.planner.context import Context, GroupView
 from shared.planner.health import Health, Signal, evidence, node_health
-from shared.planner.memo import taint_keys
 
 REPAIR_TAINT_KEY = "backlog-scaler/unhealthy"
 REPAIR_CAUSE = "repair"
@@ -47,7 +54,7 @@ def repair_taint() -> Taint:
 
 
 def health_tainted(node: Node) -> bool:
-    return REPAIR_TAINT_KEY in taint_keys(node.taints)
+    return carries_taint(node.taints, REPAIR_TAINT_KEY)
 
 
 @dataclass(frozen=True)

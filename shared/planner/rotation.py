@@ -42,12 +42,12 @@ from shared.domain.model import (
     Snapshot,
     Taint,
     TaintEffect,
+    carries_taint,
 )
 from shared.domain.plan import NodeMark, RotationCause, RotationDecision, Termination
 from shared.domain.safety import busy_pods, protection
 from shared.planner.context import Context, GroupView
 from shared.planner.gangs import stand_ins
-from shared.planner.memo import taint_keys
 
 ROTATION_TAINT_KEY = "backlog-scaler/rotation"
 ROTATION_CAUSE = "rotation"
@@ -71,7 +71,7 @@ def rebalance_taint() -> Taint:
 
 
 def _rotation_marked(node: Node) -> bool:
-    return ROTATION_TAINT_KEY in taint_keys(node.taints)
+    return carries_taint(node.taints, ROTATION_TAINT_KEY)
 
 
 def _resolve(ref: LaunchTemplateRef, templates: Mapping[str, LaunchTemplateVersions]) -> int | None:

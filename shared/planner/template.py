@@ -348,6 +348,28 @@ _LAST_TEMPLATES: dict[str, tuple[tuple[object, ...], Template]] = {}
 _LAST_TEMPLATES_MAX = 256  # groups; past it the memo starts over (a bound, never reached in practice)
 
 
+def _template_sources(
+    registered: list[Node], policy: PolicyConfig, known: Mapping[str, InstanceType], group_type: str | None
+) -> list[Node]:
+    """The registered nodes a template may be read off: Ready, past their startup taints, GPUs
+    advertised if they should have any, devices withdrawn as unhealthy counted back. Judged once per
+    kind of node (its readiness, taints, labels and allocatable, the objects a group's nodes share)."""
+    verdicts: dict[tuple[bool, int, int, int], bool] = {}  # the nodes, so these ids, live all call
+    usable: list[Node] = []
+    for n in registered:
+        kind = (n.ready, id(n.taints), id(n.labels), id(n.allocatable))
+        good = verdicts.get(kind)
+        if good is None:
+            good = verdicts[kind] = (
+                n.ready
+                and not has_startup_taint(n.taints, policy)
+                and not gpu_not_advertised(n, known, group_type)
+            )
+        if good:
+            usable.append(with_devices_restored(n))
+    return usable
+
+
 def _asg_facts(asg: AsgState | None) -> tuple[object, ...] | None:
     """What of the ASG a template reads: not its instances nor its sizes, which change every scale-up.
     Mappings as item tuples, so the memo holds values, not objects someone could change."""
@@ -405,13 +427,7 @@ def _build_template(
     types = asg.instance_types if asg is not None and asg.instance_types else (group.instance_type,)
     types = tuple(t for t in types if t)
     group_type = types[0] if len(types) == 1 else None
-    usable = [
-        with_devices_restored(n)
-        for n in registered
-        if n.ready
-        and not has_startup_taint(n.taints, policy)
-        and not gpu_not_advertised(n, known, group_type)
-    ]
+    usable = _template_sources(registered, policy, known, group_type)
     labels = _template_labels(config, group_name, asg, types, known, usable or registered)
     labels.update(tag_labels)
     labels.update(group.labels)
@@ -421,9 +437,10 @@ def _build_template(
     observed = _smallest(usable)
     discovered, source = _discovered(config, group_name, types, usable, observed, aws)
     allocatable, source = _allocatable(group.shape, discovered, source, observed)
-    gpu_pending = sum(1 for n in registered if n.ready and gpu_not_advertised(n, known, group_type))
-    if allocatable is None and gpu_pending:
-        source += f" ({gpu_pending} registered node(s) not advertising their GPUs yet)"
+    if allocatable is None:
+        gpu_pending = sum(1 for n in registered if n.ready and gpu_not_advertised(n, known, group_type))
+        if gpu_pending:
+            source += f" ({gpu_pending} registered node(s) not advertising their GPUs yet)"
     if allocatable is not None and not allocatable.get(PODS):
         allocatable = allocatable + Resources.of({PODS: KUBELET_DEFAULT_MAX_PODS})
     template = Template(group.name, allocatable, labels, taints, source)

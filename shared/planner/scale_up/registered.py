@@ -95,7 +95,12 @@ def referenced_label_keys(units: list[Unit]) -> frozenset[str]:
 
 
 def bound_ports(pods: list[Pod]) -> set[tuple[str, str, int]]:
-    return {port_key(p) for pod in pods for p in pod.constraints.host_ports}
+    """Host ports the pods hold (a fresh set: placements add to it). Few pods ask for any."""
+    ports: set[tuple[str, str, int]] = set()
+    for pod in pods:
+        if pod.constraints.host_ports:
+            ports.update(port_key(p) for p in pod.constraints.host_ports)
+    return ports
 
 
 def existing_classes(
