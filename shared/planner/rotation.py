@@ -140,7 +140,9 @@ def due(
 
 def going_away(snapshot: Snapshot) -> frozenset[str]:
     """Nodes whose instance EC2 is about to take: a Spot interruption warning or a scheduled event."""
-    statuses = snapshot.instance_statuses or {}
+    statuses = snapshot.instance_statuses
+    if not statuses:  # not read this run, or no instance reported: no scheduled event to look up
+        return snapshot.interrupted
     scheduled = {
         n.name
         for n in snapshot.nodes
