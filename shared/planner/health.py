@@ -149,12 +149,17 @@ def _conditions(node: Node, policy: RepairConfig, reader: _Reader, booting: bool
     return ""
 
 
+_CAPACITY_MISSING = {
+    name: f"status.capacity is missing: cannot tell whether {name} devices were lost" for name in ACCELERATORS
+}
+
+
 def _gpus_lost(node: Node, policy: RepairConfig, reader: _Reader) -> str:
     """A device plugin that dropped devices: capacity above allocatable (bad input: no capacity)."""
     if node.capacity is None:
         for name in ACCELERATORS:
             if node.allocatable.get(name):
-                return f"status.capacity is missing: cannot tell whether {name} devices were lost"
+                return _CAPACITY_MISSING[name]
         return ""
     for name, lost in node.lost_devices.items:
         capacity = node.capacity.get(name)
