@@ -158,6 +158,8 @@ def _plan_group(
         schedulable = node.ready and not node.unschedulable and node.name not in leaving
         if schedulable and free > 0:
             pool += free
+        if (free <= 0 or not schedulable or arriving) and node.name not in marked:
+            continue  # never a candidate, and why not is read only to lift a mark: no protection test
         why_not = _why_not(node, pods, view.asg, arriving, schedulable, gpus, free, leaving, policy)
         if why_not is None:
             # Counted and their latest end taken: busy_pods' order by key is not needed here.

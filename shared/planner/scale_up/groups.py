@@ -59,7 +59,12 @@ class _Booting:
     def __call__(self, view: GroupView, node: Node) -> bool:
         if node.unschedulable:
             return False
-        if node.ready and not self._starting(node):
+        if not node.ready:
+            return node.created_at is None or node.created_at > self.born_after
+        starting = self.starting.get(id(node.taints))
+        if starting is None:
+            starting = self.starting[id(node.taints)] = has_startup_taint(node.taints, self.policy)
+        if not starting:
             assert view.shape is not None
             key = (id(node.allocatable), id(view.shape))
             advertised = self.complete.get(key)
@@ -70,12 +75,6 @@ class _Booting:
             if advertised:
                 return False  # ready with everything its shape promises: in service
         return node.created_at is None or node.created_at > self.born_after
-
-    def _starting(self, node: Node) -> bool:
-        found = self.starting.get(id(node.taints))
-        if found is None:
-            found = self.starting[id(node.taints)] = has_startup_taint(node.taints, self.policy)
-        return found
 
 
 def booting_nodes(ctx: Context) -> dict[str, list[Node]]:
