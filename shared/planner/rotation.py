@@ -123,7 +123,9 @@ def due(
     maintenance = _maintenance(statuses.get(instance.instance_id)) if statuses else None
     if maintenance:
         return RotationCause.MAINTENANCE, maintenance
-    if any(t.key == ROTATION_TAINT_KEY and t.value == REBALANCE for t in node.taints):
+    if _rotation_marked(node) and any(
+        t.key == ROTATION_TAINT_KEY and t.value == REBALANCE for t in node.taints
+    ):
         return RotationCause.REBALANCE, "EC2 rebalance recommendation (elevated Spot interruption risk)"
     drifted = drift(asg, instance, snapshot.launch_templates)
     if drifted:
