@@ -152,15 +152,25 @@ def _conditions(node: Node, policy: RepairConfig, reader: _Reader, booting: bool
 _CAPACITY_MISSING = {
     name: f"status.capacity is missing: cannot tell whether {name} devices were lost" for name in ACCELERATORS
 }
+# The verdict on a node with accelerators and no status.capacity, built once per accelerator: it
+# depends on nothing else, and such nodes are asked about in every run.
+_CANNOT_TELL = {name: Health((), reason) for name, reason in _CAPACITY_MISSING.items()}
+
+
+def _capacity_missing(node: Node) -> str:
+    """Bad input: a node with accelerators and no status.capacity ("" when it has none, or capacity)."""
+    if node.capacity is None:
+        for name in ACCELERATORS:
+            if node.allocatable.get(name):
+                return name
+    return ""
 
 
 def _gpus_lost(node: Node, policy: RepairConfig, reader: _Reader) -> str:
     """A device plugin that dropped devices: capacity above allocatable (bad input: no capacity)."""
     if node.capacity is None:
-        for name in ACCELERATORS:
-            if node.allocatable.get(name):
-                return _CAPACITY_MISSING[name]
-        return ""
+        missing = _capacity_missing(node)
+        return _CAPACITY_MISSING[missing] if missing else ""
     for name, lost in node.lost_devices.items:
         capacity = node.capacity.get(name)
         detail = f"{lost} of {capacity} {name} not allocatable (device plugin dropped them)"
@@ -217,6 +227,10 @@ def node_health(
     it is capacity on its way, and a node never Ready by the deadline is a launch that failed
     (scale-down replaces it and backs the group off), not a broken machine.
     """
+    if not node.conditions:
+        missing = _capacity_missing(node)  # the first bad input found, as below, without a reader
+        if missing:
+            return _CANNOT_TELL[missing]
     reader = _Reader(node.instance_id or node.name, first_seen, now)
     bad = _conditions(node, policy, reader, booting) if node.conditions else ""
     bad = bad or _gpus_lost(node, policy, reader) or _instance(instance, status, policy, reader)
