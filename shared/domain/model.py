@@ -53,6 +53,15 @@ class Taint:
     effect: TaintEffect
 
 
+def carries_taint(taints: tuple[Taint, ...], key: str) -> bool:
+    """Whether any of `taints` has `key` (the scaler's marks: asked of every node of every run, so a
+    plain loop rather than any() over a generator)."""
+    for taint in taints:  # noqa: SIM110 - see the docstring
+        if taint.key == key:
+            return True
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class Toleration:
     """A pod toleration; empty key with Exists tolerates everything; empty effect matches all."""
@@ -241,7 +250,8 @@ class Node:
 
     @property
     def scale_down_disabled(self) -> bool:
-        return (
+        # Most nodes carry no annotation: one test instead of two lookups, for every node of every run.
+        return bool(self.annotations) and (
             self.annotations.get(ANNOTATION_SCALE_DOWN_DISABLED) == "true"
             or self.annotations.get(ANNOTATION_CA_SCALE_DOWN_DISABLED) == "true"
         )
@@ -249,7 +259,7 @@ class Node:
     @property
     def do_not_disrupt(self) -> bool:
         """Karpenter's node-level `karpenter.sh/do-not-disrupt: "true"` (the same key as the pod's)."""
-        return self.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true"
+        return bool(self.annotations) and self.annotations.get(ANNOTATION_DO_NOT_DISRUPT) == "true"
 
     @property
     def lost_devices(self) -> Resources:
@@ -451,6 +461,8 @@ class AsgState:
     def after_terminations(self, instance_ids: frozenset[str], decrements: int) -> AsgState:
         """The group as AWS reports it once `instance_ids` are terminated, `decrements` of them with
         ShouldDecrementDesiredCapacity."""
+        if not instance_ids and not decrements:
+            return self  # what most groups of most runs ask: the same group (frozen, so shared)
         kept = tuple(i for i in self.instances if i.instance_id not in instance_ids)
         return replace(self, desired=self.desired - decrements, instances=kept)
 

@@ -65,8 +65,9 @@ def protection(node: Node, pods: Iterable[Pod], group: AsgState | None, *, force
         return "scale-down disabled by annotation"
     if node.do_not_disrupt:
         return "annotated karpenter.sh/do-not-disrupt"
-    if any(p.annotations and p.do_not_disrupt for p in pods):  # most pods carry no annotation
-        return "runs a pod annotated karpenter.sh/do-not-disrupt"
+    for pod in pods:  # a loop, not any(): asked of every node of every run; most pods carry no annotation
+        if pod.annotations and pod.do_not_disrupt:
+            return "runs a pod annotated karpenter.sh/do-not-disrupt"
     return scale_in_protection(node.instance_id, group, force=force)
 
 

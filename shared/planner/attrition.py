@@ -34,11 +34,12 @@ from datetime import datetime
 
 from shared.config import AttritionConfig
 from shared.domain.durations import short_duration
-from shared.domain.model import Node, Pod, Snapshot, Taint, TaintEffect
+from shared.domain.model import AsgState, Node, Pod, Snapshot, Taint, TaintEffect, carries_taint
 from shared.domain.plan import NodeMark, PodOutcome
 from shared.domain.safety import protection, removable_above_min
 from shared.planner.context import Context, GroupView
 from shared.planner.gangs import pending_subject
+from shared.planner.memo import identity_memo
 
 ATTRITION_TAINT_KEY = "backlog-scaler/attrition"
 # A pod's expected run time in seconds, from its creation (a user's estimate, as Slurm's --time):
@@ -53,19 +54,24 @@ def attrition_taint(policy: AttritionConfig) -> Taint:
 
 def marked_nodes(snapshot: Snapshot) -> frozenset[str]:
     """Nodes carrying the scaler's attrition taint (any effect)."""
-    return frozenset(n.name for n in snapshot.nodes if any(t.key == ATTRITION_TAINT_KEY for t in n.taints))
+    return frozenset(n.name for n in snapshot.nodes if carries_taint(n.taints, ATTRITION_TAINT_KEY))
 
 
 def without_marks(snapshot: Snapshot, marked: frozenset[str]) -> Snapshot:
     """The snapshot as the placement rules judge it: marked nodes without the mark (ours to lift)."""
     if not marked:
         return snapshot
-    nodes = tuple(replace(n, taints=_unmarked(n.taints)) if n.name in marked else n for n in snapshot.nodes)
+    nodes = tuple(_unmarked(n) if n.name in marked else n for n in snapshot.nodes)
     return replace(snapshot, nodes=nodes)
 
 
-def _unmarked(taints: tuple[Taint, ...]) -> tuple[Taint, ...]:
-    return tuple(t for t in taints if t.key != ATTRITION_TAINT_KEY)
+def _without_mark(node: Node) -> Node:
+    return replace(node, taints=tuple(t for t in node.taints if t.key != ATTRITION_TAINT_KEY))
+
+
+# The same marked node yields the same copy: built once while the node stays as it is, so the copy
+# keeps its identity from run to run (and the rules' memos keyed on nodes find it).
+_unmarked = identity_memo(_without_mark)
 
 
 @dataclass(frozen=True)
@@ -133,30 +139,34 @@ def _plan_group(
     leaving: frozenset[str],
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(node, reason) to mark and to unmark in one group."""
-    cutoff = ctx.config.policy.pod_priority_cutoff
+    cutoff, now = ctx.config.policy.pod_priority_cutoff, ctx.now
     lifted: list[tuple[str, str]] = []
     candidates: list[_Candidate] = []
     pool = 0  # free GPUs of schedulable nodes: what new pods may use once marks are placed
     gpus_per_node = 0
+    pods_on_node = ctx.pods_on_node
     for node in view.nodes:
         gpus = node.allocatable.gpus
-        gpus_per_node = max(gpus_per_node, gpus)
-        pods = ctx.pods_on_node.get(node.name, [])
-        used = sum(p.requests.gpus for p in pods)  # pods_on_node holds live pods only
-        arriving = incoming.get(node.name, [])
-        free = gpus - used - sum(outcomes[p].gpus for p in arriving if p in outcomes)
+        if gpus > gpus_per_node:
+            gpus_per_node = gpus
+        pods = pods_on_node.get(node.name, ())
+        used = 0  # live pods only (pods_on_node); a loop rather than sum(): every node of every run
+        for pod in pods:
+            used += pod.requests.gpus
+        arriving = incoming.get(node.name, ())
+        free = gpus - used - (sum(outcomes[p].gpus for p in arriving if p in outcomes) if arriving else 0)
         schedulable = node.ready and not node.unschedulable and node.name not in leaving
-        if schedulable:
-            pool += max(0, free)
-        is_marked = node.name in marked
-        protected = protection(node, pods, view.asg)
-        why_not = _why_not(node, protected, arriving, schedulable, gpus, free, leaving, policy)
+        if schedulable and free > 0:
+            pool += free
+        if (free <= 0 or not schedulable or arriving) and node.name not in marked:
+            continue  # never a candidate, and why not is read only to lift a mark: no protection test
+        why_not = _why_not(node, pods, view.asg, arriving, schedulable, gpus, free, leaving, policy)
         if why_not is None:
             # Counted and their latest end taken: busy_pods' order by key is not needed here.
-            busy = [p for p in pods if p.keeps_node_busy(cutoff, ctx.now)]
-            remaining = expected_remaining_seconds(ctx.now, busy)
+            busy = [p for p in pods if p.keeps_node_busy(cutoff, now)]
+            remaining = expected_remaining_seconds(now, busy)
             candidates.append(_Candidate(node, gpus, used, len(busy), free, remaining))
-        elif is_marked and why_not not in (_LEAVING, _NOT_SCHEDULABLE, _FULL):
+        elif node.name in marked and why_not not in (_LEAVING, _NOT_SCHEDULABLE, _FULL):
             lifted.append((node.name, why_not))
     if not policy.enabled or not candidates:
         return [], lifted
@@ -210,8 +220,9 @@ _FULL = "no free GPU"
 
 def _why_not(
     node: Node,
-    protected: str | None,
-    arriving: list[str],
+    pods: Sequence[Pod],
+    asg: AsgState | None,
+    arriving: Sequence[str],
     schedulable: bool,
     gpus: int,
     free: int,
@@ -229,6 +240,7 @@ def _why_not(
         return _NOT_SCHEDULABLE
     if gpus <= 0:
         return "not a GPU node"
+    protected = protection(node, pods, asg)  # asked last: the node's pods are read only when it matters
     if protected:
         return f"{protected}: it is never scaled down"
     if free <= 0:

@@ -151,7 +151,8 @@ def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list
     requests = prepare_requests(ctx)
     singles: list[Pod] = []
     for pod in ctx.snapshot.pods:
-        if not pod.is_pending_unschedulable or pod.key in requests.consumers:
+        # Bound pods (most of them) are never pending: no property call for them.
+        if pod.node_name or not pod.is_pending_unschedulable or pod.key in requests.consumers:
             continue
         outcome = _left_alone(ctx, pod)
         if outcome is not None:

@@ -4,7 +4,7 @@ pods by node, and the resource dimension order used by the packing vectors."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -28,15 +28,13 @@ class GroupView:
     nodes: list[Node] = field(default_factory=list)  # registered nodes of the group's instances
     unregistered: list[AsgInstance] = field(default_factory=list)  # live instances with no node yet
     capacity: GroupCapacity = field(default_factory=GroupCapacity)  # suspended, reserved, zones
+    # Read off config and template once: every rule asks them of every group, often once per node.
+    name: str = field(init=False)
+    shape: Resources | None = field(init=False)  # allocatable of a new node (before its DaemonSets)
 
-    @property
-    def name(self) -> str:
-        return self.config.name
-
-    @property
-    def shape(self) -> Resources | None:
-        """Allocatable of a new node of the group (before its DaemonSets)."""
-        return self.template.allocatable
+    def __post_init__(self) -> None:
+        self.name = self.config.name
+        self.shape = self.template.allocatable
 
     @property
     def taints(self) -> tuple[Taint, ...]:
@@ -109,6 +107,17 @@ class Context:
             self._requests[resources] = found
         return found
 
+    def room(self, allocatable: Resources, pods: Iterable[Pod]) -> list[int]:
+        """Room left on a node once `pods` are in: its allocatable less their requests, as a fresh
+        dense vector (every registered node of every run: the request pairs read off the cache)."""
+        free = list(self.vector(allocatable))
+        cached = self._requests
+        for pod in pods:
+            pairs = cached.get(pod.requests)
+            for dim, amount in pairs if pairs is not None else self.request(pod.requests):
+                free[dim] -= amount
+        return free
+
     def older_than(self, since: datetime | None, seconds: int) -> bool:
         """True when `since` is known and at least `seconds` ago."""
         return since is not None and self.now - since >= timedelta(seconds=seconds)
@@ -163,7 +172,7 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
     for pod in snapshot.pods:
         if pod.node_name and pod.phase not in TERMINAL_PHASES:  # Pod.is_terminal, without the call
             pods_on_node[pod.node_name].append(pod)
-            if pod.keeps_node_busy(cutoff, now):
+            if pod.node_name not in busy and pod.keeps_node_busy(cutoff, now):  # one busy pod is enough
                 busy.add(pod.node_name)
 
     groups = [

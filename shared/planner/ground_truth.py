@@ -50,6 +50,7 @@ def recall(
     """
     out = Recall()
     retry = timedelta(seconds=retry_seconds)
+    in_group: dict[str, list[Node]] = {}
     for pod in pending:
         memory = stored.get(pod.key)
         if memory is None or (memory.uid and pod.uid and memory.uid != pod.uid):
@@ -69,13 +70,13 @@ def recall(
         for group, since in memory.bought.items():
             if group in refused:
                 continue
+            members = in_group.get(group)
+            if members is None:  # each group's nodes listed once per run, not once per pending pod
+                members = in_group[group] = [nodes[name] for name, g in group_of_node.items() if g == group]
             bought_nodes = [
                 n
-                for name, g in group_of_node.items()
-                if g == group
-                and (n := nodes[name]).created_at is not None
-                and n.created_at >= since
-                and _usable_since(n, now, retry)
+                for n in members
+                if n.created_at is not None and n.created_at >= since and _usable_since(n, now, retry)
             ]
             if bought_nodes and not any(holds(pod, n) for n in bought_nodes):
                 refused[group] = now + timedelta(seconds=refusal_ttl_seconds)

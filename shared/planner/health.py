@@ -102,6 +102,9 @@ def _toleration(condition: NodeCondition, policy: RepairConfig) -> int | None:
     return None
 
 
+HEALTHY = Health()
+
+
 def _watched(condition: NodeCondition, policy: RepairConfig) -> bool:
     return (
         condition.type == "Ready"
@@ -112,6 +115,8 @@ def _watched(condition: NodeCondition, policy: RepairConfig) -> bool:
 
 class _Reader:
     """Collects one node's signals, timing those without a transition time from first sight."""
+
+    __slots__ = ("first_seen", "key", "now", "signals")
 
     def __init__(self, key: str, first_seen: Mapping[str, datetime], now: datetime) -> None:
         self.key, self.first_seen, self.now = key, first_seen, now
@@ -144,13 +149,28 @@ def _conditions(node: Node, policy: RepairConfig, reader: _Reader, booting: bool
     return ""
 
 
-def _gpus_lost(node: Node, policy: RepairConfig, reader: _Reader) -> str:
-    """A device plugin that dropped devices: capacity above allocatable (bad input: no capacity)."""
+_CAPACITY_MISSING = {
+    name: f"status.capacity is missing: cannot tell whether {name} devices were lost" for name in ACCELERATORS
+}
+# The verdict on a node with accelerators and no status.capacity, built once per accelerator: it
+# depends on nothing else, and such nodes are asked about in every run.
+_CANNOT_TELL = {name: Health((), reason) for name, reason in _CAPACITY_MISSING.items()}
+
+
+def _capacity_missing(node: Node) -> str:
+    """Bad input: a node with accelerators and no status.capacity ("" when it has none, or capacity)."""
     if node.capacity is None:
         for name in ACCELERATORS:
             if node.allocatable.get(name):
-                return f"status.capacity is missing: cannot tell whether {name} devices were lost"
-        return ""
+                return name
+    return ""
+
+
+def _gpus_lost(node: Node, policy: RepairConfig, reader: _Reader) -> str:
+    """A device plugin that dropped devices: capacity above allocatable (bad input: no capacity)."""
+    if node.capacity is None:
+        missing = _capacity_missing(node)
+        return _CAPACITY_MISSING[missing] if missing else ""
     for name, lost in node.lost_devices.items:
         capacity = node.capacity.get(name)
         detail = f"{lost} of {capacity} {name} not allocatable (device plugin dropped them)"
@@ -207,9 +227,16 @@ def node_health(
     it is capacity on its way, and a node never Ready by the deadline is a launch that failed
     (scale-down replaces it and backs the group off), not a broken machine.
     """
+    if not node.conditions:
+        missing = _capacity_missing(node)  # the first bad input found, as below, without a reader
+        if missing:
+            return _CANNOT_TELL[missing]
     reader = _Reader(node.instance_id or node.name, first_seen, now)
-    bad = _conditions(node, policy, reader, booting) or _gpus_lost(node, policy, reader)
-    bad = bad or _instance(instance, status, policy, reader)
+    bad = _conditions(node, policy, reader, booting) if node.conditions else ""
+    bad = bad or _gpus_lost(node, policy, reader) or _instance(instance, status, policy, reader)
     if bad:
         return Health((), bad)
-    return Health(tuple(sorted(reader.signals, key=lambda s: s.condition)))
+    signals = reader.signals
+    if not signals:  # most nodes of most runs: the same empty tuple, no sort
+        return HEALTHY
+    return Health(tuple(sorted(signals, key=lambda s: s.condition)))

@@ -29,6 +29,9 @@ def leftover_nodes(
     `asgs` must be every configured group's ASG (the caller passes none when one could not be read:
     an instance missing from a group that was not read is not gone). `groups` maps ASG name to group.
     """
+    suspects = [n for n in nodes if n.cordoned_by_scaler and not n.ready and n.instance_id]
+    if not suspects:
+        return ()  # most runs: no NotReady node the scaler cordoned, no instance to look up
     owner: dict[str, str] = {}
     leaving: set[str] = set()
     for asg in asgs:
@@ -37,12 +40,10 @@ def leftover_nodes(
             if instance.lifecycle_state.startswith(_LEAVING_PREFIX):
                 leaving.add(instance.instance_id)
     out = []
-    for node in nodes:
-        if not node.cordoned_by_scaler or node.ready or not node.instance_id:
-            continue
+    for node in suspects:
         if node.instance_id in owner and node.instance_id not in leaving:
             continue  # its instance is still a member of a group: NotReady alone is repair, not this
         state = "terminating" if node.instance_id in leaving else "no longer in any group"
         reason = f"NotReady and its instance {node.instance_id} is {state}: the Node was left behind"
-        out.append(NodeAction(node.name, owner.get(node.instance_id, ""), reason))
+        out.append(NodeAction(node.name, owner.get(node.instance_id or "", ""), reason))
     return tuple(sorted(out, key=lambda a: a.node))

@@ -312,11 +312,8 @@ class _Room:
 
     def _sim_node(self, node: Node, arriving: list[Pod]) -> SimNode:
         ctx = self._ctx
-        free = list(ctx.vector(node.allocatable))
         bound = [p for p in ctx.pods_on_node.get(node.name, ()) if not p.is_terminal]
-        for pod in bound + arriving:
-            for dim, amount in ctx.request(pod.requests):
-                free[dim] -= amount
+        free = ctx.room(node.allocatable, bound + arriving)
         ports = {port_key(port) for pod in bound + arriving for port in pod.constraints.host_ports}
         return SimNode(node.name, node.labels, node.taints, free, False, ports)
 

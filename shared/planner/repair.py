@@ -27,9 +27,18 @@ import math
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import cached_property
 
 from shared.config import ScalerConfig
-from shared.domain.model import ANNOTATION_CORDONED_AT, AsgInstance, Node, Snapshot, Taint, TaintEffect
+from shared.domain.model import (
+    ANNOTATION_CORDONED_AT,
+    AsgInstance,
+    Node,
+    Snapshot,
+    Taint,
+    TaintEffect,
+    carries_taint,
+)
 from shared.domain.plan import NodeAction, NodeMark, RepairAction, RepairDecision, Termination
 from shared.domain.safety import busy_pods, protection, removable_above_min
 from shared.planner.context import Context, GroupView
@@ -45,7 +54,7 @@ def repair_taint() -> Taint:
 
 
 def health_tainted(node: Node) -> bool:
-    return any(t.key == REPAIR_TAINT_KEY for t in node.taints)
+    return carries_taint(node.taints, REPAIR_TAINT_KEY)
 
 
 @dataclass(frozen=True)
@@ -57,11 +66,13 @@ class Assessment:
     instances: Mapping[str, AsgInstance]  # node name -> its ASG instance
     foreign_statuses: tuple[str, ...] = ()  # instance statuses of no managed group's instance
 
-    @property
+    # Computed once: each group's repair reads them (cached_property writes the instance's __dict__,
+    # which a frozen dataclass allows).
+    @cached_property
     def unhealthy(self) -> frozenset[str]:
         return frozenset(name for name, h in self.health.items() if h.unhealthy)
 
-    @property
+    @cached_property
     def recovered(self) -> frozenset[str]:
         """Healthy nodes still carrying the scaler's health taint: ours to lift."""
         return frozenset(
@@ -80,7 +91,9 @@ def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessmen
         i.instance_id: i for name, asg in snapshot.asgs.items() if name in managed for i in asg.live_instances
     }
     statuses = snapshot.instance_statuses or {}
-    deadline = timedelta(seconds=config.policy.max_node_provision_seconds)
+    # Created after this instant: younger than the provisioning deadline, so booting.
+    born_after = now - timedelta(seconds=config.policy.max_node_provision_seconds)
+    first_seen = snapshot.state.instances_first_seen
     health: dict[str, Health] = {}
     nodes: dict[str, Node] = {}
     by_node: dict[str, AsgInstance] = {}
@@ -89,9 +102,8 @@ def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessmen
         if instance is None:
             continue
         nodes[node.name], by_node[node.name] = node, instance
-        first_seen = snapshot.state.instances_first_seen
-        booting = node.created_at is not None and now - node.created_at < deadline
-        status = statuses.get(instance.instance_id)
+        booting = node.created_at is not None and node.created_at > born_after
+        status = statuses.get(instance.instance_id) if statuses else None
         health[node.name] = node_health(node, instance, status, policy, first_seen, now, booting=booting)
     foreign = tuple(sorted(set(statuses) - set(instances)))
     return Assessment(health, nodes, by_node, foreign)

@@ -42,6 +42,7 @@ from shared.domain.model import (
     Snapshot,
     Taint,
     TaintEffect,
+    carries_taint,
 )
 from shared.domain.plan import NodeMark, RotationCause, RotationDecision, Termination
 from shared.domain.safety import busy_pods, protection
@@ -70,7 +71,7 @@ def rebalance_taint() -> Taint:
 
 
 def _rotation_marked(node: Node) -> bool:
-    return any(t.key == ROTATION_TAINT_KEY for t in node.taints)
+    return carries_taint(node.taints, ROTATION_TAINT_KEY)
 
 
 def _resolve(ref: LaunchTemplateRef, templates: Mapping[str, LaunchTemplateVersions]) -> int | None:
@@ -118,10 +119,13 @@ def due(
     node: Node, asg: AsgState, instance: AsgInstance, snapshot: Snapshot, config: ScalerConfig, now: datetime
 ) -> tuple[RotationCause, str] | None:
     """Why a node is due for rotation, maintenance first (EC2 will not wait), then drift, lifetime."""
-    maintenance = _maintenance((snapshot.instance_statuses or {}).get(instance.instance_id))
+    statuses = snapshot.instance_statuses  # None or empty mostly: no lookup then, for every node
+    maintenance = _maintenance(statuses.get(instance.instance_id)) if statuses else None
     if maintenance:
         return RotationCause.MAINTENANCE, maintenance
-    if any(t.key == ROTATION_TAINT_KEY and t.value == REBALANCE for t in node.taints):
+    if _rotation_marked(node) and any(
+        t.key == ROTATION_TAINT_KEY and t.value == REBALANCE for t in node.taints
+    ):
         return RotationCause.REBALANCE, "EC2 rebalance recommendation (elevated Spot interruption risk)"
     drifted = drift(asg, instance, snapshot.launch_templates)
     if drifted:
@@ -138,7 +142,9 @@ def due(
 
 def going_away(snapshot: Snapshot) -> frozenset[str]:
     """Nodes whose instance EC2 is about to take: a Spot interruption warning or a scheduled event."""
-    statuses = snapshot.instance_statuses or {}
+    statuses = snapshot.instance_statuses
+    if not statuses:  # not read this run, or no instance reported: no scheduled event to look up
+        return snapshot.interrupted
     scheduled = {
         n.name
         for n in snapshot.nodes

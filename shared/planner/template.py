@@ -343,6 +343,48 @@ def _allocatable(
     return Resources.of({**silent, **capped}), f"{how}; {', '.join(sorted(silent))} from {source}"
 
 
+# The last template built for each group, with the inputs it was built from (see build_template).
+_LAST_TEMPLATES: dict[str, tuple[tuple[object, ...], Template]] = {}
+_LAST_TEMPLATES_MAX = 256  # groups; past it the memo starts over (a bound, never reached in practice)
+
+
+def _template_sources(
+    registered: list[Node], policy: PolicyConfig, known: Mapping[str, InstanceType], group_type: str | None
+) -> list[Node]:
+    """The registered nodes a template may be read off: Ready, past their startup taints, GPUs
+    advertised if they should have any, devices withdrawn as unhealthy counted back. Judged once per
+    kind of node (its readiness, taints, labels and allocatable, the objects a group's nodes share)."""
+    verdicts: dict[tuple[bool, int, int, int], bool] = {}  # the nodes, so these ids, live all call
+    usable: list[Node] = []
+    for n in registered:
+        kind = (n.ready, id(n.taints), id(n.labels), id(n.allocatable))
+        good = verdicts.get(kind)
+        if good is None:
+            good = verdicts[kind] = (
+                n.ready
+                and not has_startup_taint(n.taints, policy)
+                and not gpu_not_advertised(n, known, group_type)
+            )
+        if good:
+            usable.append(with_devices_restored(n))
+    return usable
+
+
+def _asg_facts(asg: AsgState | None) -> tuple[object, ...] | None:
+    """What of the ASG a template reads: not its instances nor its sizes, which change every scale-up.
+    Mappings as item tuples, so the memo holds values, not objects someone could change."""
+    if asg is None:
+        return None
+    return (
+        tuple(asg.tags.items()),
+        tuple(asg.type_shapes.items()),
+        asg.instance_types,
+        asg.availability_zones,
+        asg.spot_only,
+        asg.reservations,
+    )
+
+
 def build_template(
     config: ScalerConfig,
     group_name: str,
@@ -351,7 +393,32 @@ def build_template(
     instance_types: Mapping[str, InstanceType],
     daemonsets: tuple[DaemonSet, ...],
 ) -> Template:
-    """The template node of one configured group."""
+    """The template node of one configured group.
+
+    A pure function of its inputs, so it is remembered from the last run: the key holds every input
+    it reads (`_asg_facts` for the ASG), compared by value; frozen objects compare equal to themselves
+    at once, so a run whose group and nodes did not change pays a tuple comparison instead of a pass
+    over the group's nodes. An input that differs in any field misses: the memo cannot go stale.
+    """
+    key = (config, _asg_facts(asg), tuple(registered), tuple(instance_types.items()), daemonsets)
+    last = _LAST_TEMPLATES.get(group_name)
+    if last is not None and last[0] == key:
+        return last[1]
+    template = _build_template(config, group_name, asg, registered, instance_types, daemonsets)
+    if len(_LAST_TEMPLATES) >= _LAST_TEMPLATES_MAX:
+        _LAST_TEMPLATES.clear()
+    _LAST_TEMPLATES[group_name] = (key, template)
+    return template
+
+
+def _build_template(
+    config: ScalerConfig,
+    group_name: str,
+    asg: AsgState | None,
+    registered: list[Node],
+    instance_types: Mapping[str, InstanceType],
+    daemonsets: tuple[DaemonSet, ...],
+) -> Template:
     group = config.group(group_name)
     policy = config.policy
     tag_labels, tag_taints, tag_resources = _tag_labels_taints_resources(asg.tags if asg else {})
@@ -360,13 +427,7 @@ def build_template(
     types = asg.instance_types if asg is not None and asg.instance_types else (group.instance_type,)
     types = tuple(t for t in types if t)
     group_type = types[0] if len(types) == 1 else None
-    usable = [
-        with_devices_restored(n)
-        for n in registered
-        if n.ready
-        and not has_startup_taint(n.taints, policy)
-        and not gpu_not_advertised(n, known, group_type)
-    ]
+    usable = _template_sources(registered, policy, known, group_type)
     labels = _template_labels(config, group_name, asg, types, known, usable or registered)
     labels.update(tag_labels)
     labels.update(group.labels)
@@ -376,9 +437,10 @@ def build_template(
     observed = _smallest(usable)
     discovered, source = _discovered(config, group_name, types, usable, observed, aws)
     allocatable, source = _allocatable(group.shape, discovered, source, observed)
-    gpu_pending = sum(1 for n in registered if n.ready and gpu_not_advertised(n, known, group_type))
-    if allocatable is None and gpu_pending:
-        source += f" ({gpu_pending} registered node(s) not advertising their GPUs yet)"
+    if allocatable is None:
+        gpu_pending = sum(1 for n in registered if n.ready and gpu_not_advertised(n, known, group_type))
+        if gpu_pending:
+            source += f" ({gpu_pending} registered node(s) not advertising their GPUs yet)"
     if allocatable is not None and not allocatable.get(PODS):
         allocatable = allocatable + Resources.of({PODS: KUBELET_DEFAULT_MAX_PODS})
     template = Template(group.name, allocatable, labels, taints, source)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from shared.domain.model import Node, Pod
 from shared.planner.context import Context, GroupView
@@ -41,30 +42,46 @@ class GroupBins:
         return self._probe
 
 
-def _booting(ctx: Context, view: GroupView, node: Node, complete: dict[tuple[int, int], bool]) -> bool:
-    """A registered node that cannot take pods yet but soon will: NotReady, GPUs not advertised, or
-    still carrying a startup taint. `complete` caches, per (allocatable, shape) pair, whether the
-    node advertises all its shape has."""
-    if node.unschedulable:
-        return False
-    policy = ctx.config.policy
-    if node.ready and not has_startup_taint(node.taints, policy):
-        assert view.shape is not None
-        key = (id(node.allocatable), id(view.shape))
-        advertised = complete.get(key)
-        if advertised is None:
-            have = node.allocatable.as_dict()
-            advertised = complete[key] = all(not value or have.get(name) for name, value in view.shape.items)
-        if advertised:
-            return False  # ready with everything its shape promises: in service
-    return not ctx.older_than(node.created_at, policy.max_node_provision_seconds)
+class _Booting:
+    """Whether a registered node cannot take pods yet but soon will: NotReady, GPUs not advertised, or
+    still carrying a startup taint. Asked of every node of every run, so what nodes share is judged
+    once per run: startup taints per taint tuple (a group's nodes share theirs), and whether a node
+    advertises all its shape has per (allocatable, shape) pair."""
+
+    def __init__(self, ctx: Context) -> None:
+        policy = ctx.config.policy
+        self.policy = policy
+        # Created after this instant: younger than the provisioning deadline (Context.older_than).
+        self.born_after = ctx.now - timedelta(seconds=policy.max_node_provision_seconds)
+        self.starting: dict[int, bool] = {}  # id(taints) -> has a startup taint (taints live all run)
+        self.complete: dict[tuple[int, int], bool] = {}
+
+    def __call__(self, view: GroupView, node: Node) -> bool:
+        if node.unschedulable:
+            return False
+        if not node.ready:
+            return node.created_at is None or node.created_at > self.born_after
+        starting = self.starting.get(id(node.taints))
+        if starting is None:
+            starting = self.starting[id(node.taints)] = has_startup_taint(node.taints, self.policy)
+        if not starting:
+            assert view.shape is not None
+            key = (id(node.allocatable), id(view.shape))
+            advertised = self.complete.get(key)
+            if advertised is None:
+                have = node.allocatable.as_dict()
+                advertised = all(not value or have.get(name) for name, value in view.shape.items)
+                self.complete[key] = advertised
+            if advertised:
+                return False  # ready with everything its shape promises: in service
+        return node.created_at is None or node.created_at > self.born_after
 
 
 def booting_nodes(ctx: Context) -> dict[str, list[Node]]:
     """Registered nodes of each group that cannot take pods yet but soon will."""
-    complete: dict[tuple[int, int], bool] = {}
+    booting = _Booting(ctx)
     return {
-        view.name: [n for n in view.nodes if _booting(ctx, view, n, complete)]
+        view.name: [n for n in view.nodes if booting(view, n)]
         for view in ctx.groups
         if view.shape is not None
     }

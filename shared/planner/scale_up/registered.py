@@ -95,7 +95,12 @@ def referenced_label_keys(units: list[Unit]) -> frozenset[str]:
 
 
 def bound_ports(pods: list[Pod]) -> set[tuple[str, str, int]]:
-    return {port_key(p) for pod in pods for p in pod.constraints.host_ports}
+    """Host ports the pods hold (a fresh set: placements add to it). Few pods ask for any."""
+    ports: set[tuple[str, str, int]] = set()
+    for pod in pods:
+        if pod.constraints.host_ports:
+            ports.update(port_key(p) for p in pod.constraints.host_ports)
+    return ports
 
 
 def existing_classes(
@@ -114,11 +119,8 @@ def existing_classes(
         scaler_cordoned = node.cordoned_by_scaler and node.name in ctx.group_of_node
         if node.unschedulable and not scaler_cordoned:
             continue
-        free = list(ctx.vector(node.allocatable))
         bound = ctx.pods_on_node.get(node.name, [])
-        for pod in bound:
-            for dim, amount in ctx.request(pod.requests):
-                free[dim] -= amount
+        free = ctx.room(node.allocatable, bound)
         labels = node.labels
         visible = {k: labels[k] for k in keys if k in labels}
         key = (tuple(visible.items()), node.taints, scaler_cordoned)
