@@ -333,10 +333,14 @@ class SimNode:
         if self._domain is None:
             created = at(self.created_at)
             cordoned = self.cordoned_at is not None
+            allocatable = self.group.allocatable if self.gpus_ready else self.group.allocatable_booting
             self._domain = Node(
                 name=self.name,
                 instance_id=self.instance.instance_id,
-                allocatable=self.group.allocatable if self.gpus_ready else self.group.allocatable_booting,
+                allocatable=allocatable,
+                # As the kubelet reports it: capacity = allocatable until a device is lost (faults.py).
+                # Without it node repair could not tell lost GPUs and judged every node bad input.
+                capacity=allocatable,
                 labels=self.group.labels,
                 annotations=(
                     MappingProxyType({ANNOTATION_CORDONED_AT: at(self.cordoned_at).isoformat()})
