@@ -267,14 +267,15 @@ class Node:
         (kubelet's devicemanager advertises only healthy devices as allocatable; extended resources
         get no kubelet reservation, so a healthy node has the two equal). EMPTY when none were, or
         when capacity is absent."""
-        if self.capacity is None:
-            return EMPTY
         capacity, allocatable = self.capacity, self.allocatable
-        return Resources.of(
+        if capacity is None or capacity is allocatable:
+            return EMPTY
+        lost = [
             (name, capacity.get(name) - allocatable.get(name))
             for name in ACCELERATORS
             if capacity.get(name) > allocatable.get(name)
-        )
+        ]
+        return Resources.of(lost) if lost else EMPTY  # read of every node every run: no new object
 
 
 # Instance lifecycle states (Auto Scaling user guide, "Amazon EC2 Auto Scaling instance lifecycle").
