@@ -1,4 +1,6 @@
-"""Docker-free packaging of the functions: app code as a plain asset, dependencies as a pip-built layer.
+"""Docker-free packaging of the functions: the app code and a pip-built dependency layer, both with
+byte code compiled for the Lambda runtime's Python when this machine has that version (cdk/packaging.py
+says why and how).
 
 The Lambda runtime is Linux on arm64 or x86_64 whatever the build machine is, so the dependencies are
 installed with pip's cross-platform options (`--platform manylinux2014_<arch> --only-binary=:all:`):
@@ -14,35 +16,39 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import aws_cdk as cdk
 import jsii
 
 from cdk.context import REPO_ROOT
+from cdk.packaging import (
+    LAYER_ROOT,
+    BundlingError,
+    Runner,
+    build_function_package,
+    compile_bytecode,
+)
 
 PYPROJECT = REPO_ROOT / "pyproject.toml"
-# Top-level entries of the repo that make up the function code; everything else (tests, cdk, docs,
-# .venv, cdk.out) stays out of the asset.
-APP_CODE_DIRS = ("shared", "functions")
-APP_CODE_EXCLUDE = [
-    "/*",
-    *(f"!/{name}/" for name in APP_CODE_DIRS),
-    "__pycache__/",
-    "*.pyc",
-    ".mypy_cache/",
-    "tests/",
-    # Local entry points (trace replay, the local run): never imported by a function.
-    "/shared/local/",
-]
 PIP_PLATFORMS = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"}
 # Named only because BundlingOptions requires an image; local bundling never falls back to it.
 UNUSED_BUNDLING_IMAGE = "public.ecr.aws/sam/build-python3.12"
 
 
-class BundlingError(RuntimeError):
-    """Local bundling of the dependency layer failed (pip could not install the wheels)."""
+@jsii.implements(cdk.ILocalBundling)
+class AppCodeBundler:
+    """Builds the function package (cdk/packaging.py) in CDK's bundling directory."""
+
+    def __init__(self, *, source: Path, interpreter: str | None, run: Runner = subprocess.run) -> None:
+        self.source = source
+        self.interpreter = interpreter
+        self._run = run
+
+    def try_bundle(self, output_dir: str, *, image: cdk.DockerImage | None = None) -> bool:
+        build_function_package(self.source, Path(output_dir), interpreter=self.interpreter, run=self._run)
+        return True
 
 
 def runtime_requirements(pyproject: Path = PYPROJECT) -> tuple[str, ...]:
@@ -59,7 +65,7 @@ def pip_install_command(
     return [
         sys.executable, "-m", "pip", "install",
         "--quiet", "--disable-pip-version-check", "--no-input",
-        # Byte code compiled here would be for the build machine's Python, not the runtime's.
+        # pip would compile for the build machine's Python; the runtime's compiles it afterwards.
         "--no-compile",
         "--platform", PIP_PLATFORMS[architecture],
         "--implementation", "cp",
@@ -80,11 +86,13 @@ class PipLayerBundler:
         requirements: Sequence[str],
         architecture: str,
         python_version: str,
-        run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run,
+        interpreter: str | None = None,
+        run: Runner = subprocess.run,
     ) -> None:
         self.requirements = tuple(requirements)
         self.architecture = architecture
         self.python_version = python_version
+        self.interpreter = interpreter
         self._run = run
 
     def try_bundle(self, output_dir: str, *, image: cdk.DockerImage | None = None) -> bool:
@@ -108,14 +116,22 @@ class PipLayerBundler:
                 f"command: {' '.join(command)}"
             )
         shutil.rmtree(target / "bin", ignore_errors=True)  # console scripts are of no use in Lambda
+        if self.interpreter:
+            compile_bytecode(
+                self.interpreter, target, staged=Path(output_dir), deployed=LAYER_ROOT, run=self._run
+            )
         return True
 
 
-def layer_asset_hash(*, requirements: Sequence[str], architecture: str, python_version: str) -> str:
-    """Content key of the layer: it changes when the requirements or the target platform change."""
+def layer_asset_hash(
+    *, requirements: Sequence[str], architecture: str, python_version: str, compiled: bool = False
+) -> str:
+    """Content key of the layer: it changes when the requirements, the target platform or the byte
+    code it ships change."""
     key = {
         "requirements": list(requirements),
         "platform": PIP_PLATFORMS[architecture],
         "python": python_version,
+        "compiled": compiled,
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()

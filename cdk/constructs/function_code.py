@@ -1,4 +1,5 @@
-"""The code every function runs: the app packages as one asset, the dependencies as one layer."""
+"""The code every function runs: the app packages as one asset, the dependencies as one layer, both
+with byte code for the runtime's Python when this machine has that version (cdk/packaging.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from cdk.bundling import (
-    APP_CODE_EXCLUDE,
     UNUSED_BUNDLING_IMAGE,
+    AppCodeBundler,
     PipLayerBundler,
     layer_asset_hash,
     runtime_requirements,
 )
 from cdk.context import REPO_ROOT
+from cdk.packaging import app_code_hash, find_interpreter
 
 RUNTIMES = {"python3.12": lambda_.Runtime.PYTHON_3_12, "python3.13": lambda_.Runtime.PYTHON_3_13}
 ARCHITECTURES = {"arm64": lambda_.Architecture.ARM_64, "x86_64": lambda_.Architecture.X86_64}
@@ -29,16 +31,27 @@ class FunctionCode(Construct):
         self.runtime = RUNTIMES[python_runtime]
         self.architecture = ARCHITECTURES[architecture]
 
-        # Plain copy, hashed by content: shared/ and functions/ only (gitignore-style patterns, so the
-        # rest of the repo, .venv included, is never even walked).
+        python_version = python_runtime.removeprefix("python")
+        interpreter = self._interpreter(python_version)
+        compiled = interpreter is not None
+
+        # shared/ and functions/ only (cdk/packaging.py app_code_files), hashed by content.
         self.code = lambda_.Code.from_asset(
-            str(REPO_ROOT), ignore_mode=cdk.IgnoreMode.GIT, exclude=APP_CODE_EXCLUDE
+            str(REPO_ROOT),
+            asset_hash_type=cdk.AssetHashType.CUSTOM,
+            asset_hash=app_code_hash(REPO_ROOT, python_version=python_version, compiled=compiled),
+            bundling=cdk.BundlingOptions(
+                image=cdk.DockerImage.from_registry(UNUSED_BUNDLING_IMAGE),
+                local=cast(cdk.ILocalBundling, AppCodeBundler(source=REPO_ROOT, interpreter=interpreter)),
+            ),
         )
 
         requirements = runtime_requirements()
-        python_version = python_runtime.removeprefix("python")
         bundler = PipLayerBundler(
-            requirements=requirements, architecture=architecture, python_version=python_version
+            requirements=requirements,
+            architecture=architecture,
+            python_version=python_version,
+            interpreter=interpreter,
         )
         self.layer = lambda_.LayerVersion(
             self,
@@ -53,7 +66,10 @@ class FunctionCode(Construct):
                 # the source directory is not read (pip fetches the wheels).
                 asset_hash_type=cdk.AssetHashType.CUSTOM,
                 asset_hash=layer_asset_hash(
-                    requirements=requirements, architecture=architecture, python_version=python_version
+                    requirements=requirements,
+                    architecture=architecture,
+                    python_version=python_version,
+                    compiled=compiled,
                 ),
                 ignore_mode=cdk.IgnoreMode.GIT,
                 exclude=["/*", "!/pyproject.toml"],
@@ -64,3 +80,18 @@ class FunctionCode(Construct):
                 ),
             ),
         )
+
+    def _interpreter(self, python_version: str) -> str | None:
+        """The interpreter that compiles the byte code, looked for only when this synth bundles."""
+        if not cdk.Stack.of(self).bundling_required:
+            return None
+        interpreter = find_interpreter(python_version)
+        if interpreter is None:
+            cdk.Annotations.of(self).add_warning_v2(
+                "backlog-scaler:no-bytecode",
+                f"No Python {python_version} on this machine (PATH, pyenv, uv): the functions ship "
+                f"source only, and Lambda, whose code directories are read-only, compiles every module "
+                f"they import at each cold start (seconds). Install Python {python_version} or set "
+                "deployment.python_runtime to this machine's version, and synthesize again.",
+            )
+        return interpreter

@@ -1,27 +1,38 @@
-"""Docker-free packaging: pip cross-installs wheels for the Lambda platform; app code is copied."""
+"""Docker-free packaging: pip cross-installs wheels for the Lambda platform; app code is copied;
+both ship byte code compiled for the runtime's Python."""
 
 from __future__ import annotations
 
+import importlib.util
+import marshal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
+from aws_cdk import assertions
+from constructs import Construct
 from packaging.requirements import Requirement
 
-from cdk.bundling import (
+from cdk import packaging
+from cdk.bundling import AppCodeBundler, PipLayerBundler, layer_asset_hash, runtime_requirements
+from cdk.constructs import function_code
+from cdk.packaging import (
     BundlingError,
-    PipLayerBundler,
-    layer_asset_hash,
-    runtime_requirements,
+    app_code_files,
+    app_code_hash,
+    compile_bytecode,
+    find_interpreter,
 )
-from tests.infra.conftest import Synthesized
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+THIS_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 class RecordingPip:
-    """Stands in for subprocess.run: records the command, creates the target, returns `returncode`."""
+    """Stands in for subprocess.run: records the command, creates pip's target, returns `returncode`."""
 
     def __init__(self, returncode: int = 0, stderr: str = "") -> None:
         self.returncode = returncode
@@ -30,9 +41,17 @@ class RecordingPip:
 
     def __call__(self, command: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
         self.commands.append(command)
-        target = Path(command[command.index("--target") + 1])
-        (target / "bin").mkdir(parents=True, exist_ok=True)
+        if "--target" in command:
+            target = Path(command[command.index("--target") + 1])
+            (target / "bin").mkdir(parents=True, exist_ok=True)
         return subprocess.CompletedProcess(command, self.returncode, stdout="", stderr=self.stderr)
+
+
+def _bytecode_of(source: Path) -> tuple[int, Any]:
+    """The flags word (PEP 552) and the code object of the .pyc this interpreter would load."""
+    data = Path(importlib.util.cache_from_source(str(source))).read_bytes()
+    assert data[:4] == importlib.util.MAGIC_NUMBER
+    return int.from_bytes(data[4:8], "little"), marshal.loads(data[16:])
 
 
 def _option(command: list[str], name: str) -> str:
@@ -82,6 +101,9 @@ def test_layer_hash_follows_requirements_and_platform() -> None:
     assert base != layer_asset_hash(requirements=("a==2",), architecture="arm64", python_version="3.12")
     assert base != layer_asset_hash(requirements=("a==1",), architecture="x86_64", python_version="3.12")
     assert base != layer_asset_hash(requirements=("a==1",), architecture="arm64", python_version="3.13")
+    assert base != layer_asset_hash(
+        requirements=("a==1",), architecture="arm64", python_version="3.12", compiled=True
+    )
 
 
 def _uses_powertools_tracer() -> bool:
@@ -100,13 +122,138 @@ def test_layer_has_what_the_powertools_tracer_imports() -> None:
     )
 
 
-def test_function_code_asset_holds_only_the_app_packages(synthesized: Synthesized) -> None:
-    # Given the staged code asset (the layer is not bundled in tests, so it is the only asset dir)
-    (asset,) = [p for p in synthesized.assembly_dir.iterdir() if p.is_dir() and p.name.startswith("asset.")]
-    # Then it has shared/ and functions/ at its root, and no tests, caches or tooling
-    assert {p.name for p in asset.iterdir()} == {"shared", "functions"}
-    files = [p.relative_to(asset).as_posix() for p in asset.rglob("*")]
-    assert "shared/config.py" in files
-    # The local entry points (simulator, demo, CLI) stay out of the functions
-    assert not [f for f in files if f.startswith("shared/local")]
-    assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc") or "/tests/" in f]
+def test_function_package_holds_only_the_app_packages_with_their_byte_code(tmp_path: Path) -> None:
+    # Given the app code bundler with this machine's interpreter standing in for the runtime's
+    bundler = AppCodeBundler(source=REPO_ROOT, interpreter=sys.executable)
+
+    # When it bundles
+    assert bundler.try_bundle(str(tmp_path)) is True
+
+    # Then the package has shared/ and functions/ at its root, and no tests, caches or tooling
+    assert {p.name for p in tmp_path.iterdir()} == {"shared", "functions"}
+    sources = sorted(
+        p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".pyc"
+    )
+    assert sources == app_code_files(REPO_ROOT)
+    names = [p.as_posix() for p in sources]
+    assert "shared/config.py" in names and "functions/reconcile/handler.py" in names
+    assert not [f for f in names if f.startswith("shared/local") or "/tests/" in f or "__pycache__" in f]
+    # And every module has hash-based byte code that never checks the source (the zip keeps no
+    # modification times), naming the path Lambda unpacks it to, so tracebacks show the lines
+    for module in (tmp_path / "shared" / "config.py", tmp_path / "functions" / "reconcile" / "handler.py"):
+        flags, code = _bytecode_of(module)
+        assert flags == 0b01  # hash-based, unchecked
+        assert code.co_filename == "/var/task/" + module.relative_to(tmp_path).as_posix()
+    assert all(
+        Path(importlib.util.cache_from_source(str(tmp_path / s))).exists() for s in names if s.endswith(".py")
+    )
+
+
+def test_the_layer_is_compiled_after_pip_with_paths_under_opt(tmp_path: Path) -> None:
+    # Given a bundler that found the runtime's interpreter
+    pip = RecordingPip()
+    bundler = PipLayerBundler(
+        requirements=("pydantic~=2.14.0",),
+        architecture="arm64",
+        python_version="3.12",
+        interpreter="/usr/bin/python3.12",
+        run=pip,
+    )
+
+    # When it bundles
+    bundler.try_bundle(str(tmp_path))
+
+    # Then pip installs without compiling, and the runtime's interpreter compiles the layer in place
+    install, compile_ = pip.commands
+    assert "--no-compile" in install
+    assert compile_[:3] == ["/usr/bin/python3.12", "-m", "compileall"]
+    assert _option(compile_, "--invalidation-mode") == "unchecked-hash"
+    assert _option(compile_, "-s") == str(tmp_path) and _option(compile_, "-p") == "/opt"
+    assert compile_[-1] == str(tmp_path / "python")
+
+
+def test_layer_byte_code_names_the_layer_path(tmp_path: Path) -> None:
+    # Given a layer staged as pip leaves it
+    module = tmp_path / "python" / "pkg" / "mod.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("def f():\n    return 1\n", encoding="utf-8")
+
+    # When it is compiled as a layer
+    compile_bytecode(sys.executable, tmp_path / "python", staged=tmp_path, deployed="/opt")
+
+    # Then the code object names /opt/python/..., where Lambda mounts layers
+    assert _bytecode_of(module)[1].co_filename == "/opt/python/pkg/mod.py"
+
+
+def test_a_module_that_does_not_compile_fails_the_bundle_by_name(tmp_path: Path) -> None:
+    bad = tmp_path / "python" / "broken.py"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("def f(:\n", encoding="utf-8")
+    with pytest.raises(BundlingError, match=r"did not compile.*broken\.py"):
+        compile_bytecode(sys.executable, tmp_path / "python", staged=tmp_path, deployed="/opt")
+
+
+def test_the_interpreter_is_the_first_that_says_it_is_the_runtimes_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a shim that cannot run, an interpreter of another version, and one of the wanted version
+    monkeypatch.setattr(
+        packaging, "_interpreter_candidates", lambda version: ["/shim", "/py311", "/py399", "/x"]
+    )
+    outputs = {"/py311": "3.11\n", "/py399": "3.99\n", "/x": "3.99\n"}
+    asked: list[str] = []
+
+    def run(command: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        asked.append(command[0])
+        if command[0] == "/shim":
+            return subprocess.CompletedProcess(command, 127, stdout="", stderr="pyenv: command not found")
+        return subprocess.CompletedProcess(command, 0, stdout=outputs[command[0]], stderr="")
+
+    # Then the one whose own version matches is chosen, and none when none matches
+    assert find_interpreter("3.99", run=run) == "/py399"
+    assert asked == ["/shim", "/py311", "/py399"]
+    assert find_interpreter("3.98", run=run) is None
+    # And the interpreter running the synth is taken without asking when it is the runtime's version
+    assert find_interpreter(THIS_PYTHON, run=run) == sys.executable
+
+
+def test_the_package_hash_follows_its_files_and_its_byte_code(tmp_path: Path) -> None:
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "functions").mkdir()
+    (tmp_path / "shared" / "a.py").write_text("A = 1\n", encoding="utf-8")
+    base = app_code_hash(tmp_path, python_version="3.12", compiled=True)
+    assert base != app_code_hash(tmp_path, python_version="3.12", compiled=False)
+    assert base != app_code_hash(tmp_path, python_version="3.13", compiled=True)
+    (tmp_path / "shared" / "local").mkdir()
+    (tmp_path / "shared" / "local" / "cli.py").write_text("X = 1\n", encoding="utf-8")
+    assert base == app_code_hash(tmp_path, python_version="3.12", compiled=True)  # not packaged
+    (tmp_path / "shared" / "a.py").write_text("A = 2\n", encoding="utf-8")
+    assert base != app_code_hash(tmp_path, python_version="3.12", compiled=True)
+
+
+def test_a_synth_without_the_runtimes_python_warns_and_ships_source(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Given a machine without the runtime's Python, and pip standing in for the layer
+    monkeypatch.setattr(function_code, "find_interpreter", lambda version: None)
+
+    def pip_layer(self: PipLayerBundler, output_dir: str, *_: Any, **__: Any) -> bool:
+        (Path(output_dir) / "python").mkdir()
+        return True
+
+    monkeypatch.setattr(PipLayerBundler, "try_bundle", pip_layer)
+
+    # When a stack that is bundled builds the function code
+    app = cdk.App(outdir=str(tmp_path))
+    stack = cdk.Stack(app, "Code")
+    code = function_code.FunctionCode(stack, "Code", python_runtime="python3.12", architecture="arm64")
+    code.code.bind(Construct(stack, "Function"))  # the code asset is staged when a function takes it
+
+    # Then the synth says why the cold starts will be slow and what to do
+    warnings = assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.any_value())
+    (warning,) = [str(w.entry.data) for w in warnings]
+    assert "No Python 3.12 on this machine" in warning and "deployment.python_runtime" in warning
+    # And the package is staged with its sources only
+    (staged,) = [p for p in tmp_path.glob("asset.*") if (p / "shared").is_dir()]
+    assert (staged / "shared" / "config.py").exists()
+    assert not list(staged.rglob("*.pyc"))
