@@ -32,7 +32,32 @@ from cdk.packaging import (
 )
 
 PYPROJECT = REPO_ROOT / "pyproject.toml"
-PIP_PLATFORMS = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"}
+PIP_ARCHES = {"arm64": "aarch64", "x86_64": "x86_64"}
+# The glibc of the runtime's OS: python3.12 and python3.13 run on Amazon Linux 2023, glibc 2.34
+# (https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtimes.html). A wheel for any manylinux level
+# up to it loads there; some dependencies publish manylinux_2_28 wheels only (cel-expr-python 0.1.3).
+RUNTIME_GLIBC = {"3.12": 34, "3.13": 34}
+OLDEST_PEP600_GLIBC = 17  # manylinux_2_17 = manylinux2014, the first level PEP 600 names this way
+# Parts of the dependencies no function imports, left as source: byte code would only grow the layer
+# toward Lambda's limit. kubernetes' asyncio client (the functions use the synchronous one), and the
+# build tree cel-expr-python 0.1.3's wheel installs as a top-level directory.
+NOT_COMPILED = ("kubernetes/aio", "bazel-project")
+# Lambda's limit on a function's code and layers together, unzipped
+# (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html): 250 MB.
+LAMBDA_UNZIPPED_LIMIT_BYTES = 250 * 2**20
+
+
+def pip_platforms(architecture: str, python_version: str) -> list[str]:
+    """The platform tags of the wheels the runtime can load, oldest first. pip matches `--platform`
+    tags exactly, except that it widens manylinux2014 to the older manylinux2010 and manylinux1: every
+    PEP 600 level up to the runtime's glibc is named."""
+    arch = PIP_ARCHES[architecture]
+    newest = RUNTIME_GLIBC[python_version]
+    return [f"manylinux2014_{arch}"] + [
+        f"manylinux_2_{minor}_{arch}" for minor in range(OLDEST_PEP600_GLIBC + 1, newest + 1)
+    ]
+
+
 # Named only because BundlingOptions requires an image; local bundling never falls back to it.
 UNUSED_BUNDLING_IMAGE = "public.ecr.aws/sam/build-python3.12"
 
@@ -67,7 +92,7 @@ def pip_install_command(
         "--quiet", "--disable-pip-version-check", "--no-input",
         # pip would compile for the build machine's Python; the runtime's compiles it afterwards.
         "--no-compile",
-        "--platform", PIP_PLATFORMS[architecture],
+        *(arg for tag in pip_platforms(architecture, python_version) for arg in ("--platform", tag)),
         "--implementation", "cp",
         "--python-version", python_version,
         "--only-binary=:all:",
@@ -110,17 +135,42 @@ class PipLayerBundler:
             raise BundlingError(f"cannot run pip ({sys.executable} -m pip): {exc}") from exc
         if result.returncode != 0:
             detail = (result.stderr or result.stdout).strip()[-3000:]
+            glibc = RUNTIME_GLIBC[self.python_version]
             raise BundlingError(
-                f"pip could not install the Lambda dependencies for {PIP_PLATFORMS[self.architecture]} "
-                f"/ Python {self.python_version} (exit {result.returncode}): {detail}\n"
+                f"pip could not install the Lambda dependencies for {self.architecture} / Python "
+                f"{self.python_version} (wheels for manylinux up to glibc 2.{glibc}) "
+                f"(exit {result.returncode}): {detail}\n"
                 f"command: {' '.join(command)}"
             )
         shutil.rmtree(target / "bin", ignore_errors=True)  # console scripts are of no use in Lambda
         if self.interpreter:
             compile_bytecode(
-                self.interpreter, target, staged=Path(output_dir), deployed=LAYER_ROOT, run=self._run
+                self.interpreter,
+                target,
+                staged=Path(output_dir),
+                deployed=LAYER_ROOT,
+                skip=NOT_COMPILED,
+                run=self._run,
             )
+        _check_size(target)
         return True
+
+
+def _check_size(layer: Path) -> None:
+    """Refuse a layer Lambda would refuse at deploy time, with the packages that make it up."""
+    sizes = {
+        p.name: sum(f.stat().st_size for f in [p, *p.rglob("*")] if f.is_file()) for p in layer.iterdir()
+    }
+    total = sum(sizes.values())
+    if total > LAMBDA_UNZIPPED_LIMIT_BYTES:
+        largest = ", ".join(
+            f"{n} {b / 2**20:.0f} MiB" for n, b in sorted(sizes.items(), key=lambda i: -i[1])[:5]
+        )
+        raise BundlingError(
+            f"the dependency layer is {total / 2**20:.0f} MiB unzipped, over Lambda's "
+            f"{LAMBDA_UNZIPPED_LIMIT_BYTES / 2**20:.0f} MiB for a function's code and layers together; "
+            f"largest: {largest}"
+        )
 
 
 def layer_asset_hash(
@@ -130,8 +180,9 @@ def layer_asset_hash(
     code it ships change."""
     key = {
         "requirements": list(requirements),
-        "platform": PIP_PLATFORMS[architecture],
+        "platform": pip_platforms(architecture, python_version),
         "python": python_version,
         "compiled": compiled,
+        "not_compiled": list(NOT_COMPILED),
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()

@@ -16,10 +16,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 # Top-level entries of the repo that make up the function code; everything else (tests, cdk, docs,
@@ -69,23 +70,35 @@ def find_interpreter(version: str, *, run: Runner = subprocess.run) -> str | Non
     return None
 
 
-def compile_command(interpreter: str, directory: Path, *, staged: Path, deployed: str) -> list[str]:
-    """compileall arguments writing hash-based `.pyc` files for every module under `directory`, whose
-    code objects name `deployed/...` (where Lambda unpacks it) instead of the staging path `staged`."""
+def compile_command(
+    interpreter: str, directory: Path, *, staged: Path, deployed: str, skip: Sequence[str] = ()
+) -> list[str]:
+    """compileall arguments writing hash-based `.pyc` files for every module under `directory` but
+    those under the `skip` subdirectories, whose code objects name `deployed/...` (where Lambda
+    unpacks it) instead of the staging path `staged`."""
+    root = directory.resolve()
+    excluded = "|".join(re.escape(str(root / name) + os.sep) for name in skip)
     return [
         interpreter, "-m", "compileall", "-q", "-j", "0",
         "--invalidation-mode", "unchecked-hash",
         # compileall strips `staged` only from paths spelt the same way: both resolved.
         "-s", str(staged.resolve()), "-p", deployed,
-        str(directory.resolve()),
+        *(("-x", f"^({excluded})") if skip else ()),
+        str(root),
     ]  # fmt: skip
 
 
 def compile_bytecode(
-    interpreter: str, directory: Path, *, staged: Path, deployed: str, run: Runner = subprocess.run
+    interpreter: str,
+    directory: Path,
+    *,
+    staged: Path,
+    deployed: str,
+    skip: Sequence[str] = (),
+    run: Runner = subprocess.run,
 ) -> None:
     """Compile `directory` in place; raises BundlingError naming the modules that did not compile."""
-    command = compile_command(interpreter, directory, staged=staged, deployed=deployed)
+    command = compile_command(interpreter, directory, staged=staged, deployed=deployed, skip=skip)
     # A cache prefix would send the .pyc files out of the package.
     environment = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
     try:

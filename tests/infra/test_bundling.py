@@ -65,11 +65,8 @@ def test_requirements_are_the_projects_runtime_dependencies() -> None:
     assert not any(r.startswith(("aws-cdk-lib", "pytest")) for r in requirements)
 
 
-@pytest.mark.parametrize(
-    ("architecture", "platform"),
-    [("arm64", "manylinux2014_aarch64"), ("x86_64", "manylinux2014_x86_64")],
-)
-def test_layer_is_installed_for_the_lambda_platform(architecture: str, platform: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("architecture", "arch"), [("arm64", "aarch64"), ("x86_64", "x86_64")])
+def test_layer_is_installed_for_the_lambda_platform(architecture: str, arch: str, tmp_path: Path) -> None:
     # Given a bundler for the architecture, When it bundles, Then pip fetches binary wheels for Lambda
     pip = RecordingPip()
     bundler = PipLayerBundler(
@@ -77,7 +74,12 @@ def test_layer_is_installed_for_the_lambda_platform(architecture: str, platform:
     )
     assert bundler.try_bundle(str(tmp_path)) is True
     (command,) = pip.commands
-    assert _option(command, "--platform") == platform
+    platforms = [command[i + 1] for i, arg in enumerate(command) if arg == "--platform"]
+    # Every manylinux level the runtime's glibc (Amazon Linux 2023: 2.34) loads, none newer: pip
+    # matches these tags exactly (a manylinux_2_28-only wheel, as cel-expr-python ships, included)
+    assert platforms[0] == f"manylinux2014_{arch}"
+    assert f"manylinux_2_28_{arch}" in platforms and platforms[-1] == f"manylinux_2_34_{arch}"
+    assert len(platforms) == 1 + (34 - 17)
     assert _option(command, "--python-version") == "3.12"
     assert _option(command, "--implementation") == "cp"
     assert "--only-binary=:all:" in command
@@ -91,7 +93,7 @@ def test_pip_failure_is_a_clear_error_not_a_docker_fallback(tmp_path: Path) -> N
     bundler = PipLayerBundler(
         requirements=("nothing==0",), architecture="arm64", python_version="3.12", run=pip
     )
-    with pytest.raises(BundlingError, match=r"manylinux2014_aarch64 / Python 3.12.*No matching distribution"):
+    with pytest.raises(BundlingError, match=r"arm64 / Python 3.12 .*glibc 2.34.*No matching distribution"):
         bundler.try_bundle(str(tmp_path))
 
 
@@ -170,6 +172,7 @@ def test_the_layer_is_compiled_after_pip_with_paths_under_opt(tmp_path: Path) ->
     assert _option(compile_, "--invalidation-mode") == "unchecked-hash"
     assert _option(compile_, "-s") == str(tmp_path) and _option(compile_, "-p") == "/opt"
     assert compile_[-1] == str(tmp_path / "python")
+    assert "kubernetes/aio" in _option(compile_, "-x")  # the asyncio client no function imports
 
 
 def test_layer_byte_code_names_the_layer_path(tmp_path: Path) -> None:
@@ -183,6 +186,47 @@ def test_layer_byte_code_names_the_layer_path(tmp_path: Path) -> None:
 
     # Then the code object names /opt/python/..., where Lambda mounts layers
     assert _bytecode_of(module)[1].co_filename == "/opt/python/pkg/mod.py"
+
+
+def test_what_no_function_imports_is_left_as_source(tmp_path: Path) -> None:
+    # Given a layer with the synchronous and the asyncio kubernetes clients
+    layer = tmp_path / "python"
+    for module in ("kubernetes/client/api.py", "kubernetes/aio/client/api.py", "bazel-project/setup.py"):
+        (layer / module).parent.mkdir(parents=True, exist_ok=True)
+        (layer / module).write_text("X = 1\n", encoding="utf-8")
+
+    # When it is compiled skipping what the functions never import
+    compile_bytecode(
+        sys.executable, layer, staged=tmp_path, deployed="/opt", skip=("kubernetes/aio", "bazel-project")
+    )
+
+    # Then only the rest has byte code
+    compiled = {
+        p.as_posix() for p in layer.rglob("*.py") if Path(importlib.util.cache_from_source(str(p))).exists()
+    }
+    assert compiled == {(layer / "kubernetes/client/api.py").as_posix()}
+
+
+def test_a_layer_over_lambdas_size_limit_fails_the_synth_with_its_largest_packages(tmp_path: Path) -> None:
+    # Given pip installing a package that makes the layer larger than Lambda accepts
+    class BigPip(RecordingPip):
+        def __call__(self, command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+            done = super().__call__(command, **kwargs)
+            big = Path(command[command.index("--target") + 1]) / "huge" / "data.bin"
+            big.parent.mkdir(parents=True)
+            with big.open("wb") as handle:  # sparse: no disk used
+                handle.truncate(251 * 2**20)
+            return done
+
+    bundler = PipLayerBundler(
+        requirements=("huge",), architecture="arm64", python_version="3.12", run=BigPip()
+    )
+
+    # Then the bundle fails before any deploy would
+    with pytest.raises(
+        BundlingError, match=r"251 MiB unzipped, over Lambda's 250 MiB.*largest: huge 251 MiB"
+    ):
+        bundler.try_bundle(str(tmp_path))
 
 
 def test_a_module_that_does_not_compile_fails_the_bundle_by_name(tmp_path: Path) -> None:
