@@ -59,16 +59,27 @@ from shared.formats.dra import (
 
 _PROVIDER_ID = re.compile(r"^aws:///[^/]*/(i-[0-9a-f]+)$")
 _EFFECTS = {e.value: e for e in TaintEffect}
+_CACHE_LIMIT = 4096  # entries per memo of parsed values: bounded, a pure function of its input
+
+
+_times: dict[str, datetime] = {}
 
 
 def parse_time(raw: object) -> datetime | None:
     """RFC 3339 timestamp (`2026-12-02T11:00:00Z`) to an aware datetime; None when absent."""
     if not raw or not isinstance(raw, str):
         return None
-    try:
-        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    # Timestamps have whole seconds: the pods of a Job or a Deployment scaled at once share theirs.
+    found = _times.get(raw)
+    if found is None:
+        try:
+            found = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if len(_times) >= _CACHE_LIMIT:
+            _times.clear()
+        _times[raw] = found
+    return found
 
 
 def instance_id_from_provider_id(provider_id: str | None) -> str | None:
@@ -150,7 +161,6 @@ def _container_requests(containers: Any) -> list[tuple[Any, Any]] | None:
 
 
 _requests_cache: dict[bytes, Resources] = {}
-_CACHE_LIMIT = 4096
 
 
 def pod_requests(spec: Mapping[str, Any]) -> Resources:

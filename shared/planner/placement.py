@@ -17,13 +17,15 @@ from shared.planner.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILA
 from shared.planner.filters.framework import SimNode
 from shared.planner.filters.inter_pod_affinity import ANTI_AFFINITY, EXISTING_ANTI_AFFINITY
 from shared.planner.filters.node_ports import REASON as PORTS_TAKEN
-from shared.planner.filters.pod_topology_spread import SpreadState, allowed_domains
+from shared.planner.filters.pod_topology_spread import allowed_domains
 from shared.planner.packing import Bins, Request
 from shared.planner.simulation import PodState, Simulation
 
 # Filter answers that can only get worse as a run places pods: a node failing one of them for a
 # pod spec is skipped for that spec for the rest of the run (until a gang rollback).
 _PERMANENT = frozenset({ANTI_AFFINITY, EXISTING_ANTI_AFFINITY, PORTS_TAKEN, NOT_AVAILABLE})
+Domains = list[tuple[str, set[str]]]  # per zone-like topology key, the domains a pod may go to
+_NO_DOMAINS: Domains = []
 
 
 def _permanent(reason: str) -> bool:
@@ -119,7 +121,9 @@ class Placer:
         found, progress = self._lookup(pod, request, scope, nodes, state)
         listed = found.nodes
         dims = self.ctx.dims
-        allowed = _allowed_domains(state.spread) if state.spread is not None else ()
+        # Per zone-like spread key, the domains within max skew now: nodes elsewhere are skipped
+        # without running the filters (hostname domains are single nodes and left to the filter).
+        allowed = allowed_domains(state.spread) if state.spread is not None else _NO_DOMAINS
         if allowed:
             # Zone-like spread: scan only the domains within max skew, each from its own start.
             key_name, values = allowed[0]
@@ -191,7 +195,7 @@ class Placer:
         progress: _Progress,
         domain: str,
         excluded: frozenset[str],
-        allowed: tuple[tuple[str, frozenset[str]], ...],
+        allowed: Domains,
     ) -> tuple[Bins, int] | None:
         """First fit over the candidates of one domain, skipping dead ones for good."""
         dims = self.ctx.dims
@@ -224,13 +228,7 @@ class Placer:
                 found.append(item)
 
 
-def _allowed_domains(state: SpreadState) -> tuple[tuple[str, frozenset[str]], ...]:
-    """Per zone-like spread key, the domains within max skew now: nodes elsewhere are skipped
-    without running the filters (hostname domains are single nodes and left to the filter)."""
-    return tuple((key, frozenset(values)) for key, values in allowed_domains(state))
-
-
-def _outside(labels: Mapping[str, str], allowed: tuple[tuple[str, frozenset[str]], ...]) -> bool:
+def _outside(labels: Mapping[str, str], allowed: Domains) -> bool:
     for key, values in allowed:  # noqa: SIM110 (an explicit loop: called once per candidate node)
         if labels.get(key) not in values:
             return True
