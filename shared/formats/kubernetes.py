@@ -451,9 +451,11 @@ def pod_constraints(
             return _intern_constraints(PodConstraints(host_ports=host_ports))
     constraints = _inter_pod(spec, namespace, labels)
     host_ports = _host_ports(spec)
-    claims = _claims(spec, name)
-    resource_claims = tuple(str(c["name"]) for c in spec.get("resourceClaims") or ())
-    claim_sources = _pod_resource_claims(spec)
+    # Workloads with spread or pod affinity rarely have volumes or DRA claims: no loops for them.
+    claims = _claims(spec, name) if spec.get("volumes") else ()
+    raw_claims = spec.get("resourceClaims")
+    resource_claims = tuple(str(c["name"]) for c in raw_claims) if raw_claims else ()
+    claim_sources = _pod_resource_claims(spec) if raw_claims else ()
     if not host_ports and not claims and not resource_claims:
         return constraints
     return _intern_constraints(
