@@ -144,7 +144,7 @@ def _apply_pod_level(total: dict[str, int], raw: Mapping[str, Any] | None) -> No
                 total[name] = quantity(name, value)
 
 
-def _json_key(value: object) -> bytes:
+def _json_key(value: Any) -> bytes:
     """An exact cache key of decoded JSON, cheaper than repr: marshal writes each value with its
     type, so 1, 1.0 and True, or a list and a tuple, never share a key (as dict keys they would:
     1 == True). Dict order is kept: a key differing only in field order is a miss, never a wrong
