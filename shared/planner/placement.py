@@ -84,9 +84,20 @@ class _Progress:
     dead: set[int] = field(default_factory=set)  # failed the pod's own rules (ports, anti-affinity)
     full: set[int] = field(default_factory=set)  # no room for the request: shared by every spec
     starts: dict[str, int] = field(default_factory=dict)
+    # Per (topology key, domain), how many candidates from the first are all in `full`: shared by
+    # every spec too, so the 50th workload of a size does not walk again the nodes 49 filled.
+    full_starts: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def is_dead(self, index: int) -> bool:
         return index in self.full or index in self.dead
+
+    def first_live(self, key: str, domain: str, indices: list[int]) -> int:
+        """Where the scan of a domain starts: past the dead candidates it already knows."""
+        full, shared = self.full, self.full_starts.get((key, domain), 0)
+        while shared < len(indices) and indices[shared] in full:
+            shared += 1
+        self.full_starts[(key, domain)] = shared
+        return max(shared, self.starts.get(domain, 0))
 
     def kill(self, index: int, reason: str) -> None:
         (self.full if reason.startswith(("Insufficient", "Too many")) else self.dead).add(index)
@@ -100,7 +111,7 @@ class Placer:
         self.sim = sim
         self._candidates: dict[tuple[object, ...], _Candidates] = {}
         self._progress: dict[tuple[object, ...], _Progress] = {}
-        self._full: dict[tuple[object, ...], set[int]] = {}
+        self._full: dict[tuple[object, ...], tuple[set[int], dict[tuple[str, str], int]]] = {}
 
     def forget(self) -> None:
         """After a rollback nodes have regained room and opened ones are gone: start afresh."""
@@ -181,8 +192,10 @@ class Placer:
         existing = tuple(id(c) for _, c in state.affinity.existing_anti) if state.affinity else ()
         progress = self._progress.get((key, id(constraints), request, existing))
         if progress is None:
-            full = self._full.setdefault((key, request), set())
-            progress = self._progress[(key, id(constraints), request, existing)] = _Progress(full=full)
+            full, full_starts = self._full.setdefault((key, request), (set(), {}))
+            progress = self._progress[(key, id(constraints), request, existing)] = _Progress(
+                full=full, full_starts=full_starts
+            )
         return found, progress
 
     def _scan(
@@ -199,7 +212,7 @@ class Placer:
     ) -> tuple[Bins, int] | None:
         """First fit over the candidates of one domain, skipping dead ones for good."""
         dims = self.ctx.dims
-        start = position_in = progress.starts.get(domain, 0)
+        start = position_in = progress.first_live(allowed[0][0], domain, indices)
         while position_in < len(indices):
             index = indices[position_in]
             node, bins, position = listed[index]
