@@ -112,12 +112,17 @@ class Placer:
         self._candidates: dict[tuple[object, ...], _Candidates] = {}
         self._progress: dict[tuple[object, ...], _Progress] = {}
         self._full: dict[tuple[object, ...], tuple[set[int], dict[tuple[str, str], int]]] = {}
+        # What _lookup found per scope, pod state and request. A PodState settles every part of
+        # its keys (namespace, scheduling, constraints, DRA claims, existing anti-affinity); the
+        # state is kept in the entry, so its id cannot be reused while the entry is there.
+        self._found: dict[tuple[int, int, Request], tuple[PodState, _Candidates, _Progress]] = {}
 
     def forget(self) -> None:
         """After a rollback nodes have regained room and opened ones are gone: start afresh."""
         self._candidates.clear()
         self._progress.clear()
         self._full.clear()
+        self._found.clear()
 
     def place(
         self,
@@ -129,7 +134,12 @@ class Placer:
     ) -> tuple[Bins, int] | None:
         """First node of `nodes` (static filters cached per scope and spec) that passes every filter."""
         state = self.sim.state(pod)
-        found, progress = self._lookup(pod, request, scope, nodes, state)
+        known = self._found.get((id(scope), id(state), request))
+        if known is not None and known[0] is state:
+            found, progress = known[1], known[2]
+        else:
+            found, progress = self._lookup(pod, request, scope, nodes, state)
+            self._found[(id(scope), id(state), request)] = (state, found, progress)
         listed = found.nodes
         dims = self.ctx.dims
         # Per zone-like spread key, the domains within max skew now: nodes elsewhere are skipped
