@@ -226,8 +226,13 @@ class Simulation:
     def _index(self, pod: Pod, node_name: str) -> None:
         position = len(self._pods)
         self._pods.append((pod, node_name))
-        for item in pod.labels.items():
-            self._postings.setdefault(item, []).append(position)
+        postings = self._postings
+        for item in pod.labels.items():  # every bound pod: no empty list made for setdefault
+            found = postings.get(item)
+            if found is None:
+                postings[item] = [position]
+            else:
+                found.append(position)
 
     def _candidates(self, selector: LabelSelector | None) -> Iterable[tuple[Pod, str]]:
         if selector is None:
