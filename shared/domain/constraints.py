@@ -33,6 +33,21 @@ class PodAffinityTerm:
     topology_key: str
     namespaces: frozenset[str] = frozenset()
     namespace_selector: LabelSelector | None = None
+    # The hash the dataclass would compute, computed once (as Resources does): the simulation
+    # keys its counters by term and looks one up for every bound pod with anti-affinity and
+    # every placement, and the nested selectors made each hash a dozen calls.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        fields = (self.selector, self.topology_key, self.namespaces, self.namespace_selector)
+        object.__setattr__(self, "_hash", hash(fields))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[PodAffinityTerm], tuple[object, ...]]:
+        # Rebuilt from its fields on unpickling: a string's hash differs between processes.
+        return (PodAffinityTerm, (self.selector, self.topology_key, self.namespaces, self.namespace_selector))
 
     def selects_namespace(self, namespace: str, namespace_labels: Mapping[str, str] | None) -> bool:
         """The union of `namespaces` and the namespaces `namespace_selector` matches."""

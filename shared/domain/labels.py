@@ -50,4 +50,8 @@ class LabelSelector:
         for key, value in self.match_labels:
             if labels.get(key) != value:
                 return False
-        return all(req.holds(labels) for req in self.match_expressions)
+        # A loop rather than all() over a generator: asked of every pod a placed pod may count for.
+        for req in self.match_expressions:  # noqa: SIM110
+            if not req.holds(labels):
+                return False
+        return True

@@ -6,6 +6,7 @@ are touched, and quantities go through a cached parser.
 
 from __future__ import annotations
 
+import marshal
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -58,16 +59,27 @@ from shared.formats.dra import (
 
 _PROVIDER_ID = re.compile(r"^aws:///[^/]*/(i-[0-9a-f]+)$")
 _EFFECTS = {e.value: e for e in TaintEffect}
+_CACHE_LIMIT = 4096  # entries per memo of parsed values: bounded, a pure function of its input
+
+
+_times: dict[str, datetime] = {}
 
 
 def parse_time(raw: object) -> datetime | None:
     """RFC 3339 timestamp (`2026-12-02T11:00:00Z`) to an aware datetime; None when absent."""
     if not raw or not isinstance(raw, str):
         return None
-    try:
-        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    # Timestamps have whole seconds: the pods of a Job or a Deployment scaled at once share theirs.
+    found = _times.get(raw)
+    if found is None:
+        try:
+            found = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if len(_times) >= _CACHE_LIMIT:
+            _times.clear()
+        _times[raw] = found
+    return found
 
 
 def instance_id_from_provider_id(provider_id: str | None) -> str | None:
@@ -132,49 +144,47 @@ def _apply_pod_level(total: dict[str, int], raw: Mapping[str, Any] | None) -> No
                 total[name] = quantity(name, value)
 
 
-def _requests_key(containers: Any) -> tuple[Any, ...]:
-    return tuple(
-        (c.get("restartPolicy"), tuple(((c.get("resources") or {}).get("requests") or {}).items()))
-        for c in containers or ()
-    )
+def _json_key(value: Any) -> bytes:
+    """An exact cache key of decoded JSON, cheaper than repr: marshal writes each value with its
+    type, so 1, 1.0 and True, or a list and a tuple, never share a key (as dict keys they would:
+    1 == True). Dict order is kept: a key differing only in field order is a miss, never a wrong
+    hit. ValueError on a value marshal cannot write (the caller then parses without caching)."""
+    return marshal.dumps(value, 2)  # version 2: no back-references, so equal values, equal bytes
 
 
-_requests_cache: dict[tuple[Any, ...], Resources] = {}
-_CACHE_LIMIT = 4096
+def _container_requests(containers: Any) -> list[tuple[Any, Any]] | None:
+    # What PodRequests reads of each container (the rest, name, image, env, differs between
+    # workloads of one shape); None when there are none, as most pods have no init containers.
+    if not containers:
+        return None
+    return [(c.get("restartPolicy"), (c.get("resources") or {}).get("requests")) for c in containers]
 
 
-def _all_strings(key: tuple[Any, ...]) -> bool:
-    containers, init_containers, overhead, pod_level = key
-    return (
-        all(type(value) is str for _, items in containers for _, value in items)
-        and all(type(value) is str for _, items in init_containers for _, value in items)
-        and all(type(value) is str for _, value in overhead)
-        and all(type(value) is str for _, value in pod_level)
-    )
+_requests_cache: dict[bytes, Resources] = {}
 
 
 def pod_requests(spec: Mapping[str, Any]) -> Resources:
     """max(sum(containers) + sum(sidecars), effective init), replaced by pod-level requests where
     `spec.resources` names them, + spec.overhead: as the scheduler counts (component-helpers PodRequests)."""
-    # Thousands of pods share a handful of request shapes: key on the raw request items (cheap
-    # tuples of the decoded JSON) and parse each shape once.
+    # Thousands of pods share a handful of request shapes: key on the raw request fields and
+    # parse each shape once.
     try:
-        key = (
-            _requests_key(spec.get("containers")),
-            _requests_key(spec.get("initContainers")),
-            tuple((spec.get("overhead") or {}).items()),
-            tuple(((spec.get("resources") or {}).get("requests") or {}).items()),
+        key = _json_key(
+            (
+                _container_requests(spec.get("containers")),
+                _container_requests(spec.get("initContainers")),
+                spec.get("overhead"),
+                (spec.get("resources") or {}).get("requests"),
+            )
         )
-        cached = _requests_cache.get(key)
-    except (TypeError, AttributeError):  # unhashable/malformed values: the slow path reports them
+    except (TypeError, AttributeError, ValueError):  # malformed values: the slow path reports them
         return _requests_uncached(spec)
+    cached = _requests_cache.get(key)
     if cached is None:
         cached = _requests_uncached(spec)
-        # Only all-string shapes are kept: 1 == True == 1.0 as dict keys, and the API sends strings.
-        if _all_strings(key):
-            if len(_requests_cache) >= _CACHE_LIMIT:
-                _requests_cache.clear()
-            _requests_cache[key] = cached
+        if len(_requests_cache) >= _CACHE_LIMIT:
+            _requests_cache.clear()
+        _requests_cache[key] = cached
     return cached
 
 
@@ -205,7 +215,7 @@ def _node_selector_term(term: Mapping[str, Any]) -> tuple[Requirement, ...]:
 _scheduling_cache: dict[Scheduling, Scheduling] = {}
 
 
-_raw_scheduling_cache: dict[tuple[Any, ...], Scheduling] = {}
+_raw_scheduling_cache: dict[bytes, Scheduling] = {}
 
 
 def _scheduling(spec: Mapping[str, Any]) -> Scheduling:
@@ -215,23 +225,15 @@ def _scheduling(spec: Mapping[str, Any]) -> Scheduling:
     if not selector and not tolerations and not affinity:
         return _EMPTY_SCHEDULING
     try:
-        key = (
-            tuple(selector.items()) if selector else (),
-            tuple(tuple(t.items()) for t in tolerations) if tolerations else (),
-            repr(affinity.get("nodeAffinity")) if affinity else None,
-        )
-        cached = _raw_scheduling_cache.get(key)
+        key = _json_key((selector, tolerations, affinity.get("nodeAffinity") if affinity else None))
     except (TypeError, AttributeError, ValueError):
         return _build_scheduling(spec)
+    cached = _raw_scheduling_cache.get(key)
     if cached is None:
         cached = _build_scheduling(spec)
-        # Only string values are kept (tolerationSeconds aside, which the planner does not read).
-        if all(type(v) is str for _, v in key[0]) and all(
-            type(v) is str or k == "tolerationSeconds" for items in key[1] for k, v in items
-        ):
-            if len(_raw_scheduling_cache) >= _CACHE_LIMIT:
-                _raw_scheduling_cache.clear()
-            _raw_scheduling_cache[key] = cached
+        if len(_raw_scheduling_cache) >= _CACHE_LIMIT:
+            _raw_scheduling_cache.clear()
+        _raw_scheduling_cache[key] = cached
     return cached
 
 
@@ -365,7 +367,7 @@ def _build_inter_pod(raw: tuple[Any, Any, Any], namespace: str, labels: Mapping[
     )
 
 
-_raw_inter_pod_cache: dict[tuple[Any, ...], PodConstraints] = {}
+_raw_inter_pod_cache: dict[tuple[str, bytes, tuple[Any, ...]], PodConstraints] = {}
 _constraints_cache: dict[PodConstraints, PodConstraints] = {}
 
 
@@ -386,11 +388,9 @@ def _inter_pod(spec: Mapping[str, Any], namespace: str, labels: Mapping[str, str
     if not any(raw):
         return NO_CONSTRAINTS
     try:
-        # repr of the decoded JSON is a cheap exact key (types and order included: a key that
-        # differs only in field order is a cache miss, never a wrong hit).
-        text = repr(raw)
+        text = _json_key(raw)
         # Only (mis)matchLabelKeys read the pod's labels: other pods of a workload share the entry.
-        key = (namespace, text, tuple(sorted(labels.items())) if "LabelKeys" in text else ())
+        key = (namespace, text, tuple(sorted(labels.items())) if b"LabelKeys" in text else ())
         cached = _raw_inter_pod_cache.get(key)
     except (TypeError, ValueError, AttributeError):
         return _build_inter_pod(raw, namespace, labels)
@@ -451,9 +451,11 @@ def pod_constraints(
             return _intern_constraints(PodConstraints(host_ports=host_ports))
     constraints = _inter_pod(spec, namespace, labels)
     host_ports = _host_ports(spec)
-    claims = _claims(spec, name)
-    resource_claims = tuple(str(c["name"]) for c in spec.get("resourceClaims") or ())
-    claim_sources = _pod_resource_claims(spec)
+    # Workloads with spread or pod affinity rarely have volumes or DRA claims: no loops for them.
+    claims = _claims(spec, name) if spec.get("volumes") else ()
+    raw_claims = spec.get("resourceClaims")
+    resource_claims = tuple(str(c["name"]) for c in raw_claims) if raw_claims else ()
+    claim_sources = _pod_resource_claims(spec) if raw_claims else ()
     if not host_ports and not claims and not resource_claims:
         return constraints
     return _intern_constraints(
@@ -483,10 +485,11 @@ def _pod_resource_claims(spec: Mapping[str, Any]) -> tuple[PodResourceClaim, ...
 
 def _pod_claim_statuses(status: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """status.resourceClaimStatuses: (pod claim name, the ResourceClaim generated for it)."""
+    statuses = status.get("resourceClaimStatuses")
+    if not statuses:  # most pods claim no DRA device: no generator to run
+        return ()
     return tuple(
-        (str(s["name"]), str(s["resourceClaimName"]))
-        for s in status.get("resourceClaimStatuses") or ()
-        if s.get("resourceClaimName")
+        (str(s["name"]), str(s["resourceClaimName"])) for s in statuses if s.get("resourceClaimName")
     )
 
 

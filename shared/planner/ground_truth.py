@@ -111,14 +111,17 @@ def remember(
     """The memory to store after this run: where each pending pod is counted, what was bought."""
     out: dict[str, PodMemory] = {}
     for pod in pending:
-        memory = recalled.memory.get(pod.key, PodMemory(uid=pod.uid))
-        node = counted_on.get(pod.key, "")
-        since = memory.counted_since if node and node == memory.counted_on else (now if node else None)
+        key = pod.key  # built on every read: once per pod here
+        memory = recalled.memory.get(key)
+        if memory is None:
+            memory = PodMemory(uid=pod.uid)
+        node = counted_on.get(key, "")
         bought = dict(memory.bought)
-        group = scaled_up_in.get(pod.key)
+        group = scaled_up_in.get(key)
         if group and group not in bought:
             bought[group] = now
-        updated = replace(memory, counted_on=node, counted_since=since, bought=bought)
-        if updated.counted_on or updated.distrusted or updated.bought or updated.refused:
-            out[pod.key] = updated
+        if not (node or memory.distrusted or bought or memory.refused):
+            continue  # nothing to remember of this pod: no memory to build
+        since = memory.counted_since if node and node == memory.counted_on else (now if node else None)
+        out[key] = replace(memory, counted_on=node, counted_since=since, bought=bought)
     return dict(sorted(out.items()))

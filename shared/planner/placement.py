@@ -17,13 +17,15 @@ from shared.planner.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILA
 from shared.planner.filters.framework import SimNode
 from shared.planner.filters.inter_pod_affinity import ANTI_AFFINITY, EXISTING_ANTI_AFFINITY
 from shared.planner.filters.node_ports import REASON as PORTS_TAKEN
-from shared.planner.filters.pod_topology_spread import SpreadState, allowed_domains
+from shared.planner.filters.pod_topology_spread import allowed_domains
 from shared.planner.packing import Bins, Request
 from shared.planner.simulation import PodState, Simulation
 
 # Filter answers that can only get worse as a run places pods: a node failing one of them for a
 # pod spec is skipped for that spec for the rest of the run (until a gang rollback).
 _PERMANENT = frozenset({ANTI_AFFINITY, EXISTING_ANTI_AFFINITY, PORTS_TAKEN, NOT_AVAILABLE})
+Domains = list[tuple[str, set[str]]]  # per zone-like topology key, the domains a pod may go to
+_NO_DOMAINS: Domains = []
 
 
 def _permanent(reason: str) -> bool:
@@ -82,9 +84,20 @@ class _Progress:
     dead: set[int] = field(default_factory=set)  # failed the pod's own rules (ports, anti-affinity)
     full: set[int] = field(default_factory=set)  # no room for the request: shared by every spec
     starts: dict[str, int] = field(default_factory=dict)
+    # Per (topology key, domain), how many candidates from the first are all in `full`: shared by
+    # every spec too, so the 50th workload of a size does not walk again the nodes 49 filled.
+    full_starts: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def is_dead(self, index: int) -> bool:
         return index in self.full or index in self.dead
+
+    def first_live(self, key: str, domain: str, indices: list[int]) -> int:
+        """Where the scan of a domain starts: past the dead candidates it already knows."""
+        full, shared = self.full, self.full_starts.get((key, domain), 0)
+        while shared < len(indices) and indices[shared] in full:
+            shared += 1
+        self.full_starts[(key, domain)] = shared
+        return max(shared, self.starts.get(domain, 0))
 
     def kill(self, index: int, reason: str) -> None:
         (self.full if reason.startswith(("Insufficient", "Too many")) else self.dead).add(index)
@@ -98,13 +111,18 @@ class Placer:
         self.sim = sim
         self._candidates: dict[tuple[object, ...], _Candidates] = {}
         self._progress: dict[tuple[object, ...], _Progress] = {}
-        self._full: dict[tuple[object, ...], set[int]] = {}
+        self._full: dict[tuple[object, ...], tuple[set[int], dict[tuple[str, str], int]]] = {}
+        # What _lookup found per scope, pod state and request. A PodState settles every part of
+        # its keys (namespace, scheduling, constraints, DRA claims, existing anti-affinity); the
+        # state is kept in the entry, so its id cannot be reused while the entry is there.
+        self._found: dict[tuple[int, int, Request], tuple[PodState, _Candidates, _Progress]] = {}
 
     def forget(self) -> None:
         """After a rollback nodes have regained room and opened ones are gone: start afresh."""
         self._candidates.clear()
         self._progress.clear()
         self._full.clear()
+        self._found.clear()
 
     def place(
         self,
@@ -116,10 +134,17 @@ class Placer:
     ) -> tuple[Bins, int] | None:
         """First node of `nodes` (static filters cached per scope and spec) that passes every filter."""
         state = self.sim.state(pod)
-        found, progress = self._lookup(pod, request, scope, nodes, state)
+        known = self._found.get((id(scope), id(state), request))
+        if known is not None and known[0] is state:
+            found, progress = known[1], known[2]
+        else:
+            found, progress = self._lookup(pod, request, scope, nodes, state)
+            self._found[(id(scope), id(state), request)] = (state, found, progress)
         listed = found.nodes
         dims = self.ctx.dims
-        allowed = _allowed_domains(state.spread) if state.spread is not None else ()
+        # Per zone-like spread key, the domains within max skew now: nodes elsewhere are skipped
+        # without running the filters (hostname domains are single nodes and left to the filter).
+        allowed = allowed_domains(state.spread) if state.spread is not None else _NO_DOMAINS
         if allowed:
             # Zone-like spread: scan only the domains within max skew, each from its own start.
             key_name, values = allowed[0]
@@ -177,8 +202,10 @@ class Placer:
         existing = tuple(id(c) for _, c in state.affinity.existing_anti) if state.affinity else ()
         progress = self._progress.get((key, id(constraints), request, existing))
         if progress is None:
-            full = self._full.setdefault((key, request), set())
-            progress = self._progress[(key, id(constraints), request, existing)] = _Progress(full=full)
+            full, full_starts = self._full.setdefault((key, request), (set(), {}))
+            progress = self._progress[(key, id(constraints), request, existing)] = _Progress(
+                full=full, full_starts=full_starts
+            )
         return found, progress
 
     def _scan(
@@ -191,11 +218,11 @@ class Placer:
         progress: _Progress,
         domain: str,
         excluded: frozenset[str],
-        allowed: tuple[tuple[str, frozenset[str]], ...],
+        allowed: Domains,
     ) -> tuple[Bins, int] | None:
         """First fit over the candidates of one domain, skipping dead ones for good."""
         dims = self.ctx.dims
-        start = position_in = progress.starts.get(domain, 0)
+        start = position_in = progress.first_live(allowed[0][0], domain, indices)
         while position_in < len(indices):
             index = indices[position_in]
             node, bins, position = listed[index]
@@ -224,13 +251,7 @@ class Placer:
                 found.append(item)
 
 
-def _allowed_domains(state: SpreadState) -> tuple[tuple[str, frozenset[str]], ...]:
-    """Per zone-like spread key, the domains within max skew now: nodes elsewhere are skipped
-    without running the filters (hostname domains are single nodes and left to the filter)."""
-    return tuple((key, frozenset(values)) for key, values in allowed_domains(state))
-
-
-def _outside(labels: Mapping[str, str], allowed: tuple[tuple[str, frozenset[str]], ...]) -> bool:
+def _outside(labels: Mapping[str, str], allowed: Domains) -> bool:
     for key, values in allowed:  # noqa: SIM110 (an explicit loop: called once per candidate node)
         if labels.get(key) not in values:
             return True

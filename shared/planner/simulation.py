@@ -202,8 +202,10 @@ class Simulation:
             for term in pod.constraints.anti_affinity:
                 self._count(self._existing_counter(term), (term.topology_key,), name)
         specs = {(p.namespace, id(p.constraints), id(p.scheduling)): p for p in constrained}
+        domains: dict[tuple[object, ...], set[str]] = {}
         for pod in specs.values():  # replicas share their spec: build each index once
             self._build(pod)
+            self._build_spread(pod, domains)
 
     def _bound_pods(self) -> Iterator[tuple[Pod, str]]:
         """The pods bound to the nodes in the simulation, with their node's name."""
@@ -224,8 +226,13 @@ class Simulation:
     def _index(self, pod: Pod, node_name: str) -> None:
         position = len(self._pods)
         self._pods.append((pod, node_name))
-        for item in pod.labels.items():
-            self._postings.setdefault(item, []).append(position)
+        postings = self._postings
+        for item in pod.labels.items():  # every bound pod: no empty list made for setdefault
+            found = postings.get(item)
+            if found is None:
+                postings[item] = [position]
+            else:
+                found.append(position)
 
     def _candidates(self, selector: LabelSelector | None) -> Iterable[tuple[Pod, str]]:
         if selector is None:
@@ -267,7 +274,11 @@ class Simulation:
                         self._count(counts, (term.topology_key,), name)
                 self._anti[term] = counts
                 self._anti_by_labels.add(term.selector, (term, counts))
-        hard = constraints.hard_spread
+
+    def _build_spread(self, pod: Pod, domains: dict[tuple[object, ...], set[str]]) -> None:
+        """The counts of the pod's hard spread constraints; `domains`: the domains of the eligible
+        nodes per eligible set and key, listed once for every workload that shares them."""
+        hard = pod.constraints.hard_spread
         keys = tuple(sorted({c.topology_key for c in hard}))
         for constraint in hard:
             key = _spread_key(pod, constraint, keys)
@@ -282,7 +293,12 @@ class Simulation:
             index.eligible = shared[0].eligible
             shared[1].append(index)
             topology_key = constraint.topology_key
-            index.counts.add_domains({self.nodes[name].labels[topology_key] for name in index.eligible})
+            found = domains.get((shared_key, topology_key))
+            if found is None:
+                found = domains[(shared_key, topology_key)] = {
+                    self.nodes[name].labels[topology_key] for name in index.eligible
+                }
+            index.counts.add_domains(found)
             for other, name in self._candidates(constraint.selector):
                 if name in index.eligible and index.matches(other):
                     index.counts.increment(self.nodes[name].labels[constraint.topology_key])

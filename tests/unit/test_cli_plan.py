@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,23 @@ def test_json_output_has_one_entry_per_group_and_an_outcome_per_pending_pod(
     assert {p["outcome"] for p in pods.values()} <= {"existing", "in-flight", "scale-up", "unhelped"}
     assert pods["research/too-big"]["outcome"] == "unhelped"
     assert "larger than a node" in pods["research/too-big"]["reason"]
+
+
+def test_a_plan_process_prints_its_whole_plan_before_it_exits(capsys: pytest.CaptureFixture[str]) -> None:
+    # Given the plan of the example as main() returns it to a caller
+    assert main([*ARGS, "--format", "json"]) == 0
+    expected = json.loads(capsys.readouterr().out)
+    # When the same plan runs as its own process (which leaves without the interpreter's teardown)
+    done = subprocess.run(
+        [sys.executable, "-m", "shared.local.cli", *ARGS, "--format", "json"],
+        cwd=EXAMPLES.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    # Then it exits 0 and its output, flushed first, is the whole plan
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == expected
 
 
 def test_table_output_is_aligned_and_summarises_pods(capsys: pytest.CaptureFixture[str]) -> None:

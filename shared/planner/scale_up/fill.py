@@ -79,9 +79,11 @@ def record_placement(
     )
 
 
-def fill_group(run: Run, gb: GroupBins, units: list[Unit], room: ExistingRoom) -> tuple[list[Unit], Placed]:
+def fill_group(
+    run: Run, gb: GroupBins, units: list[Unit], room: ExistingRoom, *, into: Placed | None = None
+) -> tuple[list[Unit], Placed]:
     """First Fit Decreasing of `units` into the group's booting then new nodes: the units placed,
-    and where their pods went.
+    and where their pods went (recorded in `into` when given, else in a new Placed).
 
     A gang may also use what is left of the free room of registered nodes: a member on an idle node
     and the others on new nodes is still the whole gang. Pods the scheduler refused in this group
@@ -93,7 +95,7 @@ def fill_group(run: Run, gb: GroupBins, units: list[Unit], room: ExistingRoom) -
     # Requests that found no room here: bins only lose room during a fill (a gang's rollback
     # returns them to an earlier state) and no more may open, so they never will.
     no_room: set[Request] = set()
-    placed = Placed()
+    placed = Placed() if into is None else into
     done: list[Unit] = []
     for unit in units:
         if unit.plain and not unit.gang:  # most of the backlog: plain single pods, kept lean
@@ -172,9 +174,9 @@ def place_constrained(run: Run, ranked: list[GroupBins], buckets: Buckets, room:
         for gb in ranked:
             if not run.admission.group(gb, (p.scheduling for p in unit.pods)):
                 continue
-            done, step = fill_group(run, gb, [unit], room)
+            # One unit per call, ~7,000 calls in a spread backlog: record straight into `placed`.
+            done, _ = fill_group(run, gb, [unit], room, into=placed)
             if done:
-                placed.merge(step)
                 buckets[unit.signature].add(unit, -1)
                 break
     return placed

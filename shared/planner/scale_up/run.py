@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from shared.domain.model import Node, Pod, Scheduling, Taint
 from shared.planner.backlog import Unit
 from shared.planner.context import Context
-from shared.planner.filters.framework import SimNode
+from shared.planner.filters.framework import Reason, SimNode
 from shared.planner.filters.node_resources_fit import node_resources_fit
 from shared.planner.filters.volume_binding import Volumes
 from shared.planner.ground_truth import Recall, recall
@@ -16,7 +16,7 @@ from shared.planner.packing import Bins, Journal, Request
 from shared.planner.placement import Placer, template_node
 from shared.planner.scale_up.groups import GroupBins, PlaceOne
 from shared.planner.scale_up.registered import ExistingRoom
-from shared.planner.simulation import Simulation, static_reason
+from shared.planner.simulation import PodState, Simulation, static_reason
 from shared.planner.template import is_startup_taint
 
 
@@ -54,6 +54,9 @@ class Run:
         self.placer = Placer(ctx, sim)
         self.recalled = recalled
         self.admission = Admission()
+        # The static filters' answer on each group's probe node, per pod state: they read only the
+        # node and the pod's spec (a PodState settles it; kept in the entry so its id is not reused).
+        self._probe_static: dict[tuple[int, int], tuple[PodState, Reason]] = {}
 
     def _excluded(self, pod: Pod) -> frozenset[str]:
         return self.recalled.distrusted.get(pod.key, frozenset())
@@ -189,7 +192,10 @@ class Run:
             return None
         probe = gb.probe()
         state = self.sim.state(pod)
-        if self.sim.static(pod, state, probe) or self.sim.dynamic(pod, state, probe, request, self.ctx.dims):
+        known = self._probe_static.get((id(gb), id(state)))
+        if known is None or known[0] is not state:
+            known = self._probe_static[(id(gb), id(state))] = (state, self.sim.static(pod, state, probe))
+        if known[1] or self.sim.dynamic(pod, state, probe, request, self.ctx.dims):
             return None
         free = list(bins.new_shape)
         if journal is not None:
