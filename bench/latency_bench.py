@@ -8,17 +8,18 @@ delay (deployment.webhook_queue_delay_seconds, there so the scheduler marks the 
 this measures our processing, not the deliberate wait. p50/p99 over the warm runs; the first run (which
 builds the controller) is shown apart. Target: p99 <= 2 s.
 
-Cold start: each handler module imported in a fresh interpreter (median of N), with the environment
-the CDK app gives that function (cdk/environment.py: the webhook has the cluster name, not the
-config), from the function package as the CDK app builds it (cdk/packaging.py: shared/ and functions/
-with their byte code, here compiled by this interpreter), against a bare `import kubernetes.client,
-boto3` measured in the same run from the installed packages' byte code. Target: ratio <= 1.3. The
-X-Ray SDK that Powertools' Tracer loads is shown on its own line (it builds a botocore client at
-import). A reference line shows the floor of the scaling functions: the libraries they are built on
-(kubernetes, boto3, pydantic, Powertools' Logger and Metrics) and the config's models, before any of
-the scaler's own logic. Two more show what a package without byte code costs (Lambda cannot write
-`__pycache__`, so it compiles every module it imports at every cold start): the baseline and the
-reconcile handler with only the standard library compiled, as the runtime has it.
+Cold start: each handler module imported in a fresh interpreter (median of N rounds, each round
+importing every line in turn), with the environment the CDK app gives that function
+(cdk/environment.py: the webhook has the cluster name, not the config), from the function package as
+the CDK app builds it (cdk/packaging.py: shared/ and functions/ with their byte code, here compiled
+by this interpreter), against a bare `import kubernetes.client, boto3` measured in the same run from
+the installed packages' byte code. Target: ratio <= 1.3. The X-Ray SDK that Powertools' Tracer loads
+is shown on its own line (it builds a botocore client at import). A reference line shows the floor
+of the scaling functions: the libraries they are built on (kubernetes, boto3, pydantic, Powertools'
+Logger and Metrics) and the config's models, before any of the scaler's own logic. Two more show
+what a package without byte code costs (Lambda cannot write `__pycache__`, so it compiles every
+module it imports at every cold start): the baseline and the reconcile handler with only the
+standard library compiled, as the runtime has it.
 """
 
 from __future__ import annotations
@@ -217,22 +218,31 @@ def wake_up_latency(runs: int, pending: int, busy_nodes: int) -> tuple[float, li
         return latencies[0], latencies[1:]
 
 
-def import_seconds(statement: str, repeats: int, env: dict[str, str]) -> float:
-    """Median wall time of `statement` (imports) in a fresh interpreter, run in the directory of the
-    code it imports (PYTHONPATH)."""
+def import_seconds(statement: str, env: dict[str, str]) -> float:
+    """Wall time of `statement` (imports) in a fresh interpreter, run in the directory of the code it
+    imports (PYTHONPATH)."""
     code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
-    samples = []
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=env["PYTHONPATH"],
+        env=env,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def median_import_seconds(
+    statements: list[tuple[str, str, dict[str, str]]], repeats: int
+) -> list[tuple[str, float]]:
+    """Median of each statement's import time, the statements taken in turn in every round, so that
+    a change of the machine's speed during the run moves a handler and its baseline alike."""
+    samples: dict[str, list[float]] = {label: [] for label, _, _ in statements}
     for _ in range(repeats):
-        out = subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=env["PYTHONPATH"],
-            env=env,
-        )
-        samples.append(float(out.stdout.strip().splitlines()[-1]))
-    return statistics.median(samples)
+        for label, statement, env in statements:
+            samples[label].append(import_seconds(statement, env))
+    return [(label, statistics.median(values)) for label, values in samples.items()]
 
 
 def _deployed_environments(tracing: bool) -> dict[str, dict[str, str]]:
@@ -332,7 +342,7 @@ def import_report(repeats: int) -> list[tuple[str, float]]:
                 env_of(deployed["reconcile"], uncompiled),
             ),
         ]
-        return [(label, import_seconds(statement, repeats, e)) for label, statement, e in statements]
+        return median_import_seconds(statements, repeats)
 
 
 def percentile(values: list[float], fraction: float) -> float:
