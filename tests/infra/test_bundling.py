@@ -301,3 +301,24 @@ def test_a_synth_without_the_runtimes_python_warns_and_ships_source(
     (staged,) = [p for p in tmp_path.glob("asset.*") if (p / "shared").is_dir()]
     assert (staged / "shared" / "config.py").exists()
     assert not list(staged.rglob("*.pyc"))
+
+
+@pytest.mark.parametrize("version", ["3.12", "3.13"])
+def test_the_package_byte_code_is_the_runtimes_own(version: str, tmp_path: Path) -> None:
+    # Given the runtime's Python on this machine (the CI machine has both; elsewhere the test skips)
+    interpreter = find_interpreter(version)
+    if interpreter is None:
+        pytest.skip(f"no Python {version} on this machine")
+
+    # When the function package is built with it
+    AppCodeBundler(source=REPO_ROOT, interpreter=interpreter).try_bundle(str(tmp_path))
+
+    # Then its byte code carries that interpreter's magic number, under that interpreter's name
+    probe = (
+        "import importlib.util, sys; print(importlib.util.MAGIC_NUMBER.hex(), sys.implementation.cache_tag)"
+    )
+    magic, tag = subprocess.run(
+        [interpreter, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split()
+    compiled = tmp_path / "shared" / "__pycache__" / f"constants.{tag}.pyc"
+    assert compiled.read_bytes()[:4].hex() == magic
