@@ -62,8 +62,10 @@ def find_interpreter(version: str, *, run: Runner = subprocess.run) -> str | Non
         return sys.executable
     for candidate in _interpreter_candidates(version):
         try:  # a pyenv shim exists on PATH even when it cannot run that version: ask the interpreter
-            probe = run([candidate, "-c", VERSION_PROBE], capture_output=True, text=True, check=False)
-        except OSError:
+            probe = run(
+                [candidate, "-c", VERSION_PROBE], capture_output=True, text=True, check=False, timeout=60
+            )
+        except (OSError, subprocess.TimeoutExpired):
             continue
         if probe.returncode == 0 and probe.stdout.strip() == version:
             return candidate
