@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kubernetes import client as k8s
 
 from shared.adapters.kubernetes.auth import build_api_client
+from shared.adapters.kubernetes.calls import ApiCaller
 from shared.adapters.kubernetes.cluster import ClusterOptions, KubernetesCluster, _peek_continue
 from shared.formats.kubernetes import nodes_from_list, pods_from_list
 
@@ -383,21 +384,16 @@ def best_of(runs: int, fn: Callable[[], Any], name: str = "") -> tuple[float, An
 
 
 def fetch_pages(api: k8s.ApiClient, options: ClusterOptions) -> tuple[list[bytes], list[bytes]]:
-    """The adapter's requests, one after the other, bodies kept raw (the token peeked, not decoded)."""
-    core = k8s.CoreV1Api(api)
-    timeout = (options.connect_timeout, options.read_timeout)
+    """The adapter's requests (`ApiCaller.send`), one after the other, bodies kept raw (the token
+    peeked, not decoded)."""
+    caller = ApiCaller(api, options)
 
-    def pages(list_fn: Callable[..., Any], **kwargs: Any) -> list[bytes]:
+    def pages(path: str, field_selector: str | None = None) -> list[bytes]:
         bodies: list[bytes] = []
         token = None
         while True:
-            body = list_fn(
-                limit=options.page_size,
-                _continue=token,
-                _preload_content=False,
-                _request_timeout=timeout,
-                **kwargs,
-            ).data
+            query = (("limit", options.page_size), ("continue", token), ("fieldSelector", field_selector))
+            body = caller.send("GET", path, query=query).data
             bodies.append(body)
             token = _peek_continue(body)
             if token is None and b'"continue"' in body[:16384]:  # unsure: decode (not on the fake)
@@ -406,8 +402,8 @@ def fetch_pages(api: k8s.ApiClient, options: ClusterOptions) -> tuple[list[bytes
                 return bodies
 
     return (
-        pages(core.list_pod_for_all_namespaces, field_selector=options.pod_field_selector),
-        pages(core.list_node),
+        pages("/api/v1/pods", options.pod_field_selector),
+        pages("/api/v1/nodes"),
     )
 
 

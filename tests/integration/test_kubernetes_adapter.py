@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
+import subprocess
+import sys
 import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -49,6 +53,7 @@ from tests.builders_dra import claim_template, device_class, gpu_slice, resource
 from tests.builders_provisioning import condition, pod_group, pod_template, provisioning_request
 
 TOKEN = "test-token"
+ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
 PODS_PATH = r"^/api/v1/pods$"
 
@@ -1142,3 +1147,44 @@ def test_a_cluster_without_the_dra_api_has_no_dra(
     # When / Then every DRA list is empty, not an error
     assert cluster.list_resource_slices() == () and cluster.list_device_classes() == ()
     assert cluster.list_resource_claims() == () and cluster.list_resource_claim_templates() == ()
+
+
+GENERATED_CLASSES_PROBE = """
+import sys
+from datetime import UTC, datetime
+from shared.adapters.kubernetes.auth import build_api_client
+from shared.adapters.kubernetes.cluster import ClusterOptions, KubernetesCluster
+from shared.domain.operations import ClusterEvent, EventType, ObjectRef
+from shared.local.kube_api_server import FakeKubeApiServer
+from tests.builders import node, pod
+
+with FakeKubeApiServer() as server:
+    server.add_node(node("gpu-1", "i-0123456789abcdef0"))
+    server.add_pod(pod("train-0", gpus=1, node="gpu-1"))
+    cluster = KubernetesCluster(build_api_client(server.url, token="t"), ClusterOptions())
+    assert [p.name for p in cluster.list_pods()] == ["train-0"]
+    assert [n.name for n in cluster.list_nodes()] == ["gpu-1"]
+    cluster.cordon("gpu-1", datetime.now(UTC))
+    cluster.record_events([ClusterEvent(ObjectRef("Node", "gpu-1"), "Probe", "a probe", EventType.NORMAL)])
+    cluster.evict("default", "train-0")
+    cluster.list_resource_slices()
+    cluster.list_provisioning_requests()
+loaded = [m for m in sys.modules if m.startswith(("kubernetes.client.api.", "kubernetes.client.models."))]
+print(loaded)
+"""
+
+
+def test_the_adapter_never_loads_the_generated_api_classes() -> None:
+    # Given a fresh interpreter (this one has loaded whatever other tests loaded)
+    # When the adapter reads, cordons, records an event and evicts through the fake API server
+    done = subprocess.run(
+        [sys.executable, "-c", GENERATED_CLASSES_PROBE],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    # Then none of kubernetes' generated API or model modules was imported: the adapter parses every
+    # body itself, and those classes (pydantic-validated) took ~1 s of CPU at each cold start's first run
+    assert done.stdout.strip() == "[]"

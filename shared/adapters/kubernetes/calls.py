@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
+from urllib.parse import quote
 
 import urllib3
 from kubernetes import client as k8s
@@ -49,6 +50,12 @@ def body_of(response: object) -> bytes:
     unread; reading it here keeps transport errors inside the error boundary.
     """
     return cast(urllib3.BaseHTTPResponse, response).data
+
+
+def api_path(template: str, **names: str) -> str:
+    """A request path with each `{name}` replaced by its URL-quoted value (object names are DNS
+    subdomains or labels, but a malformed one must not reach another path)."""
+    return template.format(**{key: quote(value, safe="") for key, value in names.items()})
 
 
 def decode_json(body: bytes, what: str) -> Any:
@@ -105,6 +112,41 @@ class ApiCaller:
         self.options = options
         self.timeout = (options.connect_timeout, options.read_timeout)
         self._sleep = sleep
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, object]] = (),
+        body: object = None,
+        content_type: str = "application/json",
+    ) -> urllib3.BaseHTTPResponse:
+        """One REST request through the `ApiClient` (its host, TLS and bearer token), the response
+        unread; a status outside 2xx raises ApiException, as a generated API method called with
+        `_preload_content=False` does.
+
+        The adapter builds its few paths itself rather than through the generated API classes
+        (`CoreV1Api`...): it parses every body itself, and loading those classes, which validate
+        their arguments with pydantic, took about a second of CPU at each cold start's first run.
+        """
+        client = self.api_client
+        headers: dict[str, str] = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        params = client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=[(name, value) for name, value in query if value is not None],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = client.call_api(*params, _request_timeout=self.timeout)
+        if not 200 <= response.status <= 299:
+            response.read()
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        return cast(urllib3.BaseHTTPResponse, response.response)
 
     def call(
         self,

@@ -11,9 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from kubernetes import client as k8s
-
-from shared.adapters.kubernetes.calls import ApiCaller, ReadNotFoundError
+from shared.adapters.kubernetes.calls import ApiCaller, ReadNotFoundError, api_path
 from shared.adapters.kubernetes.listing import ListParser, PagedLister
 from shared.constants import PROVISIONING_API_GROUP
 from shared.domain.provisioning import (
@@ -42,7 +40,6 @@ class CustomResourceReader:
 
     def __init__(self, caller: ApiCaller) -> None:
         self._lister = PagedLister(caller)
-        self._custom = k8s.CustomObjectsApi(caller.api_client)
         self._provisioning_requests = ListParser("ProvisioningRequest", provisioning_request_from_json)
         self._pod_groups = {
             api: ListParser("PodGroup", functools.partial(_pod_group_of, api))
@@ -80,11 +77,9 @@ class CustomResourceReader:
     ) -> tuple[T, ...] | None:
         """Every object of a custom resource; `absent` when its API answers 404 (no such CRD)."""
 
-        def call(**kwargs: Any) -> Any:
-            return self._custom.list_cluster_custom_object(group, version, plural, **kwargs)
-
+        path = api_path("/apis/{group}/{version}/{plural}", group=group, version=version, plural=plural)
         try:
-            return self._lister.list_every(f"{plural}.{group}/{version}", call, parser)
+            return self._lister.list_every(f"{plural}.{group}/{version}", path, parser)
         except ReadNotFoundError:
             logger.debug("%s.%s/%s is not served: the CRD is not installed", plural, group, version)
             return absent

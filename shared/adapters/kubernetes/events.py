@@ -9,12 +9,10 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable, Sequence
-from datetime import datetime
-
-from kubernetes import client as k8s
+from datetime import UTC, datetime
 
 from shared import constants
-from shared.adapters.kubernetes.calls import ApiCaller, body_of
+from shared.adapters.kubernetes.calls import ApiCaller, api_path, body_of
 from shared.domain.errors import AuthError, ClusterActionError, ScalerError, ThrottledError
 from shared.domain.operations import ClusterEvent
 
@@ -37,7 +35,6 @@ class EventRecorder:
     def __init__(self, caller: ApiCaller, clock: Callable[[], datetime]) -> None:
         self._caller = caller
         self._clock = clock
-        self._core = k8s.CoreV1Api(caller.api_client)
 
     def record_events(self, events: Sequence[ClusterEvent]) -> int:
         """Create core/v1 Events, best effort: returns how many were written and never raises.
@@ -85,32 +82,31 @@ class EventRecorder:
         namespace = NODE_EVENT_NAMESPACE if cluster_scoped else target.namespace
         now = self._clock().replace(microsecond=0)
         prefix = target.name[:_MAX_EVENT_NAME].rstrip("-.")  # each DNS label ends alphanumeric
-        body = k8s.CoreV1Event(
-            metadata=k8s.V1ObjectMeta(name=f"{prefix}.{secrets.token_hex(8)}", namespace=namespace),
-            involved_object=k8s.V1ObjectReference(
-                api_version="v1",
-                kind=target.kind,
-                name=target.name,
-                namespace=None if cluster_scoped else target.namespace,
-                uid=target.uid or None,
-            ),
-            reason=event.reason,
-            message=_truncate_utf8(event.message, self._caller.options.max_event_message_bytes),
-            type=event.type.value,
-            source=k8s.V1EventSource(component=constants.EVENT_SOURCE),
-            reporting_component=constants.EVENT_SOURCE,
-            reporting_instance=constants.EVENT_SOURCE,
-            first_timestamp=now,
-            last_timestamp=now,
-            count=1,
-        )
+        stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        involved: dict[str, str] = {"apiVersion": "v1", "kind": target.kind, "name": target.name}
+        if not cluster_scoped:
+            involved["namespace"] = target.namespace
+        if target.uid:
+            involved["uid"] = target.uid
+        body = {  # a core/v1 Event, as the CoreV1Event model would serialize it
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{prefix}.{secrets.token_hex(8)}", "namespace": namespace},
+            "involvedObject": involved,
+            "reason": event.reason,
+            "message": _truncate_utf8(event.message, self._caller.options.max_event_message_bytes),
+            "type": event.type.value,
+            "source": {"component": constants.EVENT_SOURCE},
+            "reportingComponent": constants.EVENT_SOURCE,
+            "reportingInstance": constants.EVENT_SOURCE,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        path = api_path("/api/v1/namespaces/{namespace}/events", namespace=namespace)
         self._caller.call(
             f"record event {event.reason} on {target.kind} {target.name}",
-            lambda: body_of(
-                self._core.create_namespaced_event(
-                    namespace, body, _preload_content=False, _request_timeout=self._caller.timeout
-                )
-            ),
+            lambda: body_of(self._caller.send("POST", path, body=body)),
             failure=ClusterActionError,
             retry_throttled=False,  # best effort: never wait for an event
         )

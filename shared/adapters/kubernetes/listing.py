@@ -151,17 +151,30 @@ class PagedLister:
     def __init__(self, caller: ApiCaller) -> None:
         self._caller = caller
 
-    def list_every(self, what: str, call: Callable[..., Any], parser: ListParser[T]) -> tuple[T, ...]:
-        """All objects of one list call (all namespaces), paged with `continue`."""
+    def list_every(
+        self,
+        what: str,
+        path: str,
+        parser: ListParser[T],
+        *,
+        field_selector: str | None = None,
+        complete: bool = True,
+    ) -> tuple[T, ...]:
+        """All objects the collection at `path` (all namespaces) lists, paged with `continue`."""
+        caller = self._caller
         return self.list_all(
             what,
-            lambda token: call(
-                limit=self._caller.options.page_size,
-                _continue=token,
-                _preload_content=False,
-                _request_timeout=self._caller.timeout,
+            lambda token: caller.send(
+                "GET",
+                path,
+                query=(
+                    ("limit", caller.options.page_size),
+                    ("continue", token),
+                    ("fieldSelector", field_selector),
+                ),
             ),
             parser,
+            complete=complete,
         )
 
     def list_all(

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar
 
-from kubernetes import client as k8s
-
-from shared.adapters.kubernetes.calls import ApiCaller, ReadNotFoundError, body_of, decode_json
+from shared.adapters.kubernetes.calls import ApiCaller, ReadNotFoundError, api_path, body_of, decode_json
 from shared.adapters.kubernetes.listing import ListParser, PagedLister
 from shared.domain.errors import ClusterReadError
 from shared.domain.model import DaemonSet, Node, Pod
@@ -34,9 +32,6 @@ class CoreReader:
     def __init__(self, caller: ApiCaller) -> None:
         self._caller = caller
         self._lister = PagedLister(caller)
-        self._core = k8s.CoreV1Api(caller.api_client)
-        self._apps = k8s.AppsV1Api(caller.api_client)
-        self._storage = k8s.StorageV1Api(caller.api_client)
         self._pods = ListParser("Pod", pod_from_json)
         self._nodes = ListParser("Node", node_from_json)
         self._daemonsets = ListParser("DaemonSet", daemonset_from_json)
@@ -59,54 +54,39 @@ class CoreReader:
         return self._list_pods(f"pods on node {name}", selector, complete=False)
 
     def _list_pods(self, what: str, selector: str | None, *, complete: bool) -> tuple[Pod, ...]:
-        return self._lister.list_all(
-            what,
-            lambda token: self._core.list_pod_for_all_namespaces(
-                limit=self._caller.options.page_size,
-                _continue=token,
-                field_selector=selector,
-                _preload_content=False,
-                _request_timeout=self._caller.timeout,
-            ),
-            self._pods,
-            complete=complete,
+        return self._lister.list_every(
+            what, "/api/v1/pods", self._pods, field_selector=selector, complete=complete
         )
 
     def list_nodes(self) -> tuple[Node, ...]:
         """Every node."""
-        return self._lister.list_every("nodes", self._core.list_node, self._nodes)
+        return self._lister.list_every("nodes", "/api/v1/nodes", self._nodes)
 
     def list_daemonsets(self) -> tuple[DaemonSet, ...]:
         """Every DaemonSet of every namespace."""
-        return self._lister.list_every(
-            "daemonsets", self._apps.list_daemon_set_for_all_namespaces, self._daemonsets
-        )
+        return self._lister.list_every("daemonsets", "/apis/apps/v1/daemonsets", self._daemonsets)
 
     def list_persistent_volume_claims(self) -> tuple[PersistentVolumeClaim, ...]:
         """Every PersistentVolumeClaim of every namespace."""
-        return self._lister.list_every(
-            "persistentvolumeclaims", self._core.list_persistent_volume_claim_for_all_namespaces, self._pvcs
-        )
+        return self._lister.list_every("persistentvolumeclaims", "/api/v1/persistentvolumeclaims", self._pvcs)
 
     def list_persistent_volumes(self) -> tuple[PersistentVolume, ...]:
         """Every PersistentVolume."""
-        return self._lister.list_every("persistentvolumes", self._core.list_persistent_volume, self._pvs)
+        return self._lister.list_every("persistentvolumes", "/api/v1/persistentvolumes", self._pvs)
 
     def list_storage_classes(self) -> tuple[StorageClass, ...]:
         """Every StorageClass."""
         return self._lister.list_every(
-            "storageclasses", self._storage.list_storage_class, self._storage_classes
+            "storageclasses", "/apis/storage.k8s.io/v1/storageclasses", self._storage_classes
         )
 
     def list_namespaces(self) -> Mapping[str, Mapping[str, str]]:
         """The labels of every namespace, by name."""
-        return dict(self._lister.list_every("namespaces", self._core.list_namespace, self._namespaces))
+        return dict(self._lister.list_every("namespaces", "/api/v1/namespaces", self._namespaces))
 
     def list_pod_templates(self) -> tuple[PodTemplate, ...]:
         """Every PodTemplate of every namespace."""
-        return self._lister.list_every(
-            "podtemplates", self._core.list_pod_template_for_all_namespaces, self._pod_templates
-        )
+        return self._lister.list_every("podtemplates", "/api/v1/podtemplates", self._pod_templates)
 
     def get_node(self, name: str) -> Node | None:
         """A fresh read of node `name`; None when it does not exist."""
@@ -114,9 +94,7 @@ class CoreReader:
         try:
             body = self._caller.call(
                 what,
-                lambda: body_of(
-                    self._core.read_node(name, _preload_content=False, _request_timeout=self._caller.timeout)
-                ),
+                lambda: body_of(self._caller.send("GET", api_path("/api/v1/nodes/{name}", name=name))),
                 failure=ClusterReadError,
             )
         except ReadNotFoundError:
@@ -134,8 +112,11 @@ class CoreReader:
             body = self._caller.call(
                 what,
                 lambda: body_of(
-                    self._core.read_namespaced_config_map(
-                        name, namespace, _preload_content=False, _request_timeout=self._caller.timeout
+                    self._caller.send(
+                        "GET",
+                        api_path(
+                            "/api/v1/namespaces/{namespace}/configmaps/{name}", namespace=namespace, name=name
+                        ),
                     )
                 ),
                 failure=ClusterReadError,

@@ -8,13 +8,11 @@ and delete.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes import client as k8s
-
-from shared.adapters.kubernetes.calls import ApiCaller, body_of, decode_json
+from shared.adapters.kubernetes.calls import ApiCaller, api_path, body_of, decode_json
 from shared.constants import PROVISIONING_API_GROUP
 from shared.domain.errors import ClusterActionError, ConflictError, EvictionBlockedError, NotFoundError
 from shared.domain.model import ANNOTATION_CORDONED_AT, Taint
@@ -74,8 +72,6 @@ class ClusterWriter:
 
     def __init__(self, caller: ApiCaller) -> None:
         self._caller = caller
-        self._core = k8s.CoreV1Api(caller.api_client)
-        self._custom = k8s.CustomObjectsApi(caller.api_client)
 
     def cordon(self, name: str, at: datetime, *, resource_version: str | None = None) -> None:
         """Mark unschedulable and annotate when; with `resource_version`, only if unchanged since."""
@@ -115,7 +111,7 @@ class ClusterWriter:
         # key, so a strategic merge replaces it like a JSON merge patch does); the read's
         # resourceVersion in the patch makes a concurrent edit a 409 instead of a lost update. The raw
         # list is kept, so fields the domain model drops (timeAdded of NoExecute taints) survive.
-        document = decode_json(self._request(what, self._core.read_node, name), what)
+        document = decode_json(self._request(what, "GET", _node_path(name)), what)
         taints = edited_taints(document, resource_version, edit, what)
         if taints is None:
             return  # already as wanted
@@ -127,7 +123,7 @@ class ClusterWriter:
     def _patch_node(self, what: str, name: str, patch: dict[str, Any]) -> None:
         # Without _content_type, kubernetes 37.0.1 sends a dict body as a strategic merge patch; a
         # JSON merge patch (RFC 7386) says exactly what we mean, null deletes included.
-        self._request(what, self._core.patch_node, name, patch, _content_type=MERGE_PATCH)
+        self._request(what, "PATCH", _node_path(name), body=patch, content_type=MERGE_PATCH)
 
     def set_provisioning_request_conditions(self, update: ConditionUpdate) -> None:
         """Merge-patch `status.conditions` through the status subresource, the uid as precondition."""
@@ -138,44 +134,43 @@ class ClusterWriter:
             "metadata": metadata,
             "status": {"conditions": [condition_to_json(c) for c in update.conditions]},
         }
+        path = api_path(
+            "/apis/{group}/{version}/namespaces/{namespace}/provisioningrequests/{name}/status",
+            group=PROVISIONING_API_GROUP,
+            version=update.version,
+            namespace=update.namespace,
+            name=update.name,
+        )
         self._request(
             f"set conditions of provisioning request {update.key}",
-            self._custom.patch_namespaced_custom_object_status,
-            PROVISIONING_API_GROUP,
-            update.version,
-            update.namespace,
-            "provisioningrequests",
-            update.name,
-            patch,
-            _content_type=MERGE_PATCH,
+            "PATCH",
+            path,
+            body=patch,
+            content_type=MERGE_PATCH,
         )
 
     def patch_config_map(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
         """Merge-patch the keys of `data` into ConfigMap `namespace/name` (other keys are kept)."""
         self._request(
             f"patch configmap {namespace}/{name}",
-            self._core.patch_namespaced_config_map,
-            name,
-            namespace,
-            {"data": dict(data)},
-            _content_type=MERGE_PATCH,
+            "PATCH",
+            api_path("/api/v1/namespaces/{namespace}/configmaps/{name}", namespace=namespace, name=name),
+            body={"data": dict(data)},
+            content_type=MERGE_PATCH,
         )
 
     def evict(self, namespace: str, name: str) -> None:
         """Evict through the Eviction API; a missing pod is success; 429 is EvictionBlockedError."""
-        body = k8s.V1Eviction(
-            api_version="policy/v1",
-            kind="Eviction",
-            metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
-        )
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        path = _pod_path(namespace, name) + "/eviction"
         with contextlib.suppress(NotFoundError):  # the pod is gone already: what eviction wanted
             self._caller.call(
                 f"evict pod {namespace}/{name}",
-                lambda: body_of(
-                    self._core.create_namespaced_pod_eviction(
-                        name, namespace, body, _preload_content=False, _request_timeout=self._caller.timeout
-                    )
-                ),
+                lambda: body_of(self._caller.send("POST", path, body=body)),
                 failure=ClusterActionError,
                 throttled=EvictionBlockedError,  # a PodDisruptionBudget said no: retry in a later run
                 retry_throttled=False,
@@ -185,26 +180,41 @@ class ClusterWriter:
         """Delete a pod, bypassing PodDisruptionBudgets; a missing pod is success."""
         self._delete(
             f"delete pod {namespace}/{name}",
-            self._core.delete_namespaced_pod,
-            name,
-            namespace,
-            grace_period_seconds=grace_seconds,
+            _pod_path(namespace, name),
+            query=(("gracePeriodSeconds", grace_seconds),),
         )
 
     def delete_node(self, name: str) -> None:
         """Delete a Node object; a missing node is success."""
-        self._delete(f"delete node {name}", self._core.delete_node, name)
+        self._delete(f"delete node {name}", _node_path(name))
 
-    def _delete(self, what: str, request: Callable[..., object], *args: object, **kwargs: object) -> None:
+    def _delete(self, what: str, path: str, *, query: Sequence[tuple[str, object]] = ()) -> None:
         with contextlib.suppress(NotFoundError):  # the object is gone already: what the delete wanted
-            self._request(what, request, *args, **kwargs)
+            self._request(what, "DELETE", path, query=query)
 
-    def _request(self, what: str, request: Callable[..., object], *args: object, **kwargs: object) -> bytes:
-        """`request(*args, **kwargs)` of the generated client, its raw body read; a failure is a
-        ClusterActionError (or what `ApiCaller.call` maps its status to)."""
-        timeout = self._caller.timeout
+    def _request(
+        self,
+        what: str,
+        method: str,
+        path: str,
+        *,
+        body: object = None,
+        content_type: str = "application/json",
+        query: Sequence[tuple[str, object]] = (),
+    ) -> bytes:
+        """One request, its raw body read; a failure is a ClusterActionError (or what
+        `ApiCaller.call` maps its status to)."""
+        send = self._caller.send
         return self._caller.call(
             what,
-            lambda: body_of(request(*args, _preload_content=False, _request_timeout=timeout, **kwargs)),
+            lambda: body_of(send(method, path, query=query, body=body, content_type=content_type)),
             failure=ClusterActionError,
         )
+
+
+def _node_path(name: str) -> str:
+    return api_path("/api/v1/nodes/{name}", name=name)
+
+
+def _pod_path(namespace: str, name: str) -> str:
+    return api_path("/api/v1/namespaces/{namespace}/pods/{name}", namespace=namespace, name=name)
