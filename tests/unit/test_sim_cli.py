@@ -8,12 +8,17 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from shared.local.cli import main
-from shared.local.sim.cli import Progress, eta_seconds
+from shared.config import load_config
+from shared.local.cli import build_parser, main
+from shared.local.sim.cli import Progress, _sizing, eta_seconds, replay_all
 from shared.local.sim.compare_table import compare_table
+from shared.local.sim.engine import SimResult
+from shared.local.sim.report import build_report
+from shared.local.sim.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "tests" / "fixtures" / "traces"
@@ -365,3 +370,27 @@ def test_a_checkpointable_share_outside_0_to_1_is_refused(capsys: pytest.Capture
         main(["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--checkpointable", "1.5"])
     assert exited.value.code == 2
     assert "expected a fraction from 0 to 1, got '1.5'" in capsys.readouterr().err
+
+
+def test_a_compare_replays_its_second_config_in_another_process_with_the_same_figures() -> None:
+    # Given the two configs of a compare on a trace slice
+    args = build_parser("simulate").parse_args(
+        ["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--compare", CANDIDATE]
+    )
+    trace = load_trace(TWO_JOBS, "auto")
+    configs = [(BASELINE, load_config(BASELINE)), (CANDIDATE, load_config(CANDIDATE))]
+    sizing = _sizing(args, configs[0][1])
+
+    # When they are replayed one after the other, and side by side on two CPUs
+    sequential = replay_all(args, trace, configs, sizing, cpus=1)
+    parallel = replay_all(args, trace, configs, sizing, cpus=2)
+
+    # Then every figure is the same, in the same order (how long each took aside)
+    def figures(result: SimResult) -> dict[str, Any]:
+        report = build_report(result, trace)
+        for key in ("wall_seconds", "jobs_per_second"):
+            report["simulation"].pop(key)
+        return report
+
+    assert [figures(r) for r in parallel] == [figures(r) for r in sequential]
+    assert [r.config_name for r in parallel] == [BASELINE, CANDIDATE]

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -356,16 +357,52 @@ def _options(args: argparse.Namespace, sizing: Sizing) -> SimOptions:
 
 
 def _run_one(
-    args: argparse.Namespace, trace: Trace, path: str, config: ScalerConfig, sizing: Sizing
+    args: argparse.Namespace,
+    trace: Trace,
+    path: str,
+    config: ScalerConfig,
+    sizing: Sizing,
+    *,
+    quiet: bool = False,
 ) -> SimResult:
     options = _options(args, sizing)
-    show = args.progress or sys.stderr.isatty()
+    show = not quiet and (args.progress or sys.stderr.isatty())
     progress = Progress(sys.stderr, f"simulate {Path(path).name}") if show else None
     try:
         return simulate(trace, config, options, config_name=path, progress=progress)
     finally:
         if progress is not None:
             progress.close()
+
+
+def replay_all(
+    args: argparse.Namespace,
+    trace: Trace,
+    runs: list[tuple[str, ScalerConfig]],
+    sizing: Sizing,
+    *,
+    cpus: int | None = None,
+) -> list[SimResult]:
+    """The replay of each (config path, config), in order. With `--compare` on a machine of two or
+    more CPUs the second runs in another process while this one replays the first (its progress
+    shown): each replay is deterministic and shares nothing with the other, so the results are
+    those of one after the other, in about half the time."""
+    if len(runs) < 2 or (cpus if cpus is not None else _usable_cpus()) < 2:
+        return [_run_one(args, trace, path, config, sizing) for path, config in runs]
+    with ProcessPoolExecutor(max_workers=len(runs) - 1) as pool:
+        others = [
+            pool.submit(_run_one, args, trace, path, config, sizing, quiet=True) for path, config in runs[1:]
+        ]
+        first = _run_one(args, trace, *runs[0], sizing)
+        return [first, *(other.result() for other in others)]
+
+
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: a container or `taskset` may allow fewer than
+    the machine has)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def check_out_dir(raw: str) -> Path:
@@ -402,9 +439,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     candidate = load_config(args.compare) if args.compare else None
     # Pod sizes come from the baseline config for both runs, so both replay the same pods.
     sizing = _sizing(args, config)
-    results = [_run_one(args, trace, args.config, config, sizing)]
-    if candidate is not None:
-        results.append(_run_one(args, trace, args.compare, candidate, sizing))
+    configs = [(args.config, config)] + ([(args.compare, candidate)] if candidate is not None else [])
+    results = replay_all(args, trace, configs, sizing)
     reports = [build_report(result, trace) for result in results]
     if args.compare:
         titles = [Path(args.config).name, Path(args.compare).name]
