@@ -10,7 +10,7 @@ import marshal
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from shared.domain.constraints import (
@@ -80,6 +80,14 @@ def parse_time(raw: object) -> datetime | None:
             _times.clear()
         _times[raw] = found
     return found
+
+
+def rfc3339(at: datetime) -> str:
+    """An aware datetime as the API server writes timestamps (`2026-12-02T11:00:00Z`): the inverse of
+    `parse_time`, to whole seconds."""
+    if at.tzinfo is None:
+        raise ValueError("timestamps sent to Kubernetes must be timezone-aware")
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def instance_id_from_provider_id(provider_id: str | None) -> str | None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
 from shared import constants
 from shared.adapters.kubernetes.calls import ApiCaller, api_path, body_of
 from shared.domain.errors import AuthError, ClusterActionError, ScalerError, ThrottledError
 from shared.domain.operations import ClusterEvent
+from shared.formats.kubernetes import rfc3339
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class EventRecorder:
         namespace = NODE_EVENT_NAMESPACE if cluster_scoped else target.namespace
         now = self._clock().replace(microsecond=0)
         prefix = target.name[:_MAX_EVENT_NAME].rstrip("-.")  # each DNS label ends alphanumeric
-        stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = rfc3339(now)
         involved: dict[str, str] = {"apiVersion": "v1", "kind": target.kind, "name": target.name}
         if not cluster_scoped:
             involved["namespace"] = target.namespace

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from shared.adapters.kubernetes.calls import ApiCaller, api_path, body_of, decode_json
@@ -17,7 +17,7 @@ from shared.constants import PROVISIONING_API_GROUP
 from shared.domain.errors import ClusterActionError, ConflictError, EvictionBlockedError, NotFoundError
 from shared.domain.model import ANNOTATION_CORDONED_AT, Taint
 from shared.domain.provisioning import ConditionUpdate
-from shared.formats.kubernetes import condition_to_json
+from shared.formats.kubernetes import condition_to_json, rfc3339
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -61,12 +61,6 @@ def node_resource_version(node: dict[str, Any]) -> str:
     return str((node.get("metadata") or {}).get("resourceVersion") or "")
 
 
-def _rfc3339(at: datetime) -> str:
-    if at.tzinfo is None:
-        raise ValueError("timestamps sent to Kubernetes must be timezone-aware")
-    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class ClusterWriter:
     """Patches, evictions and deletes through one `ApiCaller`; failures are ClusterActionError's tree."""
 
@@ -75,7 +69,7 @@ class ClusterWriter:
 
     def cordon(self, name: str, at: datetime, *, resource_version: str | None = None) -> None:
         """Mark unschedulable and annotate when; with `resource_version`, only if unchanged since."""
-        metadata: dict[str, Any] = {"annotations": {ANNOTATION_CORDONED_AT: _rfc3339(at)}}
+        metadata: dict[str, Any] = {"annotations": {ANNOTATION_CORDONED_AT: rfc3339(at)}}
         if resource_version:
             # In a merge patch the resourceVersion is a precondition: the API server answers 409 when
             # the stored object moved on, instead of overwriting a change we did not see.
