@@ -34,11 +34,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubernetes import client as k8s
-
-from shared.adapters.kubernetes.auth import build_api_client
+from shared.adapters.kubernetes.auth import build_transport
 from shared.adapters.kubernetes.calls import ApiCaller
 from shared.adapters.kubernetes.cluster import ClusterOptions, KubernetesCluster, _peek_continue
+from shared.adapters.kubernetes.transport import RestTransport
 from shared.formats.kubernetes import nodes_from_list, pods_from_list
 
 PODS = 20_000
@@ -383,7 +382,7 @@ def best_of(runs: int, fn: Callable[[], Any], name: str = "") -> tuple[float, An
     return best, result
 
 
-def fetch_pages(api: k8s.ApiClient, options: ClusterOptions) -> tuple[list[bytes], list[bytes]]:
+def fetch_pages(api: RestTransport, options: ClusterOptions) -> tuple[list[bytes], list[bytes]]:
     """The adapter's requests (`ApiCaller.send`), one after the other, bodies kept raw (the token
     peeked, not decoded)."""
     caller = ApiCaller(api, options)
@@ -460,7 +459,7 @@ def main() -> None:
     child.start()
     url, pod_bytes, node_bytes = ours.recv()
     try:
-        api = build_api_client(url, token=TOKEN)
+        api = build_transport(url, token=TOKEN)
         options = ClusterOptions(page_size=args.page_size)
 
         def cold() -> tuple[int, int]:

@@ -13,9 +13,8 @@ import zlib
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from shared.constants import DEFAULT_STATUS_NAMESPACE
@@ -26,6 +25,9 @@ from shared.domain.quantity import resources as parse_resources
 from shared.domain.resources import Resources
 from shared.formats.dra import slice_spec_from_json
 from shared.formats.validation import format_validation_error
+
+if TYPE_CHECKING:
+    import yaml
 
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -454,6 +456,10 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 
 def load_config(path: str | Path) -> ScalerConfig:
     """Load a YAML or JSON config file."""
+    # Imported here: the functions read their config as JSON from SSM
+    # (`shared.runtime.read_config_parameter`); PyYAML is ~10 ms of cold-start import they never use.
+    import yaml
+
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")

@@ -65,10 +65,10 @@ def read_status(kubeconfig: str, context: str | None, namespace: str) -> dict[st
     scaler never wrote it."""
     # Imported here, not at the top: the kubernetes client and boto3 (EKS auth) cost ~0.3 s of import
     # that every other subcommand (plan above all) would pay for nothing.
-    from shared.adapters.kubernetes.auth import api_client_from_kubeconfig
     from shared.adapters.kubernetes.cluster import ClusterOptions, KubernetesCluster
+    from shared.adapters.kubernetes.transport import transport_from_kubeconfig
 
-    api = api_client_from_kubeconfig(kubeconfig, context=context)
+    api = transport_from_kubeconfig(kubeconfig, context=context)
     where = f"{namespace}/{STATUS_CONFIGMAP}"
     try:
         data = KubernetesCluster(api, ClusterOptions(throttle_retries=1)).get_config_map(

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s
 
-from shared.adapters.kubernetes.auth import build_api_client
+from shared.adapters.kubernetes.auth import build_transport
 from shared.adapters.kubernetes.cluster import ClusterOptions, KubernetesCluster
 from shared.adapters.kubernetes.rbac import cluster_role
+from shared.adapters.kubernetes.transport import RestTransport
 from shared.domain.errors import ConflictError, NotFoundError
 from shared.domain.model import Taint, TaintEffect
 from shared.local.kube_api_server import FakeKubeApiServer
@@ -49,7 +49,7 @@ def server() -> Iterator[FakeKubeApiServer]:
 
 @pytest.fixture
 def cluster(server: FakeKubeApiServer) -> Iterator[KubernetesCluster]:
-    api: k8s.ApiClient = build_api_client(server.url, token=TOKEN)
+    api: RestTransport = build_transport(server.url, token=TOKEN)
     yield KubernetesCluster(api, ClusterOptions(read_timeout=2.0), sleep=lambda _: None)
     api.close()
 

@@ -16,10 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from kubernetes import client as k8s
 
 from shared.adapters.kubernetes import rbac
-from shared.adapters.kubernetes.auth import build_api_client
+from shared.adapters.kubernetes.auth import build_transport
 from shared.adapters.kubernetes.cluster import ClusterOptions, KubernetesCluster
 from shared.adapters.kubernetes.rbac import (
     PERMISSIONS,
@@ -28,6 +27,7 @@ from shared.adapters.kubernetes.rbac import (
     status_config_map,
     status_role,
 )
+from shared.adapters.kubernetes.transport import RestTransport
 from shared.constants import DEFAULT_STATUS_NAMESPACE, STATUS_CONFIGMAP
 from shared.domain.errors import AuthError
 from shared.domain.model import Taint, TaintEffect
@@ -90,7 +90,7 @@ def server(kube_api_server: FakeKubeApiServer) -> FakeKubeApiServer:
 
 @pytest.fixture
 def cluster(server: FakeKubeApiServer) -> Iterator[KubernetesCluster]:
-    api: k8s.ApiClient = build_api_client(server.url)
+    api: RestTransport = build_transport(server.url)
     yield KubernetesCluster(api, ClusterOptions(throttle_retries=0), sleep=lambda _: None, clock=lambda: NOW)
     api.close()
 

@@ -1,10 +1,11 @@
-"""EKS bearer tokens, cluster endpoint discovery and the kubernetes client wiring (no network)."""
+"""EKS bearer tokens, cluster endpoint discovery and the transport's wiring (no network)."""
 
 from __future__ import annotations
 
 import base64
 import io
 import json
+import ssl
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -13,20 +14,19 @@ import boto3
 import pytest
 import urllib3
 from botocore.exceptions import ClientError
-from kubernetes import client as k8s
 from moto import mock_aws
 
 from shared.adapters.kubernetes.auth import (
     CLUSTER_ID_HEADER,
     TOKEN_PREFIX,
     EksTokenSource,
-    api_client_from_kubeconfig,
-    build_api_client,
+    build_transport,
     decode_certificate_authority,
     describe_cluster_endpoint,
     eks_token,
 )
 from shared.adapters.kubernetes.cluster import KubernetesCluster
+from shared.adapters.kubernetes.transport import transport_from_kubeconfig
 from shared.domain.errors import AuthError, ClusterReadError, ConfigError
 
 REGION = "eu-west-1"
@@ -143,24 +143,25 @@ def test_token_source_signs_a_new_token_after_the_refresh_age(sts: Any) -> None:
     assert token.startswith(TOKEN_PREFIX)
 
 
-def test_installed_token_source_refreshes_the_bearer_header_of_a_long_lived_client(sts: Any) -> None:
-    # Given a kubernetes Configuration wired to a token source
+def test_the_token_source_refreshes_the_bearer_header_of_a_long_lived_transport(sts: Any) -> None:
+    # Given a transport authenticating with a token source
     clock = FakeClock()
     signed = count_signings(sts)
     source = EksTokenSource("gpu-cluster", REGION, sts_client=sts, clock=clock)
-    configuration = k8s.Configuration(host="https://example.invalid")
-    source.install(configuration)
+    transport = build_transport("https://example.invalid", token_source=source)
+    assert transport.credentials is source
+    source.authorization()  # the first request signs the first token
 
-    # When the client builds the auth header for requests 5 and 11 minutes later
+    # When the transport asks for the Authorization header of requests 5 and 11 minutes later
     clock.now += 300
-    early = configuration.auth_settings()["BearerToken"]
+    early = source.authorization()
     clock.now += 360
-    late = configuration.auth_settings()["BearerToken"]
+    late = source.authorization()
 
     # Then each request carries "Bearer <token>", re-signed once the token is 10 minutes old
-    assert early["key"] == "authorization"
-    assert str(early["value"]).startswith("Bearer " + TOKEN_PREFIX)
-    assert str(late["value"]).startswith("Bearer " + TOKEN_PREFIX)
+    assert str(early).startswith("Bearer " + TOKEN_PREFIX)
+    assert str(late).startswith("Bearer " + TOKEN_PREFIX)
+    assert late is not early  # signed again (equal text when signed within the same second)
     assert len(signed) == 2
 
 
@@ -248,24 +249,28 @@ def test_invalid_certificate_authority_is_a_config_error(data: str) -> None:
         decode_certificate_authority(data)
 
 
-def test_api_client_takes_the_ca_in_memory_and_transport_retries_for_gets_only() -> None:
+def test_the_transport_takes_the_ca_in_memory_and_retries_transport_failures_of_gets_only() -> None:
     # Given an endpoint, a CA and a fixed token
-    # When the ApiClient is built
-    api = build_api_client("https://k8s.example/", token="abc", ca_pem=CA_PEM)
+    # When the transport is built
+    transport = build_transport("https://k8s.example/", token="abc", ca_pem=CA_PEM)
 
     # Then it verifies TLS against the CA data and retries reads only on idempotent methods
-    configuration = api.configuration
-    assert configuration.host == "https://k8s.example"
-    assert configuration.ca_cert_data == CA_PEM.decode()
-    assert configuration.verify_ssl
-    assert configuration.auth_settings()["BearerToken"]["value"] == "Bearer abc"
-    retries = configuration.retries
+    assert transport.host == "https://k8s.example"
+    assert transport.tls.ca_pem == CA_PEM
+    assert transport.tls.verify
+    pool = transport._pool.connection_pool_kw
+    assert pool["ca_cert_data"] == CA_PEM.decode() and pool["cert_reqs"] == ssl.CERT_REQUIRED
+    assert transport.credentials is not None
+    assert transport.credentials.authorization() == "Bearer abc"
+    retries = transport.retries
+    assert retries is not None
     assert retries.status == 0 and retries.read == 1 and retries.connect == 2
+    assert retries.allowed_methods is not None
     assert "GET" in retries.allowed_methods and "POST" not in retries.allowed_methods
     assert "PATCH" not in retries.allowed_methods
 
 
-def test_kubeconfig_gives_an_api_client(tmp_path: Any) -> None:
+def test_kubeconfig_gives_a_transport(tmp_path: Any) -> None:
     # Given a kubeconfig with a token user
     path = tmp_path / "kubeconfig"
     path.write_text(
@@ -280,22 +285,24 @@ contexts: [{name: local, context: {cluster: local, user: me}}]
     )
 
     # When it is loaded
-    api = api_client_from_kubeconfig(str(path))
+    transport = transport_from_kubeconfig(str(path))
 
-    # Then the client points at its server with its token
-    assert api.configuration.host == "http://127.0.0.1:6443"
-    assert api.configuration.auth_settings()["BearerToken"]["value"] == "Bearer secret-token"
+    # Then the transport points at its server with its token
+    assert transport.host == "http://127.0.0.1:6443"
+    assert transport.credentials is not None
+    assert transport.credentials.authorization() == "Bearer secret-token"
+    assert not transport.renew("Bearer secret-token")  # a kubeconfig's token is not re-signed here
 
 
 def test_unreadable_kubeconfig_is_a_config_error(tmp_path: Any) -> None:
     # Given a kubeconfig path that does not exist
     # When / Then
     with pytest.raises(ConfigError, match="kubeconfig"):
-        api_client_from_kubeconfig(str(tmp_path / "missing"))
+        transport_from_kubeconfig(str(tmp_path / "missing"))
 
 
 class TokenCheckingPool:
-    """Stands in for the client's urllib3 pool (no network): refuses the first `refusals` requests
+    """Stands in for the transport's urllib3 pool (no network): refuses the first `refusals` requests
     with 401 and answers an empty NodeList after; records the Authorization header of each."""
 
     def __init__(self, refusals: int) -> None:
@@ -303,7 +310,7 @@ class TokenCheckingPool:
         self.authorizations: list[str] = []
 
     def request(self, method: str, url: str, **kwargs: Any) -> urllib3.HTTPResponse:
-        self.authorizations.append(kwargs["headers"]["authorization"])
+        self.authorizations.append(kwargs["headers"]["Authorization"])
         if len(self.authorizations) <= self.refusals:
             status, body = 401, {"kind": "Status", "status": "Failure", "reason": "Unauthorized", "code": 401}
         else:
@@ -318,11 +325,12 @@ class TokenCheckingPool:
 
 def cluster_behind(pool: TokenCheckingPool, sts: Any, *, token_source: bool = True) -> KubernetesCluster:
     source = EksTokenSource("gpu-cluster", REGION, sts_client=sts, clock=FakeClock())
-    api = build_api_client(
+    source.token()  # a token signed and cached before the requests below
+    transport = build_transport(
         "https://eks.invalid", token_source=source if token_source else None, token="fixed"
     )
-    api.rest_client.pool_manager = pool
-    return KubernetesCluster(api)
+    transport._pool = pool  # type: ignore[assignment]
+    return KubernetesCluster(transport)
 
 
 def test_a_refused_token_is_re_signed_and_the_request_retried_once(sts: Any) -> None:

@@ -1,11 +1,11 @@
-"""Reaching the cluster: EKS bearer tokens, the cluster endpoint and CA, and a configured ApiClient.
+"""Reaching the cluster: EKS bearer tokens, the cluster endpoint and CA, and a configured transport.
 
 An EKS token is a presigned STS GetCallerIdentity URL that signs the `x-k8s-aws-id: <cluster>` header,
 base64url-encoded behind `k8s-aws-v1.` (what `aws eks get-token` prints). EKS accepts it for 15
-minutes after signing; `EksTokenSource` caches one and signs a new one well before that, and
-`install()` hooks it into a kubernetes `Configuration` so every request of a long-lived client
-carries a valid token. A token the API server refuses anyway (401: clock skew, a token revoked with
-its role session) is dropped by `renew_token`, and the adapter retries the request once with a new one.
+minutes after signing; `EksTokenSource` caches one and signs a new one well before that, and, as the
+transport's `Credentials`, gives every request of a long-lived transport a valid token. A token the
+API server refuses anyway (401: clock skew, a token revoked with its role session) is dropped by
+`renew`, and the adapter retries the request once with a new one.
 """
 
 from __future__ import annotations
@@ -20,9 +20,14 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import urllib3
 from botocore.exceptions import BotoCoreError, ClientError
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
+from shared.adapters.kubernetes.transport import (
+    Credentials,
+    FixedToken,
+    RestTransport,
+    TlsSettings,
+    default_retries,
+)
 from shared.domain.errors import AuthError, ClusterReadError, ConfigError
 
 if TYPE_CHECKING:
@@ -111,52 +116,39 @@ class EksTokenSource:
         self._refresh_seconds = refresh_seconds
         self._lock = threading.Lock()
         self._token: str | None = None
+        self._header = ""
         self._signed_at = 0.0
 
     def token(self) -> str:
         """The cached token, or a newly signed one once the cached one is `refresh_seconds` old."""
         with self._lock:
-            now = self._clock()
-            if self._token is None or now - self._signed_at >= self._refresh_seconds:
-                self._token = eks_token(self._sts, self._cluster_name)
-                self._signed_at = now
-            return self._token
+            return self._current()[0]
+
+    def authorization(self) -> str | None:
+        """`Bearer <token>` for the next request (the same object until the token is signed again)."""
+        with self._lock:
+            return self._current()[1]
+
+    def _current(self) -> tuple[str, str]:
+        now = self._clock()
+        if self._token is None or now - self._signed_at >= self._refresh_seconds:
+            self._token = eks_token(self._sts, self._cluster_name)
+            self._header = "Bearer " + self._token
+            self._signed_at = now
+        return self._token, self._header
 
     def invalidate(self, refused: str | None = None) -> None:
         """Sign a new token at the next request: drop the cached one (only if it is `refused`, when given,
         so that concurrent requests refused with the same token cause one new signature, not one each)."""
         with self._lock:
-            if refused is None or refused is self._token:  # identity: a re-signed token may be equal
+            # Identity, not equality: a token signed again within the same second may be equal.
+            if refused is None or refused is self._token or refused is self._header:
                 self._token = None
 
-    def install(self, configuration: k8s.Configuration) -> None:
-        """Make every request of clients built on `configuration` carry a current token."""
-        # Configuration.get_api_key_with_prefix calls the hook before each request; auth_settings
-        # only asks for the key when one is already set, hence the first token here.
-        configuration.api_key["authorization"] = self.token()
-        configuration.api_key_prefix["authorization"] = "Bearer"
-        configuration.refresh_api_key_hook = _RefreshHook(self)  # type: ignore[assignment]
-
-
-class _RefreshHook:
-    """The Configuration's per-request hook; it knows its token source, so `renew_token` can find it."""
-
-    def __init__(self, source: EksTokenSource) -> None:
-        self.source = source
-
-    def __call__(self, configuration: k8s.Configuration) -> None:
-        configuration.api_key["authorization"] = self.source.token()
-
-
-def renew_token(configuration: k8s.Configuration) -> bool:
-    """After a 401: make the next request sign a new token. False when the token cannot be renewed
-    (a fixed token or a kubeconfig's credentials), so that a retry would only be refused again."""
-    hook = configuration.refresh_api_key_hook
-    if not isinstance(hook, _RefreshHook):
-        return False
-    # The hook wrote the token of the refused request here just before sending it.
-    hook.source.invalidate(configuration.api_key.get("authorization"))
-    return True
+    def renew(self, refused: str | None) -> bool:
+        """After a 401 to a request that carried `refused` (its Authorization header): sign anew."""
+        self.invalidate(refused)
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,27 +200,7 @@ def describe_cluster_endpoint(eks_client: EKSClient, cluster_name: str) -> Clust
     return ClusterEndpoint(endpoint, ca_pem)
 
 
-def default_retries() -> urllib3.Retry:
-    """urllib3 retries for transport failures only; HTTP statuses are handled by the adapter.
-
-    Connect failures are retried for every method (the request was not sent); a read failure (timeout,
-    dropped connection) only for GET, the one idempotent verb the adapter uses.
-    """
-    return urllib3.Retry(
-        total=3,
-        connect=2,
-        read=1,
-        status=0,
-        other=0,
-        redirect=0,
-        allowed_methods=frozenset({"GET", "HEAD"}),
-        backoff_factor=0.2,
-        raise_on_status=False,
-        respect_retry_after_header=False,
-    )
-
-
-def build_api_client(
+def build_transport(
     host: str,
     *,
     token_source: EksTokenSource | None = None,
@@ -236,35 +208,14 @@ def build_api_client(
     ca_pem: bytes | None = None,
     verify_ssl: bool = True,
     retries: urllib3.Retry | None = None,
-) -> k8s.ApiClient:
-    """An ApiClient for `host` authenticating with a refreshing token source or a fixed token."""
-    configuration = k8s.Configuration(host=host.rstrip("/"))
-    configuration.verify_ssl = verify_ssl
-    if ca_pem is not None:
-        # urllib3 takes the CA in memory: no temp file to write or clean up in the Lambda's /tmp.
-        configuration.ca_cert_data = ca_pem.decode("ascii")
-    configuration.retries = retries if retries is not None else default_retries()
-    if token_source is not None:
-        token_source.install(configuration)
-    elif token is not None:
-        configuration.api_key["authorization"] = token
-        configuration.api_key_prefix["authorization"] = "Bearer"
-    return k8s.ApiClient(configuration)
-
-
-def api_client_from_kubeconfig(
-    path: str, *, context: str | None = None, retries: urllib3.Retry | None = None
-) -> k8s.ApiClient:
-    """An ApiClient from a kubeconfig file (local use); exec plugins such as `aws eks get-token` work.
-
-    Raises ConfigError when the file cannot be read or lacks what is needed.
-    """
-    configuration = k8s.Configuration()
-    try:
-        k8s_config.load_kube_config(
-            config_file=path, context=context, client_configuration=configuration, persist_config=False
-        )
-    except (k8s_config.ConfigException, OSError, ValueError) as exc:
-        raise ConfigError(f"kubeconfig {path}: {exc}") from exc
-    configuration.retries = retries if retries is not None else default_retries()
-    return k8s.ApiClient(configuration)
+) -> RestTransport:
+    """A transport to `host` authenticating with a refreshing token source or a fixed token."""
+    credentials: Credentials | None = token_source
+    if credentials is None and token is not None:
+        credentials = FixedToken(token)
+    return RestTransport(
+        host,
+        credentials=credentials,
+        tls=TlsSettings(ca_pem=ca_pem, verify=verify_ssl),
+        retries=retries if retries is not None else default_retries(),
+    )

@@ -1,7 +1,7 @@
 """The error boundary of the Kubernetes adapter: one request in, the project's errors out.
 
 `ApiCaller.call` runs one request (reading its body included), renews a refused EKS token once,
-retries 429s within `ClusterOptions`, and maps every kubernetes/urllib3 failure as the table in
+retries 429s within `ClusterOptions`, and maps every HTTP status and urllib3 failure as the table in
 `shared.adapters.kubernetes.cluster` draws it.
 """
 
@@ -11,15 +11,13 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import urllib3
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
-from shared.adapters.kubernetes.auth import renew_token
 from shared.adapters.kubernetes.options import ClusterOptions
+from shared.adapters.kubernetes.transport import HttpStatusError, QueryValue, RestTransport
 from shared.domain.errors import (
     AuthError,
     ClusterActionError,
@@ -43,13 +41,10 @@ class ReadNotFoundError(ClusterReadError):
     """HTTP 404 on a read: absent object (get_node answers None) or an unknown API path."""
 
 
-def body_of(response: object) -> bytes:
-    """The body of a `_preload_content=False` call.
-
-    The client's annotations name the typed model, but such a call returns the urllib3 response
-    unread; reading it here keeps transport errors inside the error boundary.
-    """
-    return cast(urllib3.BaseHTTPResponse, response).data
+def body_of(response: urllib3.BaseHTTPResponse) -> bytes:
+    """The body of a response `ApiCaller.send` returned unread; read inside `ApiCaller.call`, so that
+    transport errors while reading stay inside the error boundary."""
+    return response.data
 
 
 def api_path(template: str, **names: str) -> str:
@@ -66,7 +61,7 @@ def decode_json(body: bytes, what: str) -> Any:
         raise ClusterReadError(f"{what}: response is not valid JSON: {exc}") from exc
 
 
-def _status_message(exc: ApiException) -> str:
+def _status_message(exc: HttpStatusError) -> str:
     """`<status> <reason>: <message of the Status body>`, for logs and error messages."""
     message = ""
     if exc.body:
@@ -75,7 +70,7 @@ def _status_message(exc: ApiException) -> str:
             if isinstance(body, dict):
                 message = str(body.get("message") or "")
         except ValueError:
-            message = str(exc.body)[:200]
+            message = exc.body[:200].decode("utf-8", errors="replace")
     text = f"HTTP {exc.status} {exc.reason or ''}".rstrip()
     return f"{text}: {message}" if message else text
 
@@ -86,9 +81,8 @@ def _transport_message(exc: Exception) -> str:
     return f"{type(inner).__name__}: {inner}"
 
 
-def _retry_after(exc: ApiException) -> float | None:
-    headers = exc.headers or {}
-    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+def _retry_after(exc: HttpStatusError) -> float | None:
+    value = exc.headers.get("Retry-After")
     if value is None:
         return None
     try:
@@ -99,16 +93,16 @@ def _retry_after(exc: ApiException) -> float | None:
 
 
 class ApiCaller:
-    """Runs requests through one `ApiClient` and maps their failures (shared by reads and writes)."""
+    """Runs requests through one `RestTransport` and maps their failures (shared by reads and writes)."""
 
     def __init__(
         self,
-        api_client: k8s.ApiClient,
+        transport: RestTransport,
         options: ClusterOptions,
         *,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.api_client = api_client
+        self.transport = transport
         self.options = options
         self.timeout = (options.connect_timeout, options.read_timeout)
         self._sleep = sleep
@@ -118,35 +112,14 @@ class ApiCaller:
         method: str,
         path: str,
         *,
-        query: Sequence[tuple[str, object]] = (),
+        query: Sequence[tuple[str, QueryValue]] = (),
         body: object = None,
         content_type: str = "application/json",
     ) -> urllib3.BaseHTTPResponse:
-        """One REST request through the `ApiClient` (its host, TLS and bearer token), the response
-        unread; a status outside 2xx raises ApiException, as a generated API method called with
-        `_preload_content=False` does.
-
-        The adapter builds its few paths itself rather than through the generated API classes
-        (`CoreV1Api`...): it parses every body itself, and loading those classes, which validate
-        their arguments with pydantic, took about a second of CPU at each cold start's first run.
-        """
-        client = self.api_client
-        headers: dict[str, str] = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type
-        params = client.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=[(name, value) for name, value in query if value is not None],
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
+        """One REST request, the response unread; a status outside 2xx raises HttpStatusError."""
+        return self.transport.request(
+            method, path, query=query, body=body, content_type=content_type, timeout=self.timeout
         )
-        response = client.call_api(*params, _request_timeout=self.timeout)
-        if not 200 <= response.status <= 299:
-            response.read()
-            raise ApiException.from_response(http_resp=response, body=None, data=None)
-        return cast(urllib3.BaseHTTPResponse, response.response)
 
     def call(
         self,
@@ -167,9 +140,9 @@ class ApiCaller:
         while True:
             try:
                 return call()
-            except ApiException as exc:
+            except HttpStatusError as exc:
                 status = exc.status
-                if status == 401 and not renewed and renew_token(self.api_client.configuration):
+                if status == 401 and not renewed and self.transport.renew(exc.authorization):
                     logger.info("%s: token refused (401), retry once with a newly signed token", what)
                     renewed = True
                     continue
@@ -189,7 +162,7 @@ class ApiCaller:
 
 
 def _error(
-    exc: ApiException,
+    exc: HttpStatusError,
     what: str,
     failure: type[ClusterReadError] | type[ClusterActionError],
     throttled: type[ScalerError],

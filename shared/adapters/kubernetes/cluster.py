@@ -1,8 +1,8 @@
-"""`KubernetesCluster`: the `Cluster` port on the official kubernetes client.
+"""`KubernetesCluster`: the `Cluster` port on the Kubernetes REST API (requests through urllib3).
 
 Lists are read page by page (`limit` + `continue`) as raw JSON and parsed by `shared.formats.kubernetes`
 straight into domain objects: the client's typed models cost ~7x more for thousands of pods. Every
-kubernetes/urllib3 failure is mapped here to the project's errors:
+HTTP status and urllib3 failure is mapped here to the project's errors:
 
     HTTP status / failure           read (list, get)        write (patch, evict, delete, event)
     401, 403                        AuthError               AuthError
@@ -18,7 +18,7 @@ kubernetes/urllib3 failure is mapped here to the project's errors:
     malformed body / object         ClusterReadError        -
 
 Transport retries (connect errors; read errors on GET only) are urllib3's, configured on the
-ApiClient (`auth.default_retries`). A list either returns every object or raises: the controller never
+transport (`transport.default_retries`). A list either returns every object or raises: the controller never
 plans on a partial picture. While one page is decoded, the next is already on its way.
 
 Every request needs its (API group, resource, verb) in `rbac.PERMISSIONS`, naming the method: the
@@ -39,13 +39,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import boto3
-from kubernetes import client as k8s
 
 from shared.adapters.kubernetes.auth import (
     ClusterEndpoint,
     EksTokenSource,
-    api_client_from_kubeconfig,
-    build_api_client,
+    build_transport,
     decode_certificate_authority,
     describe_cluster_endpoint,
 )
@@ -56,6 +54,7 @@ from shared.adapters.kubernetes.events import EventRecorder
 from shared.adapters.kubernetes.listing import peek_continue as _peek_continue
 from shared.adapters.kubernetes.options import ACTIVE_PODS_FIELD_SELECTOR, ClusterOptions
 from shared.adapters.kubernetes.reads import CoreReader
+from shared.adapters.kubernetes.transport import RestTransport, transport_from_kubeconfig
 from shared.adapters.kubernetes.writes import ClusterWriter, taints_with, taints_without
 from shared.domain.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from shared.domain.model import DaemonSet, Node, Pod, Taint
@@ -85,7 +84,7 @@ def _utcnow() -> datetime:
 
 
 class KubernetesCluster:
-    """The `Cluster` port over a ready `kubernetes.client.ApiClient` (see `cluster_from_config`).
+    """The `Cluster` port over a ready `RestTransport` (see `cluster_from_config`).
 
     Every public method is one request kind of the RBAC table (`rbac.PERMISSIONS` names them) and
     hands the work to the collaborator whose job it is.
@@ -93,13 +92,13 @@ class KubernetesCluster:
 
     def __init__(
         self,
-        api_client: k8s.ApiClient,
+        transport: RestTransport,
         options: ClusterOptions | None = None,
         *,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], datetime] = _utcnow,
     ) -> None:
-        caller = ApiCaller(api_client, options or ClusterOptions(), sleep=sleep)
+        caller = ApiCaller(transport, options or ClusterOptions(), sleep=sleep)
         self._reads = CoreReader(caller)
         self._custom = CustomResourceReader(caller)
         self._dra = DraReader(caller)
@@ -234,7 +233,7 @@ def cluster_from_config(
     """
     settings = config.kubernetes
     if settings.kubeconfig:
-        return KubernetesCluster(api_client_from_kubeconfig(settings.kubeconfig), options)
+        return KubernetesCluster(transport_from_kubeconfig(settings.kubeconfig), options)
     if settings.endpoint and settings.certificate_authority:
         endpoint = ClusterEndpoint(
             settings.endpoint, decode_certificate_authority(settings.certificate_authority)
@@ -246,5 +245,5 @@ def cluster_from_config(
             endpoint = ClusterEndpoint(settings.endpoint, endpoint.ca_pem)
     tokens = EksTokenSource(config.cluster_name, config.region, sts_client=sts_client)
     return KubernetesCluster(
-        build_api_client(endpoint.url, token_source=tokens, ca_pem=endpoint.ca_pem), options
+        build_transport(endpoint.url, token_source=tokens, ca_pem=endpoint.ca_pem), options
     )

@@ -16,12 +16,16 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
+import urllib3
+
 from shared.adapters.kubernetes.calls import ApiCaller, ListExpiredError, body_of, decode_json
 from shared.domain.errors import ClusterReadError
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# One page's request, given the continue token of the page before (None: the first page).
+PageFetch = Callable[[str | None], urllib3.BaseHTTPResponse]
 
 _HEAD_CHARS = 16384  # the list envelope's kind, apiVersion and metadata come before its items
 _JSON_DECODER = json.JSONDecoder()
@@ -70,7 +74,7 @@ def _continue_of(document: object) -> str | None:
     return token if isinstance(token, str) and token else None
 
 
-def _read_page(fetch: Callable[[str | None], object], token: str | None) -> bytes:
+def _read_page(fetch: PageFetch, token: str | None) -> bytes:
     return body_of(fetch(token))
 
 
@@ -178,7 +182,12 @@ class PagedLister:
         )
 
     def list_all(
-        self, what: str, fetch: Callable[[str | None], Any], parser: ListParser[T], *, complete: bool = True
+        self,
+        what: str,
+        fetch: PageFetch,
+        parser: ListParser[T],
+        *,
+        complete: bool = True,
     ) -> tuple[T, ...]:
         """All pages `fetch` answers, restarted once when the continue token expires."""
         try:
@@ -193,7 +202,11 @@ class PagedLister:
             raise ClusterReadError(f"list {what}: continue token expired twice: {exc}") from exc
 
     def _list_pages(
-        self, what: str, fetch: Callable[[str | None], Any], parser: ListParser[T], complete: bool
+        self,
+        what: str,
+        fetch: PageFetch,
+        parser: ListParser[T],
+        complete: bool,
     ) -> tuple[T, ...]:
         # While one page is decoded and parsed, the next is already requested: the API server and
         # the network work in parallel with us (the fetching thread waits on the socket, GIL free).
@@ -235,7 +248,7 @@ class PagedLister:
         self,
         pool: ThreadPoolExecutor,
         what: str,
-        fetch: Callable[[str | None], Any],
+        fetch: PageFetch,
         page: int,
         token: str | None,
     ) -> Future[bytes]:

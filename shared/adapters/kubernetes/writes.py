@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.adapters.kubernetes.calls import ApiCaller, api_path, body_of, decode_json
+from shared.adapters.kubernetes.transport import QueryValue
 from shared.constants import PROVISIONING_API_GROUP
 from shared.domain.errors import ClusterActionError, ConflictError, EvictionBlockedError, NotFoundError
 from shared.domain.model import ANNOTATION_CORDONED_AT, Taint
@@ -182,7 +183,7 @@ class ClusterWriter:
         """Delete a Node object; a missing node is success."""
         self._delete(f"delete node {name}", _node_path(name))
 
-    def _delete(self, what: str, path: str, *, query: Sequence[tuple[str, object]] = ()) -> None:
+    def _delete(self, what: str, path: str, *, query: Sequence[tuple[str, QueryValue]] = ()) -> None:
         with contextlib.suppress(NotFoundError):  # the object is gone already: what the delete wanted
             self._request(what, "DELETE", path, query=query)
 
@@ -194,7 +195,7 @@ class ClusterWriter:
         *,
         body: object = None,
         content_type: str = "application/json",
-        query: Sequence[tuple[str, object]] = (),
+        query: Sequence[tuple[str, QueryValue]] = (),
     ) -> bytes:
         """One request, its raw body read; a failure is a ClusterActionError (or what
         `ApiCaller.call` maps its status to)."""
