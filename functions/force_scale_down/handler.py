@@ -16,11 +16,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from functions.common.dependencies import Dependencies
-from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
-from functions.common.wiring import controller_from_environment
-from shared.controller import Controller, InvalidRequestError
-from shared.domain.errors import LeaseHeldError, ReadError, ScalerError, ThrottledError
+from functions.common.coldstart import gc_paused
+
+with gc_paused():  # a cold start's objects are all long-lived: see functions/common/coldstart.py
+    from functions.common.dependencies import Dependencies
+    from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
+    from functions.common.wiring import controller_from_environment
+    from shared.controller import Controller, InvalidRequestError
+    from shared.domain.errors import LeaseHeldError, ReadError, ScalerError, ThrottledError
 
 if TYPE_CHECKING:  # typing only: the module costs import time at every cold start
     from aws_lambda_powertools.utilities.typing import LambdaContext

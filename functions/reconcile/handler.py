@@ -16,12 +16,15 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.common.dependencies import Dependencies
-from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
-from functions.common.wiring import controller_from_environment
-from functions.reconcile.triggers import SQS, all_failed, trigger_of, validate_wake_up
-from shared.controller import Controller
-from shared.domain.errors import ScalerError
+from functions.common.coldstart import gc_paused
+
+with gc_paused():  # a cold start's objects are all long-lived: see functions/common/coldstart.py
+    from functions.common.dependencies import Dependencies
+    from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
+    from functions.common.wiring import controller_from_environment
+    from functions.reconcile.triggers import SQS, all_failed, trigger_of, validate_wake_up
+    from shared.controller import Controller
+    from shared.domain.errors import ScalerError
 
 dependencies: Dependencies[Controller] = Dependencies(controller_from_environment)
 set_dependencies = dependencies.override

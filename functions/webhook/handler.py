@@ -15,16 +15,19 @@ import os
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
-from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from functions.common.coldstart import gc_paused
 
-from functions.common.dependencies import Dependencies
-from functions.webhook.errors import MethodNotAllowedError, RequestRejectedError, RouteNotFoundError
-from functions.webhook.request import is_known_route
-from functions.webhook.service import Webhook, build_webhook
-from functions.webhook.settings import load_settings
-from shared.constants import SERVICE_NAME, WEBHOOK_PATH
+with gc_paused():  # a cold start's objects are all long-lived: see functions/common/coldstart.py
+    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+    from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+
+    from functions.common.dependencies import Dependencies
+    from functions.webhook.errors import MethodNotAllowedError, RequestRejectedError, RouteNotFoundError
+    from functions.webhook.request import is_known_route
+    from functions.webhook.service import Webhook, build_webhook
+    from functions.webhook.settings import load_settings
+    from shared.constants import SERVICE_NAME, WEBHOOK_PATH
 
 if TYPE_CHECKING:  # typing only: the module costs import time at every cold start
     from aws_lambda_powertools.utilities.typing import LambdaContext
