@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from shared.local.kube_api_resources import ApiError, JsonObj
@@ -92,7 +92,7 @@ class AccessControl:
     def __init__(self, lock: threading.RLock, *, allow_anonymous_loopback: bool) -> None:
         self._lock = lock
         self.allow_anonymous_loopback = allow_anonymous_loopback
-        self._token: str | None = None
+        self._token: str | Callable[[str], bool] | None = None
         self._rules: tuple[_PolicyRule, ...] | None = None  # None: every authenticated request is allowed
         self._user = ""
 
@@ -108,8 +108,9 @@ class AccessControl:
             self._rules = rules
             self._user = user
 
-    def require_token(self, token: str | None) -> None:
-        """Demand ``Authorization: Bearer <token>`` (None disables the check)."""
+    def require_token(self, token: str | Callable[[str], bool] | None) -> None:
+        """Demand ``Authorization: Bearer <token>``, or a header the predicate accepts (an EKS token,
+        which is signed anew every few minutes); None disables the check."""
         with self._lock:
             self._token = token
 
@@ -125,7 +126,10 @@ class AccessControl:
         """Whether the request carries the required token (or needs none)."""
         with self._lock:
             token = self._token
-        return token is None or anonymous or headers.get("authorization") == f"Bearer {token}"
+        if token is None or anonymous:
+            return True
+        header = headers.get("authorization", "")
+        return token(header) if callable(token) else header == f"Bearer {token}"
 
     def authorize(
         self, method: str, query: dict[str, str], group: str, rest: list[str], namespace: str | None

@@ -374,8 +374,9 @@ class FakeKubeApiServer:
         with self._store.lock:
             self._store.now = now
 
-    def require_token(self, token: str | None) -> None:
-        """Demand ``Authorization: Bearer <token>`` on every request (None disables the check)."""
+    def require_token(self, token: str | Callable[[str], bool] | None) -> None:
+        """Demand ``Authorization: Bearer <token>`` on every request, or a header the predicate
+        accepts (None disables the check)."""
         self._access.require_token(token)
 
     def write_kubeconfig(self, path: Path, token: str, name: str = "fake") -> Path:
