@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from functions.common.coldstart import gc_paused
+from shared.collector import gc_paused
 
-with gc_paused():  # a cold start's objects are all long-lived: see functions/common/coldstart.py
+with gc_paused():  # a cold start's objects are all long-lived: see shared/collector.py
     from functions.aws_events.events import (
         LaunchUnsuccessful,
         MalformedEventError,

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from functions.common.coldstart import gc_paused
+from shared.collector import gc_paused
 
-with gc_paused():  # a cold start's objects are all long-lived: see functions/common/coldstart.py
+with gc_paused():  # a cold start's objects are all long-lived: see shared/collector.py
     from functions.common.dependencies import Dependencies
     from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
     from functions.common.wiring import controller_from_environment

@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.common.coldstart import gc_paused
+from shared.collector import gc_paused
 
-with gc_paused():  # a cold start's objects are all long-lived: see functions/common/coldstart.py
+with gc_paused():  # a cold start's objects are all long-lived: see shared/collector.py
     from functions.common.dependencies import Dependencies
     from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
     from functions.common.wiring import controller_from_environment

@@ -15,9 +15,9 @@ import os
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from functions.common.coldstart import gc_paused
+from shared.collector import gc_paused
 
-with gc_paused():  # a cold start's objects are all long-lived: see functions/common/coldstart.py
+with gc_paused():  # a cold start's objects are all long-lived: see shared/collector.py
     from aws_lambda_powertools import Logger
     from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
     from aws_lambda_powertools.event_handler.middlewares import NextMiddleware

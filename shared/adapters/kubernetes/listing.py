@@ -7,18 +7,17 @@ the last complete list that have not changed since (same uid and resourceVersion
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 import urllib3
 
 from shared.adapters.kubernetes.calls import ApiCaller, ListExpiredError, body_of, decode_json
+from shared.collector import gc_paused
 from shared.domain.errors import ClusterReadError
 
 logger = logging.getLogger(__name__)
@@ -76,23 +75,6 @@ def _continue_of(document: object) -> str | None:
 
 def _read_page(fetch: PageFetch, token: str | None) -> bytes:
     return body_of(fetch(token))
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a list is decoded and parsed.
-
-    Decoding allocates millions of containers and keeps some (the domain objects and their labels);
-    every allocation burst triggers collections that walk the growing kept heap: ~30 % of the time
-    of a 20,000-pod list. Decoded JSON has no reference cycles, so pausing loses nothing.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 _ObjectKey = tuple[str, str, str, str]  # namespace, name, uid, resourceVersion
@@ -215,7 +197,7 @@ class PagedLister:
         seen: dict[_ObjectKey, T] = {}
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="k8s-list")
         try:
-            with _gc_paused():
+            with gc_paused():  # see shared/collector.py
                 page, token = 1, None
                 pending = self._fetch_page(pool, what, fetch, page, token)
                 while True:

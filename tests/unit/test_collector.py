@@ -1,4 +1,5 @@
-"""`gc_paused`: the collector paused while a handler loads, and back as it was afterwards."""
+"""`gc_paused`: the collector paused over a block (a handler's imports, a list's decode), and back as
+it was afterwards."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from functions.common.coldstart import gc_paused
+from shared.collector import gc_paused
 
 ROOT = Path(__file__).resolve().parents[2]
 
