@@ -19,6 +19,7 @@ from shared.adapters.kubernetes.transport import (
     RestTransport,
     transport_from_kubeconfig,
 )
+from shared.domain.errors import ConfigError
 
 CA_PEM = b"-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 
@@ -178,3 +179,19 @@ contexts: [{name: dev, context: {cluster: dev, user: me}}]
     # a username and password become HTTP basic auth, as the kubernetes client sends them
     assert transport.credentials is not None
     assert transport.credentials.authorization() == "Basic " + base64.b64encode(b"admin:s3cret").decode()
+
+
+def test_a_kubeconfig_proxy_scheme_urllib3_cannot_speak_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        """
+apiVersion: v1
+kind: Config
+current-context: dev
+clusters: [{name: dev, cluster: {server: "https://10.0.0.1", proxy-url: "socks5://bastion:1080"}}]
+users: [{name: me, user: {token: t}}]
+contexts: [{name: dev, context: {cluster: dev, user: me}}]
+"""
+    )
+    with pytest.raises(ConfigError, match=r"proxy-url.*socks5"):
+        transport_from_kubeconfig(str(path))

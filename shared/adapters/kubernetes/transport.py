@@ -254,10 +254,13 @@ def transport_from_kubeconfig(
         verify=bool(configuration.verify_ssl),
         server_name=configuration.tls_server_name or None,
     )
-    return RestTransport(
-        configuration.host,
-        credentials=_KubeconfigCredentials(configuration),
-        tls=tls,
-        retries=retries if retries is not None else default_retries(),
-        proxy=configuration.proxy or None,
-    )
+    try:
+        return RestTransport(
+            configuration.host,
+            credentials=_KubeconfigCredentials(configuration),
+            tls=tls,
+            retries=retries if retries is not None else default_retries(),
+            proxy=configuration.proxy or None,
+        )
+    except urllib3.exceptions.ProxySchemeUnknown as exc:  # socks5://: urllib3 needs PySocks for it
+        raise ConfigError(f"kubeconfig {path}: proxy-url: {exc}") from exc
