@@ -34,6 +34,7 @@ from shared.config import RepairConfig
 from shared.domain.model import AsgInstance, InstanceStatus, Node, NodeCondition
 from shared.domain.plan import HealthEvidence
 from shared.domain.resources import ACCELERATORS
+from shared.planner.memo import identity_memo
 
 # The EKS node monitoring agent's conditions (False: the subsystem is broken).
 MONITORING_AGENT_CONDITIONS = (
@@ -211,6 +212,24 @@ def evidence(node: Node, signals: tuple[Signal, ...]) -> HealthEvidence:
     return HealthEvidence(conditions, GPUS_LOST in names)
 
 
+def _settled(node: Node) -> bool:
+    """The Node object itself shows nothing under the default watch list, whatever the clock: Ready
+    True, the monitoring agent's conditions True or Unknown (other types are not watched without
+    `extra_conditions`), capacity present where accelerators are, no device lost."""
+    for condition in node.conditions:
+        if condition.type == "Ready":
+            if condition.status != "True":
+                return False
+        elif condition.type in MONITORING_AGENT_CONDITIONS and condition.status not in ("True", "Unknown"):
+            return False
+    return not _capacity_missing(node) and not node.lost_devices.items
+
+
+# Asked of every node of every run; the simulator and a warm Lambda hand over the same frozen Node
+# objects while they do not change (shared.planner.memo).
+_calm = identity_memo(_settled)
+
+
 def node_health(
     node: Node,
     instance: AsgInstance | None,
@@ -227,6 +246,13 @@ def node_health(
     it is capacity on its way, and a node never Ready by the deadline is a launch that failed
     (scale-down replaces it and backs the group off), not a broken machine.
     """
+    if (
+        not policy.extra_conditions
+        and _calm(node)
+        and (instance is None or instance.health_status != "Unhealthy")
+        and (status is None or not status.impaired)
+    ):
+        return HEALTHY  # most nodes of most runs: nothing below could find a signal or bad input
     if not node.conditions:
         missing = _capacity_missing(node)  # the first bad input found, as below, without a reader
         if missing:

@@ -115,6 +115,19 @@ def _maintenance(status: InstanceStatus | None) -> str | None:
     return None
 
 
+def _may_be_due(asg: AsgState, snapshot: Snapshot, config: ScalerConfig) -> bool:
+    """Whether any node of the group can be due without carrying the rotation mark: False when there
+    are no EC2 statuses (no maintenance), no lifetime limit, and neither the group nor any of its
+    instances names a launch template or configuration (`drift` finds nothing to compare). Then
+    only marked nodes are judged (a rebalance mark, or a mark to lift): every node of every run is
+    spared the rest of `due`."""
+    if snapshot.instance_statuses or config.policy.max_node_lifetime_seconds is not None:
+        return True
+    if asg.launch_configuration or asg.launch_template is not None:
+        return True
+    return any(i.launch_configuration for i in asg.live_instances)
+
+
 def due(
     node: Node, asg: AsgState, instance: AsgInstance, snapshot: Snapshot, config: ScalerConfig, now: datetime
 ) -> tuple[RotationCause, str] | None:
@@ -207,8 +220,11 @@ def _plan_group(
 ) -> None:
     instances = {i.instance_id: i for i in asg.live_instances}
     found: list[tuple[Node, RotationCause, str]] = []
+    judged = _may_be_due(asg, ctx.snapshot, ctx.config)
     for planned in view.nodes:
         node = nodes.get(planned.name, planned)
+        if not judged and not _rotation_marked(node):
+            continue  # nothing can make it due, and it carries no mark to lift: what `due` would say
         instance = instances.get(node.instance_id or "")
         reason = due(node, asg, instance, ctx.snapshot, ctx.config, ctx.now) if instance else None
         if reason is None or node.name in skip:

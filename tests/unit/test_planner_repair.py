@@ -315,3 +315,48 @@ def test_with_repair_switched_off_the_room_is_still_not_counted_but_nothing_is_d
     assert not result.terminate and not result.uncordon
     # the pod fits one of the healthy idle nodes, never the broken one
     assert result.pods[0].outcome is Outcome.EXISTING and "n0" not in result.pods[0].reason
+
+
+def test_the_fast_verdict_on_settled_nodes_is_the_full_reading(monkeypatch: Any) -> None:
+    # node_health answers HEALTHY without reading further when the Node object shows nothing under
+    # the default watch list; every shape of node must get the verdict the full reading gives.
+    from shared.planner import health
+
+    fleet = nodes(12)
+    with_condition(fleet[1], "Ready", "False", timedelta(minutes=30))
+    with_condition(fleet[2], "AcceleratedHardwareReady", "False", None)
+    with_condition(fleet[3], "AcceleratedHardwareReady", "Unknown", None)
+    with_condition(fleet[4], "KernelReady", "Maybe", None)  # bad input
+    with_condition(fleet[5], "GpuXidError", "True", timedelta(minutes=2))
+    with_condition(fleet[6], "MemoryPressure", "False", None)
+    fleet[7]["status"]["capacity"] = {**fleet[7]["status"]["allocatable"], "nvidia.com/gpu": "8"}
+    fleet[7]["status"]["allocatable"]["nvidia.com/gpu"] = "7"  # a GPU lost
+    fleet[8]["status"].pop("capacity", None)  # GPUs and no capacity: cannot tell
+    fleet[9]["status"]["conditions"] = []
+    with_condition(fleet[10], "Ready", "True", timedelta(minutes=1))
+    asgs = group(12)
+    asgs[0]["Instances"][11]["HealthStatus"] = "Unhealthy"
+    statuses = {
+        "InstanceStatuses": [
+            {
+                "InstanceId": "i-0",
+                "AvailabilityZone": "us-east-1a",
+                "InstanceState": {"Code": 16, "Name": "running"},
+                "SystemStatus": {
+                    "Status": "impaired",
+                    "Details": [{"Name": "reachability", "Status": "failed"}],
+                },
+                "InstanceStatus": {
+                    "Status": "ok",
+                    "Details": [{"Name": "reachability", "Status": "passed"}],
+                },
+            }
+        ]
+    }
+    for policy in ({}, {"repair": {"extra_conditions": [{"type": "MemoryPressure", "status": "False"}]}}):
+        fast = run(fleet, asgs=asgs, statuses=statuses, **policy)
+        monkeypatch.setattr(health, "_calm", lambda node: False)
+        full = run(fleet, asgs=asgs, statuses=statuses, **policy)
+        monkeypatch.undo()
+        assert fast == full
+        assert actions(fast)  # the fleet does have signals: the comparison is not of two empty plans

@@ -204,3 +204,28 @@ def test_a_node_marked_at_a_rebalance_recommendation_is_replaced_once_empty() ->
     assert rotations(busy) == {"n0": ("rebalance", "mark")} and not busy.mark and not busy.unmark
     assert rotations(idle) == {"n0": ("rebalance", "replace")}
     assert [(t.node, t.decrement) for t in idle.terminate] == [("n0", False)]
+
+
+def test_without_templates_lifetime_or_statuses_only_marked_nodes_are_judged(monkeypatch: Any) -> None:
+    # A group that names no launch template or configuration, no lifetime, no EC2 statuses: nothing
+    # but a mark can make a node due, so only marked nodes are judged; the plan is the full one.
+    from shared.planner import rotation
+
+    rebalance = {"key": ROTATION_TAINT_KEY, "value": "rebalance", "effect": "NoSchedule"}
+    fleet = [
+        node("n0", "i-0", taints=[GPU_TAINT, rebalance]),
+        node("n1", "i-1", taints=[GPU_TAINT, ROTATION_MARK]),  # no longer due: lifted
+        node("n2", "i-2", taints=[GPU_TAINT]),
+    ]
+    plain = [asg(A100, desired=3, instances=["i-0", "i-1", "i-2"])]
+    configured = [asg(A100, desired=3, instances=["i-0", "i-1", "i-2"])]
+    configured[0]["Instances"][2]["LaunchConfigurationName"] = "old-gpu"  # drifted: judged in full
+    for asgs in (plain, configured):
+        fast = run(fleet, asgs=asgs)
+        monkeypatch.setattr(rotation, "_may_be_due", lambda *args: True)
+        full = run(fleet, asgs=asgs)
+        monkeypatch.undo()
+        assert fast == full
+        assert rotations(fast)["n0"] == ("rebalance", "replace")
+        assert [m.node for m in fast.unmark] == ["n1"]
+    assert rotations(run(fleet, asgs=configured))["n2"][0] == "drift"

@@ -56,35 +56,38 @@ class _Booting:
         self.starting: dict[int, bool] = {}  # id(taints) -> has a startup taint (taints live all run)
         self.complete: dict[tuple[int, int], bool] = {}
 
-    def __call__(self, view: GroupView, node: Node) -> bool:
-        if node.unschedulable:
-            return False
-        if not node.ready:
-            return node.created_at is None or node.created_at > self.born_after
-        starting = self.starting.get(id(node.taints))
-        if starting is None:
-            starting = self.starting[id(node.taints)] = has_startup_taint(node.taints, self.policy)
-        if not starting:
-            assert view.shape is not None
-            key = (id(node.allocatable), id(view.shape))
-            advertised = self.complete.get(key)
-            if advertised is None:
-                have = node.allocatable.as_dict()
-                advertised = all(not value or have.get(name) for name, value in view.shape.items)
-                self.complete[key] = advertised
-            if advertised:
-                return False  # ready with everything its shape promises: in service
-        return node.created_at is None or node.created_at > self.born_after
+    def of(self, view: GroupView) -> list[Node]:
+        """The group's registered nodes that are booting (one loop, no call per node: every node of
+        every run passes here)."""
+        shape = view.shape
+        assert shape is not None
+        starting, complete, born_after = self.starting, self.complete, self.born_after
+        found: list[Node] = []
+        for node in view.nodes:
+            if node.unschedulable:
+                continue
+            if node.ready:
+                started = starting.get(id(node.taints))
+                if started is None:
+                    started = starting[id(node.taints)] = has_startup_taint(node.taints, self.policy)
+                if not started:
+                    key = (id(node.allocatable), id(shape))
+                    advertised = complete.get(key)
+                    if advertised is None:
+                        have = node.allocatable.as_dict()
+                        advertised = all(not value or have.get(name) for name, value in shape.items)
+                        complete[key] = advertised
+                    if advertised:
+                        continue  # ready with everything its shape promises: in service
+            if node.created_at is None or node.created_at > born_after:
+                found.append(node)
+        return found
 
 
 def booting_nodes(ctx: Context) -> dict[str, list[Node]]:
     """Registered nodes of each group that cannot take pods yet but soon will."""
     booting = _Booting(ctx)
-    return {
-        view.name: [n for n in view.nodes if booting(view, n)]
-        for view in ctx.groups
-        if view.shape is not None
-    }
+    return {view.name: booting.of(view) for view in ctx.groups if view.shape is not None}
 
 
 def all_group_bins(ctx: Context, booting: dict[str, list[Node]], sim: Simulation) -> dict[str, GroupBins]:
