@@ -27,7 +27,6 @@ import math
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from functools import cached_property
 
 from shared.config import ScalerConfig
 from shared.domain.model import (
@@ -42,7 +41,7 @@ from shared.domain.model import (
 from shared.domain.plan import NodeAction, NodeMark, RepairAction, RepairDecision, Termination
 from shared.domain.safety import busy_pods, protection, removable_above_min
 from shared.planner.context import Context, GroupView
-from shared.planner.health import Health, Signal, evidence, node_health
+from shared.planner.health import HEALTHY, Health, Signal, evidence, node_health
 
 REPAIR_TAINT_KEY = "backlog-scaler/unhealthy"
 REPAIR_CAUSE = "repair"
@@ -65,21 +64,10 @@ class Assessment:
     nodes: Mapping[str, Node]  # node name -> the node as read (hide_unhealthy changes the planner's copy)
     instances: Mapping[str, AsgInstance]  # node name -> its ASG instance
     foreign_statuses: tuple[str, ...] = ()  # instance statuses of no managed group's instance
-
-    # Computed once: each group's repair reads them (cached_property writes the instance's __dict__,
-    # which a frozen dataclass allows).
-    @cached_property
-    def unhealthy(self) -> frozenset[str]:
-        return frozenset(name for name, h in self.health.items() if h.unhealthy)
-
-    @cached_property
-    def recovered(self) -> frozenset[str]:
-        """Healthy nodes still carrying the scaler's health taint: ours to lift."""
-        return frozenset(
-            name
-            for name, h in self.health.items()
-            if not h.signals and not h.bad_input and health_tainted(self.nodes[name])
-        )
+    unhealthy: frozenset[str] = frozenset()  # nodes with a signal and no bad input
+    recovered: frozenset[str] = (
+        frozenset()
+    )  # healthy nodes still carrying the scaler's health taint: ours to lift
 
 
 def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessment:
@@ -97,6 +85,8 @@ def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessmen
     health: dict[str, Health] = {}
     nodes: dict[str, Node] = {}
     by_node: dict[str, AsgInstance] = {}
+    unhealthy: list[str] = []
+    recovered: list[str] = []
     for node in snapshot.nodes:
         instance = instances.get(node.instance_id or "")
         if instance is None:
@@ -104,9 +94,15 @@ def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessmen
         nodes[node.name], by_node[node.name] = node, instance
         booting = node.created_at is not None and node.created_at > born_after
         status = statuses.get(instance.instance_id) if statuses else None
-        health[node.name] = node_health(node, instance, status, policy, first_seen, now, booting=booting)
+        found = health[node.name] = node_health(
+            node, instance, status, policy, first_seen, now, booting=booting
+        )
+        if found.unhealthy:
+            unhealthy.append(node.name)
+        elif not found.signals and not found.bad_input and health_tainted(node):
+            recovered.append(node.name)
     foreign = tuple(sorted(set(statuses) - set(instances)))
-    return Assessment(health, nodes, by_node, foreign)
+    return Assessment(health, nodes, by_node, foreign, frozenset(unhealthy), frozenset(recovered))
 
 
 def hide_unhealthy(snapshot: Snapshot, assessment: Assessment) -> Snapshot:
@@ -195,8 +191,10 @@ def _plan_group(
 ) -> None:
     names = [n.name for n in view.nodes]
     health = {name: assessment.health[name] for name in names if name in assessment.health}
-    recovered = assessment.recovered  # a property over every node: read once, not once per node
+    recovered = assessment.recovered
     for name, h in sorted(health.items()):
+        if h is HEALTHY and name not in recovered:
+            continue  # most nodes of most runs: nothing below reads them
         if h.signals:
             out.clocks.update({s.clock: s.since for s in h.signals if s.clock})
         instance_id = assessment.instances[name].instance_id
@@ -206,7 +204,7 @@ def _plan_group(
             )
         elif name in recovered:
             _recover(assessment.nodes[name], view, instance_id, out)
-    unhealthy = sorted(name for name, h in health.items() if h.unhealthy)
+    unhealthy = sorted(name for name in health if name in assessment.unhealthy)
     threshold = unhealthy_threshold(len(names), ctx.config.policy.repair.max_unhealthy_fraction)
     paused = ctx.config.policy.repair.enabled and len(unhealthy) > threshold
     if paused:
