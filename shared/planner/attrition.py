@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import NamedTuple
 
 from shared.config import AttritionConfig
 from shared.domain.durations import short_duration
@@ -80,8 +81,10 @@ class AttritionResult:
     unmark: tuple[NodeMark, ...] = ()
 
 
-@dataclass(frozen=True)
-class _Candidate:
+class _Candidate(NamedTuple):
+    """A node attrition may mark (a named tuple: one is built for most nodes of every run, and a frozen
+    dataclass's __init__ sets each field through object.__setattr__)."""
+
     node: Node
     gpus: int
     used: int
