@@ -11,11 +11,12 @@ pods that fit existing nodes first, then an estimate per node group, then the ex
 
 from __future__ import annotations
 
-from shared.planner.backlog import backlog_units
+from shared.domain.model import Node
+from shared.planner.backlog import Unit, backlog_units
 from shared.planner.context import Context
 from shared.planner.scale_up.existing import place_on_registered
 from shared.planner.scale_up.fill import buckets_of, fill_tiers
-from shared.planner.scale_up.groups import all_group_bins, booting_nodes
+from shared.planner.scale_up.groups import all_group_bins, booting_nodes, inflight_slots
 from shared.planner.scale_up.members import place_gang_members
 from shared.planner.scale_up.registered import (
     ExistingRoom,
@@ -43,13 +44,21 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
     """
     units, skipped, pending = backlog_units(ctx)
     result = ScaleUpResult(outcomes=dict(skipped), pending=pending, recalled=recall_refusals(ctx, pending))
-    run = Run(ctx, simulation(ctx), result.recalled)
     booting = booting_nodes(ctx)
+    if not units:
+        return _without_backlog(ctx, result, booting)
+    return _place(ctx, result, units, booting)
+
+
+def _place(
+    ctx: Context, result: ScaleUpResult, units: list[Unit], booting: dict[str, list[Node]]
+) -> ScaleUpResult:
+    run = Run(ctx, simulation(ctx), result.recalled)
     excluded = {node.name for nodes in booting.values() for node in nodes} | parked_nodes(ctx)
     label_keys = referenced_label_keys(units)
-    classes = existing_classes(ctx, excluded=excluded, label_keys=label_keys, sim=run.sim) if units else []
+    classes = existing_classes(ctx, excluded=excluded, label_keys=label_keys, sim=run.sim)
     group_bins = all_group_bins(ctx, booting, run.sim)
-    run.sim.prepare(pending)  # every node the run may count on is known: build the per-domain counts
+    run.sim.prepare(result.pending)  # every node the run may count on is known: build the per-domain counts
     for unit in units:
         unit.plain = all(run.sim.is_plain(p) and p.key not in result.recalled.distrusted for p in unit.pods)
     room = ExistingRoom(ctx, classes, run.sim)
@@ -67,4 +76,14 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
     unplaced = report_unplaced(ctx, run.sim, buckets, result.recalled)
     result.outcomes.update(unplaced.outcomes)
     result.saturated = unplaced.saturated
+    return result
+
+
+def _without_backlog(ctx: Context, result: ScaleUpResult, booting: dict[str, list[Node]]) -> ScaleUpResult:
+    """What `_place` decides when no pod waits (most runs of a busy cluster): no node bought, no
+    group saturated, every booting node and launch spare; no bins or filters are built for it."""
+    for view in ctx.groups:
+        if view.shape is not None and view.asg is not None:  # the groups `all_group_bins` builds
+            result.new_nodes[view.name] = 0
+            result.spare_bins[view.name] = len(booting.get(view.name, ())) + inflight_slots(view)
     return result

@@ -137,11 +137,7 @@ def group_bins(
         gb.bins.ids.append(node.name)
         gb.nodes.append(sim_node)
         sim.add_node(sim_node)
-    live = len(view.asg.live_instances) if view.asg else 0
-    # Desired above the instance count is capacity on its way, unless launches are failing or
-    # the group's Launch process is suspended.
-    launching = not view.in_backoff and not (view.asg is not None and view.asg.launch_suspended)
-    pending_slots = max(0, view.current_desired - live) if launching else 0
+    pending_slots = _pending_slots(view)
     for _ in range(len(view.unregistered) + pending_slots):
         room = list(new_free)
         gb.bins.free.append(room)
@@ -157,6 +153,19 @@ def group_bins(
     gb.bins.max_new = max(0, view.max_size - view.current_desired) if can_grow else 0
     _reserve(gb, pending_slots)
     return gb
+
+
+def _pending_slots(view: GroupView) -> int:
+    """Launches asked for and not begun: desired above the instance count is capacity on its way,
+    unless launches are failing or the group's Launch process is suspended."""
+    live = len(view.asg.live_instances) if view.asg else 0
+    launching = not view.in_backoff and not (view.asg is not None and view.asg.launch_suspended)
+    return max(0, view.current_desired - live) if launching else 0
+
+
+def inflight_slots(view: GroupView) -> int:
+    """The group's bins after its booting nodes: instances without a node, then launches not begun."""
+    return len(view.unregistered) + _pending_slots(view)
 
 
 def _reserve(gb: GroupBins, pending_slots: int) -> None:
