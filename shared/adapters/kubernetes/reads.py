@@ -17,6 +17,7 @@ from shared.formats.kubernetes import (
     namespace_from_json,
     node_from_json,
     pod_from_json,
+    pod_parser,
     pod_template_from_json,
     pv_from_json,
     pvc_from_json,
@@ -32,7 +33,7 @@ class CoreReader:
     def __init__(self, caller: ApiCaller) -> None:
         self._caller = caller
         self._lister = PagedLister(caller)
-        self._pods = ListParser("Pod", pod_from_json)
+        self._pods = ListParser("Pod", pod_from_json, per_page=pod_parser)
         self._nodes = ListParser("Node", node_from_json)
         self._daemonsets = ListParser("DaemonSet", daemonset_from_json)
         self._pvcs = ListParser("PersistentVolumeClaim", pvc_from_json)
