@@ -574,8 +574,33 @@ def _grace_seconds(raw: object) -> int:
     return max(0, raw)
 
 
-def node_from_json(obj: Mapping[str, Any]) -> Node:
-    """One Node object to a domain Node."""
+# One parse run's node resource lists (allocatable, capacity) by the exact content they were parsed from.
+ResourcesMemo = dict[bytes, Resources]
+
+
+def node_parser() -> Callable[[Mapping[str, Any]], Node]:
+    """`node_from_json` with a memo of its own, for the nodes of one list: the nodes of a group
+    advertise the same allocatable and capacity, each parsed once. Never kept across runs."""
+    memo: ResourcesMemo = {}
+    return lambda obj: node_from_json(obj, memo)
+
+
+def _node_resources(raw: Mapping[str, Any], memo: ResourcesMemo | None) -> Resources:
+    if memo is None:
+        return Resources.of({name: quantity(name, value) for name, value in raw.items()})
+    try:
+        key = _json_key(raw)
+    except ValueError:  # not decoded JSON: parsed as it is
+        return _node_resources(raw, None)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _node_resources(raw, None)
+    return found
+
+
+def node_from_json(obj: Mapping[str, Any], memo: ResourcesMemo | None = None) -> Node:
+    """One Node object to a domain Node. `memo`: the resource lists of the nodes parsed before it
+    in the same run (see node_parser)."""
     meta = obj["metadata"]
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -592,11 +617,11 @@ def node_from_json(obj: Mapping[str, Any]) -> Node:
             raise ValueError(f"node {meta.get('name')}: unknown taint effect {taint.get('effect')!r}")
         taints.append(Taint(str(taint["key"]), str(taint.get("value") or ""), effect))
     allocatable = status.get("allocatable") or {}
-    capacity = status.get("capacity")
+    capacity = status.get("capacity")  # None when absent: the planner then cannot tell lost devices
     return Node(
         name=meta["name"],
         instance_id=instance_id_from_provider_id(spec.get("providerID")),
-        allocatable=Resources.of({name: quantity(name, value) for name, value in allocatable.items()}),
+        allocatable=_node_resources(allocatable, memo),
         labels=meta.get("labels") or {},
         annotations=meta.get("annotations") or {},
         taints=tuple(taints),
@@ -607,7 +632,7 @@ def node_from_json(obj: Mapping[str, Any]) -> Node:
         resource_version=str(meta.get("resourceVersion") or ""),
         deleting=meta.get("deletionTimestamp") is not None,
         conditions=tuple(_node_condition(c) for c in status.get("conditions") or () if isinstance(c, dict)),
-        capacity=_node_capacity(capacity),
+        capacity=_node_resources(capacity, memo) if isinstance(capacity, Mapping) else None,
     )
 
 
@@ -620,13 +645,6 @@ def _node_condition(raw: Mapping[str, Any]) -> NodeCondition:
         reason=str(raw.get("reason") or ""),
         message=str(raw.get("message") or ""),
     )
-
-
-def _node_capacity(raw: object) -> Resources | None:
-    """status.capacity (None when absent: the planner then cannot tell lost devices)."""
-    if not isinstance(raw, Mapping):
-        return None
-    return Resources.of({name: quantity(name, value) for name, value in raw.items()})
 
 
 def _items(document: object, kind: str, source: str) -> list[Mapping[str, Any]]:
@@ -658,7 +676,7 @@ def pods_from_list(document: object, source: str = "pods") -> tuple[Pod, ...]:
 
 def nodes_from_list(document: object, source: str = "nodes") -> tuple[Node, ...]:
     """A NodeList (kubectl get nodes -o json) to domain nodes; InputError naming the source."""
-    return _parse_all(_items(document, "Node", source), node_from_json, "Node", source)
+    return _parse_all(_items(document, "Node", source), node_parser(), "Node", source)
 
 
 # The tolerations the DaemonSet controller adds to every daemon pod
@@ -955,7 +973,7 @@ def objects_from_documents(documents: Iterable[tuple[object, str]]) -> KubeObjec
     found: dict[str, list[Any]] = {kind: [] for kind in _PARSERS}
     skipped: list[str] = []
     kinds: set[str] = set()
-    parsers = {**_PARSERS, "Pod": pod_parser()}  # one pod memo for all the documents of this call
+    parsers = {**_PARSERS, "Pod": pod_parser(), "Node": node_parser()}  # memos for this call's documents
     for document, source in documents:
         if isinstance(document, Mapping) and isinstance(document.get("kind"), str):
             list_kind = document["kind"][: -len("List")]

@@ -13,6 +13,7 @@ from shared.domain.model import PodMemory, ScalerState
 from shared.formats.aws import asgs_from_describe
 from shared.formats.kubernetes import (
     instance_id_from_provider_id,
+    node_from_json,
     nodes_from_list,
     pod_from_json,
     pods_from_list,
@@ -265,6 +266,21 @@ def test_match_label_keys_keep_pods_with_other_labels_apart() -> None:
     assert a.constraints.spread != b.constraints.spread
     assert a.constraints == pod_from_json(first).constraints
     assert b.constraints == pod_from_json(second).constraints
+
+
+def test_nodes_of_one_list_share_resource_lists_only_when_equal() -> None:
+    # Given two nodes of one shape, one with fewer GPUs, and one whose capacity is absent
+    raws = [node("a", "i-1"), node("b", "i-2"), node("c", "i-3", gpus=4), node("d", "i-4")]
+    del raws[3]["status"]["capacity"]
+    # When parsed in one list (one memo) and each on its own (no memo)
+    listed = nodes_from_list({"kind": "NodeList", "items": raws})
+    alone = [node_from_json(raw) for raw in raws]
+    # Then the list gives each node what it gets alone
+    assert [(n.allocatable, n.capacity) for n in listed] == [(n.allocatable, n.capacity) for n in alone]
+    # And the nodes of one shape share the very object, the smaller one has its own
+    assert listed[0].allocatable is listed[1].allocatable
+    assert listed[2].allocatable != listed[0].allocatable and listed[2].allocatable.get("nvidia.com/gpu") == 4
+    assert listed[3].capacity is None
 
 
 def test_state_pods_section_round_trips() -> None:
