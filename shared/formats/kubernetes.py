@@ -9,7 +9,7 @@ from __future__ import annotations
 import marshal
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -104,7 +104,9 @@ def _add(total: dict[str, int], raw: Mapping[str, Any] | None) -> None:
             total[name] = total.get(name, 0) + quantity(name, value)
 
 
-def _requests_uncached(spec: Mapping[str, Any]) -> Resources:
+def pod_requests(spec: Mapping[str, Any]) -> Resources:
+    """max(sum(containers) + sum(sidecars), effective init), replaced by pod-level requests where
+    `spec.resources` names them, + spec.overhead: as the scheduler counts (component-helpers PodRequests)."""
     # PodRequests in kubernetes pkg/api/v1/resource/helpers.go: sidecars (restartable init
     # containers) run beside the containers, so they add up with them; a regular init container
     # runs beside the sidecars declared before it. Pod = max(containers + sidecars, init) + overhead.
@@ -160,42 +162,6 @@ def _json_key(value: Any) -> bytes:
     return marshal.dumps(value, 2)  # version 2: no back-references, so equal values, equal bytes
 
 
-def _container_requests(containers: Any) -> list[tuple[Any, Any]] | None:
-    # What PodRequests reads of each container (the rest, name, image, env, differs between
-    # workloads of one shape); None when there are none, as most pods have no init containers.
-    if not containers:
-        return None
-    return [(c.get("restartPolicy"), (c.get("resources") or {}).get("requests")) for c in containers]
-
-
-_requests_cache: dict[bytes, Resources] = {}
-
-
-def pod_requests(spec: Mapping[str, Any]) -> Resources:
-    """max(sum(containers) + sum(sidecars), effective init), replaced by pod-level requests where
-    `spec.resources` names them, + spec.overhead: as the scheduler counts (component-helpers PodRequests)."""
-    # Thousands of pods share a handful of request shapes: key on the raw request fields and
-    # parse each shape once.
-    try:
-        key = _json_key(
-            (
-                _container_requests(spec.get("containers")),
-                _container_requests(spec.get("initContainers")),
-                spec.get("overhead"),
-                (spec.get("resources") or {}).get("requests"),
-            )
-        )
-    except (TypeError, AttributeError, ValueError):  # malformed values: the slow path reports them
-        return _requests_uncached(spec)
-    cached = _requests_cache.get(key)
-    if cached is None:
-        cached = _requests_uncached(spec)
-        if len(_requests_cache) >= _CACHE_LIMIT:
-            _requests_cache.clear()
-        _requests_cache[key] = cached
-    return cached
-
-
 def _requirements(raw: Iterable[Mapping[str, Any]] | None) -> tuple[Requirement, ...]:
     return tuple(
         Requirement(str(expr["key"]), str(expr["operator"]), tuple(str(v) for v in expr.get("values") or ()))
@@ -221,28 +187,6 @@ def _node_selector_term(term: Mapping[str, Any]) -> tuple[Requirement, ...]:
 
 
 _scheduling_cache: dict[Scheduling, Scheduling] = {}
-
-
-_raw_scheduling_cache: dict[bytes, Scheduling] = {}
-
-
-def _scheduling(spec: Mapping[str, Any]) -> Scheduling:
-    selector = spec.get("nodeSelector")
-    tolerations = spec.get("tolerations")
-    affinity = spec.get("affinity")
-    if not selector and not tolerations and not affinity:
-        return _EMPTY_SCHEDULING
-    try:
-        key = _json_key((selector, tolerations, affinity.get("nodeAffinity") if affinity else None))
-    except (TypeError, AttributeError, ValueError):
-        return _build_scheduling(spec)
-    cached = _raw_scheduling_cache.get(key)
-    if cached is None:
-        cached = _build_scheduling(spec)
-        if len(_raw_scheduling_cache) >= _CACHE_LIMIT:
-            _raw_scheduling_cache.clear()
-        _raw_scheduling_cache[key] = cached
-    return cached
 
 
 def _build_scheduling(spec: Mapping[str, Any]) -> Scheduling:
@@ -375,7 +319,6 @@ def _build_inter_pod(raw: tuple[Any, Any, Any], namespace: str, labels: Mapping[
     )
 
 
-_raw_inter_pod_cache: dict[tuple[str, bytes, tuple[Any, ...]], PodConstraints] = {}
 _constraints_cache: dict[PodConstraints, PodConstraints] = {}
 
 
@@ -386,7 +329,7 @@ def _intern_constraints(constraints: PodConstraints) -> PodConstraints:
 
 
 def _inter_pod(spec: Mapping[str, Any], namespace: str, labels: Mapping[str, str]) -> PodConstraints:
-    """Required pod (anti-)affinity and topology spread, cached on the raw JSON of those fields."""
+    """Required pod (anti-)affinity and topology spread."""
     affinity = spec.get("affinity") or {}
     raw = (
         (affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"),
@@ -395,19 +338,7 @@ def _inter_pod(spec: Mapping[str, Any], namespace: str, labels: Mapping[str, str
     )
     if not any(raw):
         return NO_CONSTRAINTS
-    try:
-        text = _json_key(raw)
-        # Only (mis)matchLabelKeys read the pod's labels: other pods of a workload share the entry.
-        key = (namespace, text, tuple(sorted(labels.items())) if b"LabelKeys" in text else ())
-        cached = _raw_inter_pod_cache.get(key)
-    except (TypeError, ValueError, AttributeError):
-        return _build_inter_pod(raw, namespace, labels)
-    if cached is None:
-        cached = _intern_constraints(_build_inter_pod(raw, namespace, labels))
-        if len(_raw_inter_pod_cache) >= _CACHE_LIMIT:
-            _raw_inter_pod_cache.clear()
-        _raw_inter_pod_cache[key] = cached
-    return cached
+    return _intern_constraints(_build_inter_pod(raw, namespace, labels))
 
 
 def _container_host_ports(container: Mapping[str, Any], out: list[HostPort]) -> None:
@@ -445,38 +376,113 @@ def _claims(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
     return tuple(claims)
 
 
-def pod_constraints(
-    spec: Mapping[str, Any], namespace: str, name: str, labels: Mapping[str, str]
+def _workload_constraints(
+    spec: Mapping[str, Any], namespace: str, labels: Mapping[str, str]
 ) -> PodConstraints:
-    """The pod's PodConstraints, interned: equal constraint sets are one object."""
-    if not (spec.get("volumes") or spec.get("resourceClaims") or spec.get("topologySpreadConstraints")):
-        affinity = spec.get("affinity")
-        if not affinity or not (affinity.get("podAffinity") or affinity.get("podAntiAffinity")):
-            # Most pods: nothing but maybe host ports (the parse of 20,000 pods runs through here).
-            host_ports = _host_ports(spec)
-            if not host_ports:
-                return NO_CONSTRAINTS
-            return _intern_constraints(PodConstraints(host_ports=host_ports))
+    """Inter-pod rules and host ports: the constraints the pods of one workload share, interned."""
     constraints = _inter_pod(spec, namespace, labels)
     host_ports = _host_ports(spec)
-    # Workloads with spread or pod affinity rarely have volumes or DRA claims: no loops for them.
-    claims = _claims(spec, name) if spec.get("volumes") else ()
-    raw_claims = spec.get("resourceClaims")
-    resource_claims = tuple(str(c["name"]) for c in raw_claims) if raw_claims else ()
-    claim_sources = _pod_resource_claims(spec) if raw_claims else ()
-    if not host_ports and not claims and not resource_claims:
+    if not host_ports:
         return constraints
+    return _intern_constraints(replace(constraints, host_ports=host_ports))
+
+
+def pod_constraints(
+    spec: Mapping[str, Any],
+    namespace: str,
+    name: str,
+    labels: Mapping[str, str],
+    shared: PodConstraints | None = None,
+) -> PodConstraints:
+    """The pod's PodConstraints, interned: equal constraint sets are one object. `shared`: its
+    `_workload_constraints`, when already parsed."""
+    if shared is None:
+        shared = _workload_constraints(spec, namespace, labels)
+    volumes, raw_claims = spec.get("volumes"), spec.get("resourceClaims")
+    if not volumes and not raw_claims:  # most pods: no claim of their own to add
+        return shared
+    claims = _claims(spec, name) if volumes else ()
+    resource_claims = tuple(str(c["name"]) for c in raw_claims) if raw_claims else ()
+    if not claims and not resource_claims:
+        return shared
     return _intern_constraints(
-        PodConstraints(
-            host_ports=host_ports,
-            affinity=constraints.affinity,
-            anti_affinity=constraints.anti_affinity,
-            spread=constraints.spread,
+        replace(
+            shared,
             claims=claims,
             resource_claims=resource_claims,
-            resource_claim_sources=claim_sources,
+            resource_claim_sources=_pod_resource_claims(spec) if raw_claims else (),
         )
     )
+
+
+@dataclass(frozen=True, slots=True)
+class SharedSpec:
+    """What a pod's spec says that every pod of its workload says alike (frozen: pods share it)."""
+
+    requests: Resources
+    scheduling: Scheduling
+    constraints: PodConstraints  # inter-pod rules and host ports; volumes and DRA claims are the pod's own
+
+
+# One parse run's SharedSpec by the exact content of what it was parsed from (see _shared_key).
+SpecMemo = dict[tuple[bytes, tuple[tuple[str, str], ...]], SharedSpec]
+
+
+def _shared_spec(spec: Mapping[str, Any], namespace: str, labels: Mapping[str, str]) -> SharedSpec:
+    return SharedSpec(
+        pod_requests(spec), _build_scheduling(spec), _workload_constraints(spec, namespace, labels)
+    )
+
+
+def _container_parts(containers: Any) -> Any:
+    # What is read of each container: name, image and env differ between workloads of one shape
+    # (and a volume mount's name between the pods of one: kube-api-access-<random>). One container,
+    # as most pods have, is its tuple; several a list of them (marshal tells a tuple from a list).
+    if not containers:
+        return None
+    if len(containers) == 1:
+        c = containers[0]
+        return c.get("restartPolicy"), (c.get("resources") or {}).get("requests"), c.get("ports")
+    return [
+        (c.get("restartPolicy"), (c.get("resources") or {}).get("requests"), c.get("ports"))
+        for c in containers
+    ]
+
+
+def _shared_key(
+    spec: Mapping[str, Any], namespace: str, labels: Mapping[str, str]
+) -> tuple[bytes, tuple[tuple[str, str], ...]]:
+    """Every input of _shared_spec, exactly: equal keys, equal parses."""
+    text = _json_key(
+        (
+            namespace,  # a pod affinity term without namespaces means the pod's own
+            _container_parts(spec.get("containers")),
+            _container_parts(spec.get("initContainers")),
+            spec.get("overhead"),
+            spec.get("resources"),
+            spec.get("nodeSelector"),
+            spec.get("tolerations"),
+            spec.get("affinity"),
+            spec.get("topologySpreadConstraints"),
+        )
+    )
+    # Only (mis)matchLabelKeys read the pod's labels: without them the pods of a workload share a key.
+    return text, tuple(sorted(labels.items())) if b"LabelKeys" in text else ()
+
+
+def _shared_of(
+    spec: Mapping[str, Any], namespace: str, labels: Mapping[str, str], memo: SpecMemo | None
+) -> SharedSpec:
+    if memo is None:
+        return _shared_spec(spec, namespace, labels)
+    try:
+        key = _shared_key(spec, namespace, labels)
+    except (TypeError, ValueError, AttributeError):  # malformed: the parse itself names the problem
+        return _shared_spec(spec, namespace, labels)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _shared_spec(spec, namespace, labels)
+    return found
 
 
 def _pod_resource_claims(spec: Mapping[str, Any]) -> tuple[PodResourceClaim, ...]:
@@ -510,8 +516,16 @@ def _controller(owners: Any) -> Mapping[str, Any] | None:
     return owners[0]  # type: ignore[no-any-return]
 
 
-def pod_from_json(obj: Mapping[str, Any]) -> Pod:
-    """One Pod object (as the API returns it) to a domain Pod; KeyError/TypeError on malformed input."""
+def pod_parser() -> Callable[[Mapping[str, Any]], Pod]:
+    """`pod_from_json` with a memo of its own, for the pods of one list: thousands of pods share a
+    handful of workload specs, each parsed once. A memo per list, never kept across runs."""
+    memo: SpecMemo = {}
+    return lambda obj: pod_from_json(obj, memo)
+
+
+def pod_from_json(obj: Mapping[str, Any], memo: SpecMemo | None = None) -> Pod:
+    """One Pod object (as the API returns it) to a domain Pod; KeyError/TypeError on malformed input.
+    `memo`: the SharedSpec of the pods parsed before it in the same run (see pod_parser)."""
     meta = obj["metadata"]
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -526,14 +540,15 @@ def pod_from_json(obj: Mapping[str, Any]) -> Pod:
     namespace = meta.get("namespace") or "default"
     name = meta["name"]
     labels = meta.get("labels") or {}
+    shared = _shared_of(spec, namespace, labels, memo)
     return Pod(
         namespace=namespace,
         name=name,
         uid=meta.get("uid") or "",
-        requests=pod_requests(spec),
+        requests=shared.requests,
         phase=status.get("phase") or "Pending",
         node_name=spec.get("nodeName") or None,
-        scheduling=_scheduling(spec),
+        scheduling=shared.scheduling,
         labels=labels,
         annotations=meta.get("annotations") or {},
         owner_kind=owner.get("kind") if owner else None,
@@ -541,7 +556,7 @@ def pod_from_json(obj: Mapping[str, Any]) -> Pod:
         priority=int(spec.get("priority") or 0),
         created_at=parse_time(meta.get("creationTimestamp")),
         unschedulable=unschedulable,
-        constraints=pod_constraints(spec, namespace, name, labels),
+        constraints=pod_constraints(spec, namespace, name, labels, shared.constraints),
         nominated_node=status.get("nominatedNodeName") or None,
         scheduler_message=message,
         deleted_at=parse_time(meta.get("deletionTimestamp")),
@@ -559,8 +574,33 @@ def _grace_seconds(raw: object) -> int:
     return max(0, raw)
 
 
-def node_from_json(obj: Mapping[str, Any]) -> Node:
-    """One Node object to a domain Node."""
+# One parse run's node resource lists (allocatable, capacity) by the exact content they were parsed from.
+ResourcesMemo = dict[bytes, Resources]
+
+
+def node_parser() -> Callable[[Mapping[str, Any]], Node]:
+    """`node_from_json` with a memo of its own, for the nodes of one list: the nodes of a group
+    advertise the same allocatable and capacity, each parsed once. Never kept across runs."""
+    memo: ResourcesMemo = {}
+    return lambda obj: node_from_json(obj, memo)
+
+
+def _node_resources(raw: Mapping[str, Any], memo: ResourcesMemo | None) -> Resources:
+    if memo is None:
+        return Resources.of({name: quantity(name, value) for name, value in raw.items()})
+    try:
+        key = _json_key(raw)
+    except ValueError:  # not decoded JSON: parsed as it is
+        return _node_resources(raw, None)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _node_resources(raw, None)
+    return found
+
+
+def node_from_json(obj: Mapping[str, Any], memo: ResourcesMemo | None = None) -> Node:
+    """One Node object to a domain Node. `memo`: the resource lists of the nodes parsed before it
+    in the same run (see node_parser)."""
     meta = obj["metadata"]
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -577,11 +617,11 @@ def node_from_json(obj: Mapping[str, Any]) -> Node:
             raise ValueError(f"node {meta.get('name')}: unknown taint effect {taint.get('effect')!r}")
         taints.append(Taint(str(taint["key"]), str(taint.get("value") or ""), effect))
     allocatable = status.get("allocatable") or {}
-    capacity = status.get("capacity")
+    capacity = status.get("capacity")  # None when absent: the planner then cannot tell lost devices
     return Node(
         name=meta["name"],
         instance_id=instance_id_from_provider_id(spec.get("providerID")),
-        allocatable=Resources.of({name: quantity(name, value) for name, value in allocatable.items()}),
+        allocatable=_node_resources(allocatable, memo),
         labels=meta.get("labels") or {},
         annotations=meta.get("annotations") or {},
         taints=tuple(taints),
@@ -592,7 +632,7 @@ def node_from_json(obj: Mapping[str, Any]) -> Node:
         resource_version=str(meta.get("resourceVersion") or ""),
         deleting=meta.get("deletionTimestamp") is not None,
         conditions=tuple(_node_condition(c) for c in status.get("conditions") or () if isinstance(c, dict)),
-        capacity=_node_capacity(capacity),
+        capacity=_node_resources(capacity, memo) if isinstance(capacity, Mapping) else None,
     )
 
 
@@ -605,13 +645,6 @@ def _node_condition(raw: Mapping[str, Any]) -> NodeCondition:
         reason=str(raw.get("reason") or ""),
         message=str(raw.get("message") or ""),
     )
-
-
-def _node_capacity(raw: object) -> Resources | None:
-    """status.capacity (None when absent: the planner then cannot tell lost devices)."""
-    if not isinstance(raw, Mapping):
-        return None
-    return Resources.of({name: quantity(name, value) for name, value in raw.items()})
 
 
 def _items(document: object, kind: str, source: str) -> list[Mapping[str, Any]]:
@@ -638,12 +671,12 @@ def _parse_all(items: list[Mapping[str, Any]], parse: Any, kind: str, source: st
 
 def pods_from_list(document: object, source: str = "pods") -> tuple[Pod, ...]:
     """A PodList (kubectl get pods -A -o json) to domain pods; InputError naming the source."""
-    return _parse_all(_items(document, "Pod", source), pod_from_json, "Pod", source)
+    return _parse_all(_items(document, "Pod", source), pod_parser(), "Pod", source)
 
 
 def nodes_from_list(document: object, source: str = "nodes") -> tuple[Node, ...]:
     """A NodeList (kubectl get nodes -o json) to domain nodes; InputError naming the source."""
-    return _parse_all(_items(document, "Node", source), node_from_json, "Node", source)
+    return _parse_all(_items(document, "Node", source), node_parser(), "Node", source)
 
 
 # The tolerations the DaemonSet controller adds to every daemon pod
@@ -940,13 +973,14 @@ def objects_from_documents(documents: Iterable[tuple[object, str]]) -> KubeObjec
     found: dict[str, list[Any]] = {kind: [] for kind in _PARSERS}
     skipped: list[str] = []
     kinds: set[str] = set()
+    parsers = {**_PARSERS, "Pod": pod_parser(), "Node": node_parser()}  # memos for this call's documents
     for document, source in documents:
         if isinstance(document, Mapping) and isinstance(document.get("kind"), str):
             list_kind = document["kind"][: -len("List")]
             if document["kind"].endswith("List") and list_kind in _PARSERS:
                 kinds.add(list_kind)
         for kind, item, where in _document_items(document, source):
-            parse = _PARSERS.get(kind)
+            parse = parsers.get(kind)
             if parse is None:
                 skipped.append(kind)
                 continue

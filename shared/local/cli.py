@@ -4,7 +4,6 @@ and the deployed scaler's status (`status`)."""
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import os
 import sys
@@ -13,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
+from shared.collector import gc_paused
 from shared.config import ScalerConfig, load_config
 from shared.domain.dra import DraObjects
 from shared.domain.errors import ConfigError, InputError
@@ -34,6 +34,12 @@ from shared.local.plan_output import explanation_to_json, explanation_to_text, p
 from shared.planner import plan
 from shared.webhook_auth import admission_path_token, secret_value
 
+# The documents this run read. A `plan` process ends without teardown (_exit_without_teardown), so
+# held here they are never freed: dropped after parsing, their millions of decoded objects would be
+# freed one by one mid-run for nothing (~35 ms of the spread case of bench/plan_bench.py, ~70 ms of
+# the gpu case). A caller in process (tests) has them released when main returns.
+_documents: list[Any] = []
+
 
 def _read_json(path: str) -> Any:
     try:
@@ -41,9 +47,11 @@ def _read_json(path: str) -> Any:
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     try:
-        return json_io.loads(data)
+        document = json_io.loads(data)
     except json_io.JSONDecodeError as exc:
         raise InputError(f"{path}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    _documents.append(document)
+    return document
 
 
 def _parse_now(raw: str | None) -> datetime:
@@ -166,7 +174,11 @@ def run_plan(args: argparse.Namespace) -> int:
     """`backlog-scaler plan`: read dumps, plan, print."""
     # One short process whose objects all live until it exits: the cyclic collector would only
     # re-scan millions of parsed JSON objects (it took 3/4 of the parse time of a 40 MB dump).
-    gc.disable()
+    with gc_paused():
+        return _plan(args)
+
+
+def _plan(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     snapshot = Snapshot(
         **_snapshot_inputs(args),
@@ -322,22 +334,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     entry = argv is None  # run as the process itself (console script, python -m), not by a caller
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(_command_of(argv)).parse_args(argv)
+    if entry and args.func is run_plan:
+        # The collector stays paused until the process leaves: resumed first, its next young
+        # collection would traverse every object the run made (~0.1 s of the spread case).
+        with gc_paused():
+            _exit_without_teardown(_run(args))
     try:
-        code = int(args.func(args))
+        return _run(args)
+    finally:
+        _documents.clear()
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        return int(args.func(args))
     except (InputError, ConfigError) as exc:
         # One problem per line (a config error lists every bad field), each naming its place.
         for line in str(exc).splitlines() or [""]:
             print(f"backlog-scaler: error: {line}", file=sys.stderr)
         return 2
-    if entry and args.func is run_plan:
-        _exit_without_teardown(code)
-    return code
 
 
 def _exit_without_teardown(code: int) -> NoReturn:
     """End a `plan` process once its output is out, without freeing its objects one by one.
 
-    run_plan turns the collector off, so the run's object graph (its cycles keep the snapshot
+    The collector is paused to the end (main), so the run's object graph (its cycles keep the snapshot
     alive) is collected and freed by the interpreter's exit: ~0.3 s of a 1.9 s plan of the
     spread case of bench/plan_bench.py (issue 25). mypy leaves the same way (mypy/main.py,
     util.hard_exit). Nothing of plan's is left to do at exit: no files open for writing, no

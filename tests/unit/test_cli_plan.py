@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 
 from shared.domain.model import Snapshot
 from shared.domain.plan import Plan
+from shared.local import cli
 from shared.local.cli import main
 from tests.builders import asg, pod
 from tests.builders_provisioning import pod_template, provisioning_request
@@ -62,6 +64,40 @@ def test_a_plan_process_prints_its_whole_plan_before_it_exits(capsys: pytest.Cap
     # Then it exits 0 and its output, flushed first, is the whole plan
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == expected
+
+
+def test_a_plan_process_with_a_bad_input_exits_2_with_its_one_line_error(tmp_path: Path) -> None:
+    # Given a pods file that is not JSON
+    bad = tmp_path / "pods.json"
+    bad.write_text("not json")
+    args = list(ARGS)
+    args[args.index("--pods") + 1] = str(bad)
+    # When plan runs as its own process (which leaves without teardown, error or not)
+    done = subprocess.run(
+        [sys.executable, "-m", "shared.local.cli", *args],
+        cwd=EXAMPLES.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    # Then the exit code and the error are those main() gives a caller
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"backlog-scaler: error: {bad}: not JSON")
+    assert done.stdout == ""
+
+
+def test_plan_in_process_leaves_the_collector_as_it_was_and_holds_no_document(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given a caller with the collector on
+    assert gc.isenabled()
+    # When it runs plan twice in its own process
+    assert main([*ARGS, "--format", "json"]) == 0
+    assert main([*ARGS, "--format", "json"]) == 0
+    capsys.readouterr()
+    # Then the collector is on again and the documents read (kept only by a plan process) are let go
+    assert gc.isenabled()
+    assert cli._documents == []
 
 
 def test_table_output_is_aligned_and_summarises_pods(capsys: pytest.CaptureFixture[str]) -> None:

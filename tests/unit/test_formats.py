@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,7 +11,13 @@ import pytest
 from shared.domain.errors import InputError
 from shared.domain.model import PodMemory, ScalerState
 from shared.formats.aws import asgs_from_describe
-from shared.formats.kubernetes import instance_id_from_provider_id, nodes_from_list, pods_from_list
+from shared.formats.kubernetes import (
+    instance_id_from_provider_id,
+    node_from_json,
+    nodes_from_list,
+    pod_from_json,
+    pods_from_list,
+)
 from shared.formats.state import state_from_json, state_to_json
 from tests.builders import asg, node, pod
 
@@ -164,13 +171,116 @@ def test_sidecar_requests_add_to_the_containers_and_to_later_init_containers(
     assert parsed.requests.get("cpu") == cpu
 
 
-def test_the_requests_cache_tells_a_sidecar_from_a_regular_init_container() -> None:
+def test_the_spec_memo_tells_a_sidecar_from_a_regular_init_container() -> None:
     # Given two pods with the same requests, one with its init container a sidecar
     regular, sidecar = _sidecar_pod(["1"], [("2", False)]), _sidecar_pod(["1"], [("2", True)])
     # When parsed, one after the other
     a, b = pods_from_list({"kind": "PodList", "items": [regular, sidecar]})
     # Then each gets its own shape: max(1, 2) and 1 + 2
     assert (a.requests.get("cpu"), b.requests.get("cpu")) == (2000, 3000)
+
+
+def _spread(raw: dict[str, Any], *, max_skew: int = 1, label_keys: bool = False) -> dict[str, Any]:
+    constraint: dict[str, Any] = {
+        "maxSkew": max_skew,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"team": "a"}},
+    }
+    if label_keys:
+        constraint["matchLabelKeys"] = ["app"]
+    raw["spec"]["topologySpreadConstraints"] = [constraint]
+    return raw
+
+
+def _with(raw: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A copy of `raw` with spec fields set, and `namespace` / `labels` in its metadata."""
+    out = copy.deepcopy(raw)
+    for key, value in changes.items():
+        if key in ("namespace", "labels"):
+            out["metadata"][key] = value
+        else:
+            out["spec"][key] = value
+    return out
+
+
+def _variants() -> list[dict[str, Any]]:
+    """Pods of one shape, each differing from the first in one input of the shared part of a parse."""
+    base = _spread(pod("p0", gpus=1))
+    port = copy.deepcopy(base)
+    port["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    sidecar = pod("p1", gpus=1, init_requests=[{"cpu": "8"}])  # max(6, 8) or, a sidecar, 6 + 8
+    always = copy.deepcopy(sidecar)
+    always["spec"]["initContainers"][0]["restartPolicy"] = "Always"
+    term = {"labelSelector": {"matchLabels": {"team": "a"}}, "topologyKey": "kubernetes.io/hostname"}
+    anti = _with(
+        base, affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    )
+    return [
+        base,
+        _spread(pod("p2", gpus=2)),
+        _spread(pod("p3", gpus=1, tolerations=[{"key": "x", "operator": "Exists"}])),
+        _spread(pod("p4", gpus=1, node_selector={"gpu": "a100"})),
+        _spread(pod("p5", gpus=1), max_skew=2),
+        _with(base, overhead={"cpu": "250m"}),
+        anti,
+        _with(anti, namespace="other"),  # a term without namespaces means the pod's own
+        port,
+        sidecar,
+        always,
+        pod("p6", gpus=1),  # the same pod without the spread constraint
+    ]
+
+
+def test_pods_of_one_list_with_different_specs_never_share_a_parse() -> None:
+    # Given pods that differ in one input each of what the pods of a workload share
+    raws = _variants()
+    # When parsed in one list (one memo) and each on its own (no memo)
+    listed = pods_from_list({"kind": "PodList", "items": raws})
+    alone = [pod_from_json(raw) for raw in raws]
+    # Then the list gives each pod the parse it gets alone
+    for a, b in zip(listed, alone, strict=True):
+        assert (a.requests, a.scheduling, a.constraints) == (b.requests, b.scheduling, b.constraints)
+    # And no two of them share one
+    shared = {(a.requests, a.scheduling, a.constraints) for a in alone}
+    assert len(shared) == len(raws)
+
+
+def test_pods_of_one_workload_share_one_parse() -> None:
+    # Given two replicas of one workload, one of them running
+    first, second = _spread(pod("r0", gpus=1)), _spread(pod("r1", gpus=1, node="n1"))
+    # When parsed in one list
+    a, b = pods_from_list({"kind": "PodList", "items": [first, second]})
+    # Then they share the very same parsed parts (frozen, so sharing is safe)
+    assert a.requests is b.requests and a.scheduling is b.scheduling and a.constraints is b.constraints
+
+
+def test_match_label_keys_keep_pods_with_other_labels_apart() -> None:
+    # Given two pods alike but for their app label, whose spread reads it through matchLabelKeys
+    first = _spread(pod("a", gpus=1), label_keys=True)
+    first["metadata"]["labels"] = {"team": "a", "app": "x"}
+    second = _with(first, labels={"team": "a", "app": "y"})
+    # When parsed in one list
+    a, b = pods_from_list({"kind": "PodList", "items": [first, second]})
+    # Then each spreads among the pods of its own app
+    assert a.constraints.spread != b.constraints.spread
+    assert a.constraints == pod_from_json(first).constraints
+    assert b.constraints == pod_from_json(second).constraints
+
+
+def test_nodes_of_one_list_share_resource_lists_only_when_equal() -> None:
+    # Given two nodes of one shape, one with fewer GPUs, and one whose capacity is absent
+    raws = [node("a", "i-1"), node("b", "i-2"), node("c", "i-3", gpus=4), node("d", "i-4")]
+    del raws[3]["status"]["capacity"]
+    # When parsed in one list (one memo) and each on its own (no memo)
+    listed = nodes_from_list({"kind": "NodeList", "items": raws})
+    alone = [node_from_json(raw) for raw in raws]
+    # Then the list gives each node what it gets alone
+    assert [(n.allocatable, n.capacity) for n in listed] == [(n.allocatable, n.capacity) for n in alone]
+    # And the nodes of one shape share the very object, the smaller one has its own
+    assert listed[0].allocatable is listed[1].allocatable
+    assert listed[2].allocatable != listed[0].allocatable and listed[2].allocatable.get("nvidia.com/gpu") == 4
+    assert listed[3].capacity is None
 
 
 def test_state_pods_section_round_trips() -> None:

@@ -88,9 +88,17 @@ class ListParser(Generic[T]):
     only what changed since its previous run. Misses go through `shared.formats.kubernetes`.
     """
 
-    def __init__(self, kind: str, parse_one: Callable[[Mapping[str, Any]], T]) -> None:
+    def __init__(
+        self,
+        kind: str,
+        parse_one: Callable[[Mapping[str, Any]], T],
+        *,
+        per_page: Callable[[], Callable[[Mapping[str, Any]], T]] | None = None,
+    ) -> None:
+        """`per_page`: makes the parse of one page, for a parse with a memo of its own (pods)."""
         self.kind = kind
         self._parse_one = parse_one
+        self._per_page = per_page
         self._known: dict[_ObjectKey, T] = {}
 
     def parse_page(self, document: object, source: str, seen: dict[_ObjectKey, T]) -> list[T]:
@@ -104,6 +112,7 @@ class ListParser(Generic[T]):
             raise ClusterReadError(f"{source}: expected a {kind}List with items")
         items: list[Any] = document["items"]
         known = self._known
+        parse_one = self._per_page() if self._per_page is not None else self._parse_one
         objects: list[T] = []
         for index, item in enumerate(items):
             try:
@@ -118,7 +127,7 @@ class ListParser(Generic[T]):
                 if obj is None:
                     if item.get("kind", kind) != kind:
                         raise ValueError(f"kind is {item.get('kind')!r}")
-                    obj = self._parse_one(item)
+                    obj = parse_one(item)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
                 raise ClusterReadError(f"{source}: items[{index}]: malformed {kind}: {detail}") from exc

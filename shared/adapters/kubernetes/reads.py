@@ -16,7 +16,9 @@ from shared.formats.kubernetes import (
     daemonset_from_json,
     namespace_from_json,
     node_from_json,
+    node_parser,
     pod_from_json,
+    pod_parser,
     pod_template_from_json,
     pv_from_json,
     pvc_from_json,
@@ -32,8 +34,8 @@ class CoreReader:
     def __init__(self, caller: ApiCaller) -> None:
         self._caller = caller
         self._lister = PagedLister(caller)
-        self._pods = ListParser("Pod", pod_from_json)
-        self._nodes = ListParser("Node", node_from_json)
+        self._pods = ListParser("Pod", pod_from_json, per_page=pod_parser)
+        self._nodes = ListParser("Node", node_from_json, per_page=node_parser)
         self._daemonsets = ListParser("DaemonSet", daemonset_from_json)
         self._pvcs = ListParser("PersistentVolumeClaim", pvc_from_json)
         self._pvs = ListParser("PersistentVolume", pv_from_json)
