@@ -456,20 +456,23 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 
 def load_config(path: str | Path) -> ScalerConfig:
     """Load a YAML or JSON config file."""
-    # Imported here: the functions read their config as JSON from SSM
-    # (`shared.runtime.read_config_parameter`); PyYAML is ~10 ms of cold-start import they never use.
-    import yaml
-
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if path.suffix == ".json":
+        try:
+            return parse_config(json.loads(text), str(path))
+        except json.JSONDecodeError as exc:
+            where = f"line {exc.lineno} column {exc.colno}"
+            raise ConfigError(f"{path}: not valid JSON: {exc.msg} at {where}") from exc
+    # Imported only for YAML: the functions read their config as JSON from SSM
+    # (`shared.runtime.read_config_parameter`), and a JSON file needs no parser of ~10 ms of import.
+    import yaml
+
     try:
-        document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno} column {exc.colno}"
-        raise ConfigError(f"{path}: not valid JSON: {exc.msg} at {where}") from exc
+        document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from exc
     return parse_config(document, str(path))
