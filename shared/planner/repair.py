@@ -97,7 +97,10 @@ def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessmen
         found = health[node.name] = node_health(
             node, instance, status, policy, first_seen, now, booting=booting
         )
-        if found.unhealthy:
+        if found is HEALTHY:  # most nodes of most runs: one identity test, no property read
+            if node.taints and health_tainted(node):
+                recovered.append(node.name)
+        elif found.unhealthy:
             unhealthy.append(node.name)
         elif not found.signals and not found.bad_input and health_tainted(node):
             recovered.append(node.name)
