@@ -8,7 +8,7 @@ Inputs are `kubectl get node -o json` and `aws ec2 describe-instance-status` sha
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from shared.domain.model import ScalerState
@@ -58,6 +58,21 @@ def run(
 
 def actions(result: Any) -> dict[str, tuple[str, str]]:
     return {d.node: (d.action.value, d.condition) for d in result.repair}
+
+
+def impaired_status(instance_id: str, since: datetime | None = None) -> dict[str, Any]:
+    """One entry of describe-instance-status: the system reachability check failed (`since`: its
+    ImpairedSince, absent when None)."""
+    failed: dict[str, Any] = {"Name": "reachability", "Status": "failed"}
+    if since is not None:
+        failed["ImpairedSince"] = iso(since)
+    return {
+        "InstanceId": instance_id,
+        "AvailabilityZone": "us-west-2a",
+        "InstanceState": {"Code": 16, "Name": "running"},
+        "SystemStatus": {"Status": "impaired", "Details": [failed]},
+        "InstanceStatus": {"Status": "ok", "Details": [{"Name": "reachability", "Status": "passed"}]},
+    }
 
 
 def test_an_idle_node_with_broken_gpu_hardware_past_its_toleration_is_replaced() -> None:
@@ -239,22 +254,7 @@ def test_impaired_ec2_status_checks_are_a_signal_and_other_groups_instances_are_
     fleet = nodes(5)
     statuses = {
         "InstanceStatuses": [
-            {
-                "InstanceId": "i-0",
-                "AvailabilityZone": "us-west-2a",
-                "InstanceState": {"Code": 16, "Name": "running"},
-                "SystemStatus": {
-                    "Status": "impaired",
-                    "Details": [
-                        {
-                            "Name": "reachability",
-                            "Status": "failed",
-                            "ImpairedSince": iso(NOW - timedelta(hours=1)),
-                        }
-                    ],
-                },
-                "InstanceStatus": {"Status": "ok", "Details": [{"Name": "reachability", "Status": "passed"}]},
-            },
+            impaired_status("i-0", NOW - timedelta(hours=1)),
             {
                 "InstanceId": "i-0other",
                 "InstanceState": {"Code": 16, "Name": "running"},
@@ -336,23 +336,7 @@ def test_the_fast_verdict_on_settled_nodes_is_the_full_reading(monkeypatch: Any)
     with_condition(fleet[10], "Ready", "True", timedelta(minutes=1))
     asgs = group(12)
     asgs[0]["Instances"][11]["HealthStatus"] = "Unhealthy"
-    statuses = {
-        "InstanceStatuses": [
-            {
-                "InstanceId": "i-0",
-                "AvailabilityZone": "us-east-1a",
-                "InstanceState": {"Code": 16, "Name": "running"},
-                "SystemStatus": {
-                    "Status": "impaired",
-                    "Details": [{"Name": "reachability", "Status": "failed"}],
-                },
-                "InstanceStatus": {
-                    "Status": "ok",
-                    "Details": [{"Name": "reachability", "Status": "passed"}],
-                },
-            }
-        ]
-    }
+    statuses = {"InstanceStatuses": [impaired_status("i-0")]}
     for policy in ({}, {"repair": {"extra_conditions": [{"type": "MemoryPressure", "status": "False"}]}}):
         fast = run(fleet, asgs=asgs, statuses=statuses, **policy)
         monkeypatch.setattr(health, "_calm", lambda node: False)
