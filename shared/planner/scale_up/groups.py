@@ -137,8 +137,7 @@ def group_bins(
         gb.bins.ids.append(node.name)
         gb.nodes.append(sim_node)
         sim.add_node(sim_node)
-    pending_slots = _pending_slots(view)
-    for _ in range(len(view.unregistered) + pending_slots):
+    for _ in range(inflight_slots(view)):
         room = list(new_free)
         gb.bins.free.append(room)
         gb.bins.ids.append(None)
@@ -151,7 +150,7 @@ def group_bins(
         not view.in_backoff and view.unavailable_reason is None and view.capacity.growth_blocked is None
     )
     gb.bins.max_new = max(0, view.max_size - view.current_desired) if can_grow else 0
-    _reserve(gb, pending_slots)
+    _reserve(gb, _pending_slots(view))
     return gb
 
 
