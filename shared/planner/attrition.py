@@ -66,8 +66,16 @@ def without_marks(snapshot: Snapshot, marked: frozenset[str]) -> Snapshot:
     return replace(snapshot, nodes=nodes)
 
 
+# Equal taint lists left once the mark is off, one tuple (interned by value: it cannot go stale), so
+# the per-run memos keyed on a taint tuple's identity (`_Booting`) judge a group's marked nodes once.
+_TAINT_LISTS: dict[tuple[Taint, ...], tuple[Taint, ...]] = {}
+
+
 def _without_mark(node: Node) -> Node:
-    return replace(node, taints=tuple(t for t in node.taints if t.key != ATTRITION_TAINT_KEY))
+    taints = tuple(t for t in node.taints if t.key != ATTRITION_TAINT_KEY)
+    if len(_TAINT_LISTS) >= 1024:
+        _TAINT_LISTS.clear()
+    return replace(node, taints=_TAINT_LISTS.setdefault(taints, taints))
 
 
 # The same marked node yields the same copy: built once while the node stays as it is, so the copy
@@ -273,7 +281,9 @@ def expected_remaining_seconds(now: datetime, pods: Sequence[Pod]) -> float:
     latest = 0.0
     for pod in pods:
         elapsed = (now - pod.created_at).total_seconds() if pod.created_at is not None else 0.0
-        raw = pod.annotations.get(ANNOTATION_EXPECTED_RUNTIME)
-        runtime = int(raw) if raw is not None and raw.isdigit() else 2 * elapsed
-        latest = max(latest, runtime - elapsed)
+        raw = pod.annotations.get(ANNOTATION_EXPECTED_RUNTIME) if pod.annotations else None
+        # As long again as it ran: 2 * elapsed - elapsed, which is `elapsed` exactly in floating point.
+        remaining = int(raw) - elapsed if raw is not None and raw.isdigit() else elapsed
+        if remaining > latest:
+            latest = remaining
     return latest

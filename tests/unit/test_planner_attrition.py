@@ -187,3 +187,36 @@ def test_the_planner_sees_through_its_own_no_schedule_mark_on_every_node() -> No
     outcome = next(p for p in result.pods if p.pod == "research/whole")
     assert outcome.outcome is Outcome.SCALE_UP
     assert result.group("a100").desired == 3
+
+
+def test_marked_nodes_are_judged_without_the_mark_and_share_what_is_left() -> None:
+    # The placement rules see marked nodes unmarked; nodes left with equal taints share one tuple
+    # (per-run memos key on it), and the copy of an unchanged node is the same from run to run.
+    from shared.planner.attrition import marked_nodes, without_marks
+
+    mark = {"key": ATTRITION_TAINT_KEY, "effect": "PreferNoSchedule"}
+    other = {"key": "dedicated", "value": "research", "effect": "NoSchedule"}
+    snap = snapshot(
+        [],
+        [
+            node("n0", "i-0", taints=[GPU_TAINT, mark]),
+            node("n1", "i-1", taints=[mark, GPU_TAINT]),
+            node("n2", "i-2", taints=[GPU_TAINT, other, mark]),
+            node("n3", "i-3", taints=[GPU_TAINT]),
+        ],
+        [asg("a100", desired=4, instances=["i-0", "i-1", "i-2", "i-3"])],
+    )
+
+    seen = without_marks(snap, marked_nodes(snap))
+    again = without_marks(snap, marked_nodes(snap))
+
+    n0, n1, n2, n3 = seen.nodes
+    assert [[t.key for t in n.taints] for n in seen.nodes] == [
+        ["nvidia.com/gpu"],
+        ["nvidia.com/gpu"],
+        ["nvidia.com/gpu", "dedicated"],
+        ["nvidia.com/gpu"],
+    ]
+    assert n0.taints is n1.taints and n2.taints is not n0.taints
+    assert n3 is snap.nodes[3]  # not marked: the node as read
+    assert all(a is b for a, b in zip(seen.nodes, again.nodes, strict=True))
