@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 
 from shared.config import NodeGroupConfig, ScalerConfig
 from shared.domain.model import TERMINAL_PHASES, AsgInstance, AsgState, GroupState, Node, Pod, Snapshot, Taint
@@ -82,12 +83,26 @@ class Context:
     group_of_node: dict[str, GroupView]
     pods_on_node: dict[str, list[Pod]]  # live pods only: terminal ones are left out
     busy_nodes: frozenset[str]  # nodes running a pod other than DaemonSet/mirror pods
-    dims: tuple[str, ...]
-    dim_index: dict[str, int]
     nodes_by_name: dict[str, Node] = field(default_factory=dict)  # every registered node
     devices: DeviceWorld | None = None  # DRA: the run's ResourceSlices, classes and claims
     _requests: dict[Resources, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     _vectors: dict[Resources, tuple[int, ...]] = field(default_factory=dict)
+
+    @cached_property
+    def dims(self) -> tuple[str, ...]:
+        """The run's resource dimensions, sorted: every name a node, pod, group shape or template
+        overhead has, and pods. Built when first asked (a run without pending pods never asks)."""
+        snapshot = self.snapshot
+        # Distinct resource vectors only: pods and nodes share a handful of shapes.
+        vectors = {id(n.allocatable): n.allocatable for n in snapshot.nodes}
+        vectors.update({id(p.requests): p.requests for p in snapshot.pods})
+        vectors.update({id(v.shape): v.shape for v in self.groups if v.shape is not None})
+        vectors.update({id(v.template.overhead): v.template.overhead for v in self.groups})
+        return tuple(sorted({PODS} | {name for vector in vectors.values() for name, _ in vector.items}))
+
+    @cached_property
+    def dim_index(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.dims)}
 
     def vector(self, resources: Resources) -> tuple[int, ...]:
         """Resources as a dense tuple in this run's dimension order (cached: shapes repeat)."""
@@ -181,13 +196,6 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
     ]
     group_of_node = {node.name: view for view in groups for node in view.nodes}
 
-    # Distinct resource vectors only: pods and nodes share a handful of shapes.
-    vectors = {id(n.allocatable): n.allocatable for n in snapshot.nodes}
-    vectors.update({id(p.requests): p.requests for p in snapshot.pods})
-    vectors.update({id(v.shape): v.shape for v in groups if v.shape is not None})
-    vectors.update({id(v.template.overhead): v.template.overhead for v in groups})
-    names = {PODS} | {name for vector in vectors.values() for name, _ in vector.items}
-    dims = tuple(sorted(names))
     return Context(
         config=config,
         snapshot=snapshot,
@@ -196,8 +204,6 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
         group_of_node=group_of_node,
         pods_on_node=dict(pods_on_node),
         busy_nodes=frozenset(busy),
-        dims=dims,
-        dim_index={name: i for i, name in enumerate(dims)},
         nodes_by_name={n.name: n for n in snapshot.nodes},
         devices=device_world(
             snapshot.dra,
