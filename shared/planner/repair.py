@@ -65,9 +65,9 @@ class Assessment:
     instances: Mapping[str, AsgInstance]  # node name -> its ASG instance
     foreign_statuses: tuple[str, ...] = ()  # instance statuses of no managed group's instance
     unhealthy: frozenset[str] = frozenset()  # nodes with a signal and no bad input
-    recovered: frozenset[str] = (
-        frozenset()
-    )  # healthy nodes still carrying the scaler's health taint: ours to lift
+    # Healthy nodes still carrying the scaler's health taint: ours to lift.
+    recovered: frozenset[str] = frozenset()
+    notable: frozenset[str] = frozenset()  # nodes whose health is not HEALTHY: a signal or bad input
 
 
 def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessment:
@@ -87,6 +87,7 @@ def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessmen
     by_node: dict[str, AsgInstance] = {}
     unhealthy: list[str] = []
     recovered: list[str] = []
+    notable: list[str] = []
     for node in snapshot.nodes:
         instance = instances.get(node.instance_id or "")
         if instance is None:
@@ -100,12 +101,16 @@ def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessmen
         if found is HEALTHY:  # most nodes of most runs: one identity test, no property read
             if node.taints and health_tainted(node):
                 recovered.append(node.name)
-        elif found.unhealthy:
+            continue
+        notable.append(node.name)
+        if found.unhealthy:
             unhealthy.append(node.name)
         elif not found.signals and not found.bad_input and health_tainted(node):
             recovered.append(node.name)
     foreign = tuple(sorted(set(statuses) - set(instances)))
-    return Assessment(health, nodes, by_node, foreign, frozenset(unhealthy), frozenset(recovered))
+    return Assessment(
+        health, nodes, by_node, foreign, frozenset(unhealthy), frozenset(recovered), frozenset(notable)
+    )
 
 
 def hide_unhealthy(snapshot: Snapshot, assessment: Assessment) -> Snapshot:
@@ -192,12 +197,12 @@ def plan_repair(
 def _plan_group(
     ctx: Context, view: GroupView, assessment: Assessment, decrements: int, saturated: bool, out: RepairResult
 ) -> None:
-    names = [n.name for n in view.nodes]
-    health = {name: assessment.health[name] for name in names if name in assessment.health}
-    recovered = assessment.recovered
-    for name, h in sorted(health.items()):
-        if h is HEALTHY and name not in recovered:
-            continue  # most nodes of most runs: nothing below reads them
+    names = [n.name for n in view.nodes]  # in name order (GroupView.nodes)
+    health, recovered, notable = assessment.health, assessment.recovered, assessment.notable
+    for name in names:
+        if name not in notable and name not in recovered:
+            continue  # HEALTHY with no cordon to lift, or not assessed: most nodes of most runs
+        h = health[name]
         if h.signals:
             out.clocks.update({s.clock: s.since for s in h.signals if s.clock})
         instance_id = assessment.instances[name].instance_id
@@ -207,7 +212,7 @@ def _plan_group(
             )
         elif name in recovered:
             _recover(assessment.nodes[name], view, instance_id, out)
-    unhealthy = sorted(name for name in health if name in assessment.unhealthy)
+    unhealthy = [name for name in names if name in assessment.unhealthy]
     threshold = unhealthy_threshold(len(names), ctx.config.policy.repair.max_unhealthy_fraction)
     paused = ctx.config.policy.repair.enabled and len(unhealthy) > threshold
     if paused:

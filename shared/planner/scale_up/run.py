@@ -236,10 +236,12 @@ def recall_refusals(ctx: Context, pending: list[Pod]) -> Recall:
             and _holds_devices(ctx, pod, SimNode(node.name, node.labels, taints, free))
         )
 
+    if not pending:
+        return Recall()  # what recall finds for no pod, without indexing every node for it
     return recall(
         pending,
         ctx.snapshot.state.pods,
-        {n.name: n for n in ctx.snapshot.nodes},
+        ctx.nodes_by_name,
         {name: view.name for name, view in ctx.group_of_node.items()},
         ctx.now,
         policy.scheduler_retry_seconds,
