@@ -212,15 +212,18 @@ def evidence(node: Node, signals: tuple[Signal, ...]) -> HealthEvidence:
     return HealthEvidence(conditions, GPUS_LOST in names)
 
 
+# The watch list without operator conditions: what `_settled` judges by (the tolerations do not matter).
+_DEFAULT_WATCH = RepairConfig()
+
+
 def _settled(node: Node) -> bool:
-    """The Node object itself shows nothing under the default watch list, whatever the clock: Ready
-    True, the monitoring agent's conditions True or Unknown (other types are not watched without
-    `extra_conditions`), capacity present where accelerators are, no device lost."""
+    """The Node object itself shows nothing under the default watch list, whatever the clock: no
+    watched condition in an unhealthy or invalid status (`_watched`, `_toleration`), capacity present
+    where accelerators are, no device lost."""
     for condition in node.conditions:
-        if condition.type == "Ready":
-            if condition.status != "True":
-                return False
-        elif condition.type in MONITORING_AGENT_CONDITIONS and condition.status not in ("True", "Unknown"):
+        if _watched(condition, _DEFAULT_WATCH) and (
+            condition.status not in CONDITION_STATUSES or _toleration(condition, _DEFAULT_WATCH) is not None
+        ):
             return False
     return not _capacity_missing(node) and not node.lost_devices.items
 

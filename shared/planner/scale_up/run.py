@@ -221,6 +221,8 @@ def simulation(ctx: Context) -> Simulation:
 
 def recall_refusals(ctx: Context, pending: list[Pod]) -> Recall:
     """What the scheduler said of the backlog since the last runs (shared.planner.ground_truth)."""
+    if not pending:
+        return Recall()  # what recall finds for no pod, without indexing every node for it
     policy = ctx.config.policy
 
     def holds(pod: Pod, node: Node) -> bool:
@@ -236,8 +238,6 @@ def recall_refusals(ctx: Context, pending: list[Pod]) -> Recall:
             and _holds_devices(ctx, pod, SimNode(node.name, node.labels, taints, free))
         )
 
-    if not pending:
-        return Recall()  # what recall finds for no pod, without indexing every node for it
     return recall(
         pending,
         ctx.snapshot.state.pods,
