@@ -15,6 +15,7 @@ Memory is per pending pod (by key, checked against its uid) and forgotten once t
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -50,7 +51,7 @@ def recall(
     """
     out = Recall()
     retry = timedelta(seconds=retry_seconds)
-    in_group: dict[str, list[Node]] = {}
+    in_group: dict[str, _ByCreation] = {}
     for pod in pending:
         memory = stored.get(pod.key)
         if memory is None or (memory.uid and pod.uid and memory.uid != pod.uid):
@@ -72,12 +73,10 @@ def recall(
                 continue
             members = in_group.get(group)
             if members is None:  # each group's nodes listed once per run, not once per pending pod
-                members = in_group[group] = [nodes[name] for name, g in group_of_node.items() if g == group]
-            bought_nodes = [
-                n
-                for n in members
-                if n.created_at is not None and n.created_at >= since and _usable_since(n, now, retry)
-            ]
+                members = in_group[group] = _ByCreation.of(
+                    [nodes[name] for name, g in group_of_node.items() if g == group]
+                )
+            bought_nodes = [n for n in members.since(since) if _usable_since(n, now, retry)]
             if bought_nodes and not any(holds(pod, n) for n in bought_nodes):
                 refused[group] = now + timedelta(seconds=refusal_ttl_seconds)
         out.memory[pod.key] = replace(
@@ -93,6 +92,27 @@ def recall(
         if refused:
             out.refused[pod.key] = frozenset(refused)
     return out
+
+
+class _ByCreation:
+    """A group's nodes in creation order (those without a creation time left out: never bought), so
+    the ones created since a scale-up are a suffix, found by bisection: every pending pod with a
+    purchase asks, and a group may have hundreds of nodes."""
+
+    def __init__(self, nodes: list[Node], created: list[datetime]) -> None:
+        self._nodes = nodes
+        self._created = created
+
+    @classmethod
+    def of(cls, nodes: list[Node]) -> _ByCreation:
+        dated = sorted(
+            ((n.created_at, n.name, n) for n in nodes if n.created_at is not None), key=lambda t: t[:2]
+        )
+        return cls([n for _, _, n in dated], [at for at, _, _ in dated])
+
+    def since(self, at: datetime) -> list[Node]:
+        """The nodes created at or after `at`."""
+        return self._nodes[bisect_left(self._created, at) :]
 
 
 def _usable_since(node: Node, now: datetime, retry: timedelta) -> bool:
