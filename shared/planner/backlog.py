@@ -33,8 +33,12 @@ class Unit:
     missing: Pod | None = None  # the first member that found no place (why the gang waits)
 
     def __post_init__(self) -> None:
-        self.gpus = sum(p.requests.gpus for p in self.pods)
-        self.millicores = sum(p.requests.get(CPU) for p in self.pods)
+        pods = self.pods
+        if len(pods) == 1:  # most units, built for every pending pod of every run: no generator
+            self.gpus, self.millicores = pods[0].requests.gpus, pods[0].requests.get(CPU)
+        else:
+            self.gpus = sum(p.requests.gpus for p in pods)
+            self.millicores = sum(p.requests.get(CPU) for p in pods)
 
     @property
     def needed(self) -> int:
@@ -74,7 +78,12 @@ class Bucket:
 
 
 def _size_key(unit: Unit) -> tuple[int, ...]:
-    largest = max(unit.pods, key=lambda p: (p.requests.gpus, p.requests.get(CPU), p.requests.get(MEMORY)))
+    pods = unit.pods
+    largest = (
+        pods[0]
+        if len(pods) == 1
+        else max(pods, key=lambda p: (p.requests.gpus, p.requests.get(CPU), p.requests.get(MEMORY)))
+    )
     r = largest.requests
     return (-r.gpus, -r.get(CPU), -r.get(MEMORY), -len(unit.pods))
 
