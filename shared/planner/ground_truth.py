@@ -7,9 +7,11 @@ model error, and a model error may cost one node once, never a node per run.
   no longer kept busy by it.
 - When capacity bought for a pod (a node of a group the scaler grew for it, created after the
   scale-up) has been usable for the retry period and the scheduler still refuses the pod there,
-  the group is refused for the pod for a TTL: not bought again. "Refuses" is either a refuted
-  fit on that node, or the node, even with nothing but its DaemonSets, cannot hold the pod by
-  what it really advertises (the template promised more than the node has).
+  the group is refused for the pod for a TTL: not bought again, and none of its nodes created since
+  the purchase is counted for the pod (so it cannot take the room bought for another pod, which
+  would then be bought again). "Refuses" is either a refuted fit on that node, or the node, even
+  with nothing but its DaemonSets, cannot hold the pod by what it really advertises (the template
+  promised more than the node has).
 Memory is per pending pod (by key, checked against its uid) and forgotten once the pod is gone.
 """
 
@@ -52,6 +54,15 @@ def recall(
     out = Recall()
     retry = timedelta(seconds=retry_seconds)
     in_group: dict[str, _ByCreation] = {}
+
+    def members_of(group: str) -> _ByCreation:
+        members = in_group.get(group)
+        if members is None:  # each group's nodes listed once per run, not once per pending pod
+            members = in_group[group] = _ByCreation.of(
+                [nodes[name] for name, g in group_of_node.items() if g == group]
+            )
+        return members
+
     for pod in pending:
         memory = stored.get(pod.key)
         if memory is None or (memory.uid and pod.uid and memory.uid != pod.uid):
@@ -71,12 +82,7 @@ def recall(
         for group, since in memory.bought.items():
             if group in refused:
                 continue
-            members = in_group.get(group)
-            if members is None:  # each group's nodes listed once per run, not once per pending pod
-                members = in_group[group] = _ByCreation.of(
-                    [nodes[name] for name, g in group_of_node.items() if g == group]
-                )
-            bought_nodes = [n for n in members.since(since) if _usable_since(n, now, retry)]
+            bought_nodes = [n for n in members_of(group).since(since) if _usable_since(n, now, retry)]
             if bought_nodes and not any(holds(pod, n) for n in bought_nodes):
                 refused[group] = now + timedelta(seconds=refusal_ttl_seconds)
         out.memory[pod.key] = replace(
@@ -87,8 +93,18 @@ def recall(
             distrusted=tuple(sorted(distrusted)),
             refused=refused,
         )
-        if distrusted:
-            out.distrusted[pod.key] = frozenset(distrusted)
+        # While a group is refused, none of its nodes created since the purchase is counted for the
+        # pod either: they are the capacity the scheduler refused it on, and counted, one would take
+        # the room bought for another pod, which would then be bought again (a buy per run).
+        # Run-level only: the memory keeps the refuted nodes alone, and the TTL ends this as well.
+        refused_room = {
+            n.name
+            for group in refused
+            if group in memory.bought
+            for n in members_of(group).since(memory.bought[group])
+        }
+        if distrusted or refused_room:
+            out.distrusted[pod.key] = frozenset(distrusted | refused_room)
         if refused:
             out.refused[pod.key] = frozenset(refused)
     return out

@@ -490,6 +490,37 @@ def test_capacity_bought_for_a_pod_the_scheduler_still_refuses_is_not_bought_aga
     assert again.group("a100").desired == 1
 
 
+def test_a_refused_pod_is_not_counted_on_a_node_bought_since_for_another_pod() -> None:
+    # Given the group is refused for `early` (the scheduler refused it on n1, bought for it), and n2,
+    # created since, was bought for `late`, which is pending with room only there (`early` is
+    # placed first: same size, its name first)
+    refused = PodMemory(
+        uid="uid-research-early",
+        distrusted=("n1",),
+        bought={"a100": NOW - timedelta(minutes=20)},
+        refused={"a100": NOW + timedelta(minutes=30)},
+    )
+    waiting = PodMemory(uid="uid-research-late", bought={"a100": NOW - timedelta(minutes=5)})
+    n1 = node("n1", "i-1", created=NOW - timedelta(minutes=15))
+    n2 = node("n2", "i-2", created=NOW - timedelta(minutes=4))
+    busy = pod("busy", gpus=8, node="n1")
+    snap = snapshot(
+        [busy, pod("early", gpus=8), pod("late", gpus=8)],
+        [n1, n2],
+        [asg("research-a100", desired=2, instances=["i-1", "i-2"])],
+        ScalerState(pods={"research/early": refused, "research/late": waiting}),
+    )
+    # When the planner plans
+    result = plan(snap, config(), NOW)
+    # Then n2 is counted for the pod it was bought for, not for the refused one (which would make
+    # the plan buy a node again for `late`), and nothing more is bought
+    assert outcome(result, "late")[:2] == ("existing", "a100")
+    assert outcome(result, "early")[2] is ReasonCode.SCHEDULER_REJECTED
+    assert result.group("a100").desired == 2
+    # And the refused pod's memory keeps only the node it was refused on
+    assert result.pod_memory["research/early"].distrusted == ("n1",)
+
+
 def test_a_pod_recreated_under_the_same_name_starts_afresh() -> None:
     memory = PodMemory(
         uid="uid-old", counted_on="n1", counted_since=NOW - timedelta(hours=1), distrusted=("n1",)
