@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from shared.adapters.aws import clients
 from tests.fakes.aws import use_fake_credentials
+
+# Property tests draw the same examples on every run of the test command ("repeatable", the default),
+# so a run of CI fails only for a change, never for a draw: random draws found two failures in
+# sixteen runs of tests/property, one a bug (fixed: shared/planner/ground_truth.py), one a case where
+# the planner's first fit and the scheduler place a small pod differently (a replan then buys one
+# more node for a gang; see test_planning_again_after_applying_the_plan_changes_nothing).
+# `HYPOTHESIS_PROFILE=explore` draws new examples on every run, with the example database: run it a
+# few times when changing the planner.
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture
