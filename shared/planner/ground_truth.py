@@ -52,17 +52,7 @@ def recall(
     pod by the scheduler's filters on what it advertises.
     """
     out = Recall()
-    retry = timedelta(seconds=retry_seconds)
-    in_group: dict[str, _ByCreation] = {}
-
-    def members_of(group: str) -> _ByCreation:
-        members = in_group.get(group)
-        if members is None:  # each group's nodes listed once per run, not once per pending pod
-            members = in_group[group] = _ByCreation.of(
-                [nodes[name] for name, g in group_of_node.items() if g == group]
-            )
-        return members
-
+    verdicts = _Verdicts(nodes, group_of_node, now, retry_seconds, refusal_ttl_seconds, holds)
     for pod in pending:
         memory = stored.get(pod.key)
         if memory is None or (memory.uid and pod.uid and memory.uid != pod.uid):
@@ -70,21 +60,17 @@ def recall(
         distrusted = {n for n in memory.distrusted if n in nodes}
         refused = {g: until for g, until in memory.refused.items() if until > now}
         counted = memory.counted_on
-        if counted and counted in nodes and memory.counted_since and now - memory.counted_since >= retry:
+        if (
+            counted
+            and counted in nodes
+            and memory.counted_since
+            and now - memory.counted_since >= verdicts.retry
+        ):
             distrusted.add(counted)
             out.errors.append(ModelError(pod.key, counted, memory.counted_since, pod.scheduler_message))
-            group = group_of_node.get(counted)
-            bought = memory.bought.get(group) if group else None
-            created = nodes[counted].created_at
-            if group and bought is not None and created is not None and created >= bought:
-                refused[group] = now + timedelta(seconds=refusal_ttl_seconds)
+            verdicts.refute(memory, counted, refused)
             counted = ""
-        for group, since in memory.bought.items():
-            if group in refused:
-                continue
-            bought_nodes = [n for n in members_of(group).since(since) if _usable_since(n, now, retry)]
-            if bought_nodes and not any(holds(pod, n) for n in bought_nodes):
-                refused[group] = now + timedelta(seconds=refusal_ttl_seconds)
+        verdicts.refuse_bought(pod, memory, refused)
         out.memory[pod.key] = replace(
             memory,
             uid=pod.uid or memory.uid,
@@ -93,21 +79,71 @@ def recall(
             distrusted=tuple(sorted(distrusted)),
             refused=refused,
         )
-        # While a group is refused, none of its nodes created since the purchase is counted for the
-        # pod either: they are the capacity the scheduler refused it on, and counted, one would take
-        # the room bought for another pod, which would then be bought again (a buy per run).
-        # Run-level only: the memory keeps the refuted nodes alone, and the TTL ends this as well.
-        refused_room = {
-            n.name
-            for group in refused
-            if group in memory.bought
-            for n in members_of(group).since(memory.bought[group])
-        }
-        if distrusted or refused_room:
-            out.distrusted[pod.key] = frozenset(distrusted | refused_room)
+        room = verdicts.refused_room(memory, refused)
+        if distrusted or room:
+            out.distrusted[pod.key] = frozenset(distrusted | room)
         if refused:
             out.refused[pod.key] = frozenset(refused)
     return out
+
+
+class _Verdicts:
+    """The scheduler's verdicts on capacity bought for pods, over one run's nodes."""
+
+    def __init__(
+        self,
+        nodes: Mapping[str, Node],
+        group_of_node: Mapping[str, str],
+        now: datetime,
+        retry_seconds: int,
+        refusal_ttl_seconds: int,
+        holds: Callable[[Pod, Node], bool],
+    ) -> None:
+        self._nodes = nodes
+        self._group_of_node = group_of_node
+        self._now = now
+        self.retry = timedelta(seconds=retry_seconds)
+        self._until = now + timedelta(seconds=refusal_ttl_seconds)
+        self._holds = holds
+        self._in_group: dict[str, _ByCreation] = {}
+
+    def _members(self, group: str) -> _ByCreation:
+        members = self._in_group.get(group)
+        if members is None:  # each group's nodes listed once per run, not once per pending pod
+            nodes = self._nodes
+            members = self._in_group[group] = _ByCreation.of(
+                [nodes[name] for name, g in self._group_of_node.items() if g == group]
+            )
+        return members
+
+    def refute(self, memory: PodMemory, node: str, refused: dict[str, datetime]) -> None:
+        """A fit counted on `node` was refuted: its group is refused if the node was bought for the pod."""
+        group = self._group_of_node.get(node)
+        bought = memory.bought.get(group) if group else None
+        created = self._nodes[node].created_at
+        if group and bought is not None and created is not None and created >= bought:
+            refused[group] = self._until
+
+    def refuse_bought(self, pod: Pod, memory: PodMemory, refused: dict[str, datetime]) -> None:
+        """Groups whose nodes bought for the pod are usable and none can hold it are refused."""
+        for group, since in memory.bought.items():
+            if group in refused:
+                continue
+            bought = [n for n in self._members(group).since(since) if _usable_since(n, self._now, self.retry)]
+            if bought and not any(self._holds(pod, n) for n in bought):
+                refused[group] = self._until
+
+    def refused_room(self, memory: PodMemory, refused: Mapping[str, datetime]) -> set[str]:
+        """While a group is refused, none of its nodes created since the purchase is counted for the
+        pod either: they are the capacity the scheduler refused it on, and counted, one would take
+        the room bought for another pod, which would then be bought again (a buy per run).
+        Run-level only: the memory keeps the refuted nodes alone, and the TTL ends this as well."""
+        return {
+            n.name
+            for group in refused
+            if group in memory.bought
+            for n in self._members(group).since(memory.bought[group])
+        }
 
 
 class _ByCreation:
