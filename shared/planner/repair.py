@@ -99,7 +99,7 @@ def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessmen
             node, instance, status, policy, first_seen, now, booting=booting
         )
         if found is HEALTHY:  # most nodes of most runs: one identity test, no property read
-            if node.taints and health_tainted(node):
+            if node.taints and carries_taint(node.taints, REPAIR_TAINT_KEY):  # health_tainted, no call
                 recovered.append(node.name)
             continue
         notable.append(node.name)

@@ -223,7 +223,7 @@ def _plan_group(
     judged = _may_be_due(asg, ctx.snapshot, ctx.config)
     for planned in view.nodes:
         node = nodes.get(planned.name, planned)
-        if not judged and not _rotation_marked(node):
+        if not judged and not carries_taint(node.taints, ROTATION_TAINT_KEY):  # _rotation_marked, no call
             continue  # nothing can make it due, and it carries no mark to lift: what `due` would say
         instance = instances.get(node.instance_id or "")
         reason = due(node, asg, instance, ctx.snapshot, ctx.config, ctx.now) if instance else None
