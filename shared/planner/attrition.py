@@ -56,14 +56,16 @@ def attrition_taint(policy: AttritionConfig) -> Taint:
 
 def marked_nodes(snapshot: Snapshot) -> frozenset[str]:
     """Nodes carrying the scaler's attrition taint (any effect)."""
-    return frozenset(n.name for n in snapshot.nodes if carries_taint(n.taints, ATTRITION_TAINT_KEY))
+    # Lists rather than generators (here and in without_marks): every node of every run passes, and a
+    # generator resumes once per node.
+    return frozenset([n.name for n in snapshot.nodes if carries_taint(n.taints, ATTRITION_TAINT_KEY)])
 
 
 def without_marks(snapshot: Snapshot, marked: frozenset[str]) -> Snapshot:
     """The snapshot as the placement rules judge it: marked nodes without the mark (ours to lift)."""
     if not marked:
         return snapshot
-    nodes = tuple(_unmarked(n) if n.name in marked else n for n in snapshot.nodes)
+    nodes = tuple([_unmarked(n) if n.name in marked else n for n in snapshot.nodes])
     return replace(snapshot, nodes=nodes)
 
 
