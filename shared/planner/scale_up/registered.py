@@ -117,6 +117,11 @@ def existing_classes(
     """
     classes: dict[tuple[object, ...], ExistingClass] = {}
     keys = sorted(label_keys)  # few keys, many labels per node: look the keys up, in key order
+    # Classes tell taint lists apart by value, but a Taint hashes in Python: each list object is
+    # hashed once, mapped to the first equal list seen, whose id keys the class (a group's nodes
+    # share their list, the planner's copies of marked nodes too: attrition._TAINT_LISTS).
+    first_equal: dict[tuple[Taint, ...], tuple[Taint, ...]] = {}
+    same_taints: dict[int, int] = {}  # id(taints) -> id of the first equal list (the nodes live all call)
     for node in sorted(ctx.snapshot.nodes, key=_NAME):
         if not node.ready or node.name in excluded:
             continue
@@ -127,8 +132,11 @@ def existing_classes(
         bound = ctx.pods_on_node.get(node.name, [])
         free = ctx.room(node.allocatable, bound)
         labels = node.labels
-        visible = {k: labels[k] for k in keys if k in labels}
-        key = (tuple(visible.items()), node.taints, scaler_cordoned)
+        visible = {k: labels[k] for k in keys if k in labels} if keys else {}
+        taints = same_taints.get(id(node.taints))
+        if taints is None:
+            taints = same_taints[id(node.taints)] = id(first_equal.setdefault(node.taints, node.taints))
+        key = (tuple(visible.items()), taints, scaler_cordoned)
         cls = classes.get(key)
         if cls is None:
             cls = classes[key] = ExistingClass(visible, node.taints, Bins([], []), scaler_cordoned)
