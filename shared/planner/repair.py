@@ -197,8 +197,10 @@ def plan_repair(
 def _plan_group(
     ctx: Context, view: GroupView, assessment: Assessment, decrements: int, saturated: bool, out: RepairResult
 ) -> None:
-    names = [n.name for n in view.nodes]  # in name order (GroupView.nodes)
     health, recovered, notable = assessment.health, assessment.recovered, assessment.notable
+    # Most runs have every node HEALTHY with no cordon to lift: then no node is read here at all.
+    anything = notable or recovered or assessment.unhealthy
+    names = [n.name for n in view.nodes] if anything else []  # in name order (GroupView.nodes)
     for name in names:
         if name not in notable and name not in recovered:
             continue  # HEALTHY with no cordon to lift, or not assessed: most nodes of most runs
@@ -213,7 +215,7 @@ def _plan_group(
         elif name in recovered:
             _recover(assessment.nodes[name], view, instance_id, out)
     unhealthy = [name for name in names if name in assessment.unhealthy]
-    threshold = unhealthy_threshold(len(names), ctx.config.policy.repair.max_unhealthy_fraction)
+    threshold = unhealthy_threshold(len(view.nodes), ctx.config.policy.repair.max_unhealthy_fraction)
     paused = ctx.config.policy.repair.enabled and len(unhealthy) > threshold
     if paused:
         out.paused.append(view.name)
