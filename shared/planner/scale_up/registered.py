@@ -122,6 +122,8 @@ def existing_classes(
     # share their list, the planner's copies of marked nodes too: attrition._TAINT_LISTS).
     first_equal: dict[tuple[Taint, ...], tuple[Taint, ...]] = {}
     same_taints: dict[int, int] = {}  # id(taints) -> id of the first equal list (the nodes live all call)
+    # The labels pending pods look at, per label mapping: a group's nodes share theirs.
+    visible_of: dict[int, tuple[tuple[str, str], ...]] = {}
     for node in sorted(ctx.snapshot.nodes, key=_NAME):
         if not node.ready or node.name in excluded:
             continue
@@ -132,14 +134,16 @@ def existing_classes(
         bound = ctx.pods_on_node.get(node.name, [])
         free = ctx.room(node.allocatable, bound)
         labels = node.labels
-        visible = {k: labels[k] for k in keys if k in labels} if keys else {}
+        visible = visible_of.get(id(labels))
+        if visible is None:
+            visible = visible_of[id(labels)] = tuple([(k, labels[k]) for k in keys if k in labels])
         taints = same_taints.get(id(node.taints))
         if taints is None:
             taints = same_taints[id(node.taints)] = id(first_equal.setdefault(node.taints, node.taints))
-        key = (tuple(visible.items()), taints, scaler_cordoned)
+        key = (visible, taints, scaler_cordoned)
         cls = classes.get(key)
         if cls is None:
-            cls = classes[key] = ExistingClass(visible, node.taints, Bins([], []), scaler_cordoned)
+            cls = classes[key] = ExistingClass(dict(visible), node.taints, Bins([], []), scaler_cordoned)
         cls.bins.free.append(free)
         cls.bins.ids.append(node.name)
         cls.bins.placed.append(0)
