@@ -88,19 +88,27 @@ def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessmen
     unhealthy: list[str] = []
     recovered: list[str] = []
     notable: list[str] = []
+    # Whether a taint list holds the health taint, by the list's identity: a group's nodes share theirs
+    # (the nodes, so the ids, live all call), and every healthy node of every run is asked.
+    tainted: dict[int, bool] = {}
     for node in snapshot.nodes:
         instance = instances.get(node.instance_id or "")
         if instance is None:
             continue
-        nodes[node.name], by_node[node.name] = node, instance
-        booting = node.created_at is not None and node.created_at > born_after
+        name = node.name
+        nodes[name], by_node[name] = node, instance
         status = statuses.get(instance.instance_id) if statuses else None
-        found = health[node.name] = node_health(
-            node, instance, status, policy, first_seen, now, booting=booting
+        found = health[name] = node_health(
+            node, instance, status, policy, first_seen, now, born_after=born_after
         )
         if found is HEALTHY:  # most nodes of most runs: one identity test, no property read
-            if node.taints and carries_taint(node.taints, REPAIR_TAINT_KEY):  # health_tainted, no call
-                recovered.append(node.name)
+            taints = node.taints
+            if taints:
+                ours = tainted.get(id(taints))
+                if ours is None:
+                    ours = tainted[id(taints)] = carries_taint(taints, REPAIR_TAINT_KEY)  # health_tainted
+                if ours:
+                    recovered.append(name)
             continue
         notable.append(node.name)
         if found.unhealthy:
