@@ -32,6 +32,7 @@ from shared.config import ScalerConfig
 from shared.domain.model import (
     ANNOTATION_CORDONED_AT,
     AsgInstance,
+    AsgState,
     Node,
     Snapshot,
     Taint,
@@ -42,6 +43,7 @@ from shared.domain.plan import NodeAction, NodeMark, RepairAction, RepairDecisio
 from shared.domain.safety import busy_pods, protection, removable_above_min
 from shared.planner.context import Context, GroupView
 from shared.planner.health import HEALTHY, Health, Signal, evidence, node_health
+from shared.planner.memo import identity_memo
 
 REPAIR_TAINT_KEY = "backlog-scaler/unhealthy"
 REPAIR_CAUSE = "repair"
@@ -75,9 +77,9 @@ def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessmen
     counted, only the actions stop)."""
     policy = config.policy.repair
     managed = {g.asg_name for g in config.node_groups}
-    instances = {
-        i.instance_id: i for name, asg in snapshot.asgs.items() if name in managed for i in asg.live_instances
-    }
+    groups = [_live_by_id(asg) for name, asg in snapshot.asgs.items() if name in managed]
+    # One group (the usual case): its remembered index as it is, read only here.
+    instances = groups[0] if len(groups) == 1 else {i: inst for group in groups for i, inst in group.items()}
     statuses = snapshot.instance_statuses or {}
     # Created after this instant: younger than the provisioning deadline, so booting.
     born_after = now - timedelta(seconds=config.policy.max_node_provision_seconds)
@@ -119,6 +121,15 @@ def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessmen
     return Assessment(
         health, nodes, by_node, foreign, frozenset(unhealthy), frozenset(recovered), frozenset(notable)
     )
+
+
+def _index_live(asg: AsgState) -> dict[str, AsgInstance]:
+    return {i.instance_id: i for i in asg.live_instances}
+
+
+# A group's live instances by id, from the ASG alone: the simulator and a warm Lambda hand over the
+# same frozen AsgState while the group does not change (shared.planner.memo).
+_live_by_id = identity_memo(_index_live)
 
 
 def hide_unhealthy(snapshot: Snapshot, assessment: Assessment) -> Snapshot:
