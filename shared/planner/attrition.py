@@ -56,15 +56,24 @@ def attrition_taint(policy: AttritionConfig) -> Taint:
 
 def marked_nodes(snapshot: Snapshot) -> frozenset[str]:
     """Nodes carrying the scaler's attrition taint (any effect)."""
-    # Lists rather than generators (here and in without_marks): every node of every run passes, and a
-    # generator resumes once per node.
-    return frozenset([n.name for n in snapshot.nodes if carries_taint(n.taints, ATTRITION_TAINT_KEY)])
+    # Judged once per taint list: nodes that share theirs (a group's, the simulator's marked ones)
+    # are asked in every run, and the lists live as long as the snapshot's nodes, so ids are stable.
+    verdicts: dict[int, bool] = {}
+    found: list[str] = []
+    for node in snapshot.nodes:
+        carries = verdicts.get(id(node.taints))
+        if carries is None:
+            carries = verdicts[id(node.taints)] = carries_taint(node.taints, ATTRITION_TAINT_KEY)
+        if carries:
+            found.append(node.name)
+    return frozenset(found)
 
 
 def without_marks(snapshot: Snapshot, marked: frozenset[str]) -> Snapshot:
     """The snapshot as the placement rules judge it: marked nodes without the mark (ours to lift)."""
     if not marked:
         return snapshot
+    # A list rather than a generator: every node of every run passes, and a generator resumes per node.
     nodes = tuple([_unmarked(n) if n.name in marked else n for n in snapshot.nodes])
     return replace(snapshot, nodes=nodes)
 
