@@ -196,7 +196,7 @@ class Pod:
             and self.owner_kind != "DaemonSet"
             and ANNOTATION_MIRROR not in self.annotations
             and (priority_cutoff is None or self.priority >= priority_cutoff)
-            and not self.is_long_terminating(now)
+            and (self.deleted_at is None or not self.is_long_terminating(now))  # most pods: no call
         )
 
     @property

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from operator import itemgetter
 from typing import NamedTuple
 
 from shared.config import AttritionConfig
@@ -55,14 +56,25 @@ def attrition_taint(policy: AttritionConfig) -> Taint:
 
 def marked_nodes(snapshot: Snapshot) -> frozenset[str]:
     """Nodes carrying the scaler's attrition taint (any effect)."""
-    return frozenset(n.name for n in snapshot.nodes if carries_taint(n.taints, ATTRITION_TAINT_KEY))
+    # Judged once per taint list: nodes that share theirs (a group's, the simulator's marked ones)
+    # are asked in every run, and the lists live as long as the snapshot's nodes, so ids are stable.
+    verdicts: dict[int, bool] = {}
+    found: list[str] = []
+    for node in snapshot.nodes:
+        carries = verdicts.get(id(node.taints))
+        if carries is None:
+            carries = verdicts[id(node.taints)] = carries_taint(node.taints, ATTRITION_TAINT_KEY)
+        if carries:
+            found.append(node.name)
+    return frozenset(found)
 
 
 def without_marks(snapshot: Snapshot, marked: frozenset[str]) -> Snapshot:
     """The snapshot as the placement rules judge it: marked nodes without the mark (ours to lift)."""
     if not marked:
         return snapshot
-    nodes = tuple(_unmarked(n) if n.name in marked else n for n in snapshot.nodes)
+    # A list rather than a generator: every node of every run passes, and a generator resumes per node.
+    nodes = tuple([_unmarked(n) if n.name in marked else n for n in snapshot.nodes])
     return replace(snapshot, nodes=nodes)
 
 
@@ -90,15 +102,27 @@ class AttritionResult:
 
 
 class _Candidate(NamedTuple):
-    """A node attrition may mark (a named tuple: one is built for most nodes of every run, and a frozen
-    dataclass's __init__ sets each field through object.__setattr__)."""
+    """A node attrition may mark (a named tuple: one is built for many nodes of every run, and a frozen
+    dataclass's __init__ sets each field through object.__setattr__).
 
-    node: Node
-    gpus: int
+    Its first fields are the order candidates are marked in, cheapest to empty first: already marked,
+    then least expected remaining work, fewest GPUs in use and busy pods, newest, then the name. The
+    sort reads them off in C (`_ORDER`), with no key function called per candidate.
+    """
+
+    unmarked: bool
+    remaining: float  # seconds until its last busy pod is expected to end (see expected_remaining_seconds)
     used: int
     busy: int
+    newest: float  # minus its creation time (0.0 without one): the newest first
+    name: str
+    node: Node
+    gpus: int
     free: int
-    remaining: float  # seconds until its last busy pod is expected to end (see expected_remaining_seconds)
+
+
+# The order's fields, not the node: names are unique, but a Node has no order to fall back on.
+_ORDER = itemgetter(0, 1, 2, 3, 4, 5)
 
 
 def plan_attrition(
@@ -152,7 +176,8 @@ def _plan_group(
     """(node, reason) to mark and to unmark in one group."""
     cutoff, now = ctx.config.policy.pod_priority_cutoff, ctx.now
     lifted: list[tuple[str, str]] = []
-    candidates: list[_Candidate] = []
+    ranked: list[_Candidate] = []
+    kept = 0  # marked nodes that are cordoned: still marked, they count against what the group can lose
     pool = 0  # free GPUs of schedulable nodes: what new pods may use once marks are placed
     gpus_per_node = 0
     pods_on_node = ctx.pods_on_node
@@ -160,6 +185,8 @@ def _plan_group(
         gpus = node.allocatable.gpus
         if gpus > gpus_per_node:
             gpus_per_node = gpus
+        if node.unschedulable and node.name in marked:
+            kept += 1
         pods = pods_on_node.get(node.name, ())
         used = 0  # live pods only (pods_on_node); a loop rather than sum(): every node of every run
         for pod in pods:
@@ -176,19 +203,36 @@ def _plan_group(
             # Counted and their latest end taken: busy_pods' order by key is not needed here.
             busy = [p for p in pods if p.keeps_node_busy(cutoff, now)]
             remaining = expected_remaining_seconds(now, busy)
-            candidates.append(_Candidate(node, gpus, used, len(busy), free, remaining))
+            newest = -node.created_at.timestamp() if node.created_at else -0.0
+            name = node.name
+            ranked.append(
+                _Candidate(name not in marked, remaining, used, len(busy), newest, name, node, gpus, free)
+            )
         elif node.name in marked and why_not not in (_LEAVING, _NOT_SCHEDULABLE, _FULL):
             lifted.append((node.name, why_not))
-    if not policy.enabled or not candidates:
+    if not policy.enabled or not ranked:
         return [], lifted
     spare = spare_gpus(view, policy, gpus_per_node)
     removable = removable_above_min(len(view.nodes), view.min_size)
-    candidates.sort(key=lambda c: _cheapest_to_empty(c, marked))
+    ranked.sort(key=_ORDER)
+    return _mark_prefix(ranked, marked, lifted, pool, kept, removable, spare), lifted
+
+
+def _mark_prefix(
+    ranked: list[_Candidate],
+    marked: frozenset[str],
+    lifted: list[tuple[str, str]],
+    pool: int,
+    kept: int,
+    removable: int,
+    spare: int,
+) -> list[tuple[str, str]]:
+    """(node, reason) to mark: a prefix of the ranked candidates, while `pool` free GPUs stay above the
+    `spare` and `kept` marked nodes below what the group can lose; the marked ones past it join `lifted`."""
     chosen: list[tuple[str, str]] = []
-    kept = sum(1 for n in view.nodes if n.name in marked and n.unschedulable)  # cordoned, still marked
     full = False  # the first candidate that cannot be marked ends the marked prefix
-    for cand in candidates:
-        name = cand.node.name
+    for cand in ranked:
+        name = cand.name
         full = full or kept >= removable or pool - cand.free < spare
         if not full:
             pool -= cand.free
@@ -199,13 +243,7 @@ def _plan_group(
             lifted.append(
                 (name, f"its room is needed: {pool} free GPU(s) unmarked, {spare} kept for new pods")
             )
-    return chosen, lifted
-
-
-def _cheapest_to_empty(cand: _Candidate, marked: frozenset[str]) -> tuple[object, ...]:
-    """Already marked first, then least expected remaining work, fewest GPUs in use and busy pods, newest."""
-    created = cand.node.created_at.timestamp() if cand.node.created_at else 0.0
-    return (cand.node.name not in marked, cand.remaining, cand.used, cand.busy, -created, cand.node.name)
+    return chosen
 
 
 def mark_blocker(node: Node | None, pods: Sequence[Pod]) -> str | None:
@@ -279,11 +317,23 @@ def expected_remaining_seconds(now: datetime, pods: Sequence[Pod]) -> float:
     time counts as just started.
     """
     latest = 0.0
+    # The pods without an estimate are expected to run as long again as they ran: the oldest of them
+    # is the latest end, and the one time difference taken (every busy pod of every candidate of every
+    # run passes here; `now - created_at` only shrinks as `created_at` grows, so its maximum is the same).
+    oldest: datetime | None = None
     for pod in pods:
-        elapsed = (now - pod.created_at).total_seconds() if pod.created_at is not None else 0.0
+        created = pod.created_at
         raw = pod.annotations.get(ANNOTATION_EXPECTED_RUNTIME) if pod.annotations else None
+        if raw is not None and raw.isdigit():
+            elapsed = (now - created).total_seconds() if created is not None else 0.0
+            remaining = int(raw) - elapsed
+            if remaining > latest:
+                latest = remaining
+        elif created is not None and (oldest is None or created < oldest):
+            oldest = created  # one without a creation time counts as just started: 0, never the latest
+    if oldest is not None:
         # As long again as it ran: 2 * elapsed - elapsed, which is `elapsed` exactly in floating point.
-        remaining = int(raw) - elapsed if raw is not None and raw.isdigit() else elapsed
-        if remaining > latest:
-            latest = remaining
+        elapsed = (now - oldest).total_seconds()
+        if elapsed > latest:
+            latest = elapsed
     return latest

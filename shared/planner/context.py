@@ -3,11 +3,11 @@ pods by node, and the resource dimension order used by the packing vectors."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
+from operator import attrgetter
 
 from shared.config import NodeGroupConfig, ScalerConfig
 from shared.domain.model import TERMINAL_PHASES, AsgInstance, AsgState, GroupState, Node, Pod, Snapshot, Taint
@@ -84,9 +84,20 @@ class Context:
     pods_on_node: dict[str, list[Pod]]  # live pods only: terminal ones are left out
     busy_nodes: frozenset[str]  # nodes running a pod other than DaemonSet/mirror pods
     nodes_by_name: dict[str, Node] = field(default_factory=dict)  # every registered node
-    devices: DeviceWorld | None = None  # DRA: the run's ResourceSlices, classes and claims
     _requests: dict[Resources, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     _vectors: dict[Resources, tuple[int, ...]] = field(default_factory=dict)
+
+    @cached_property
+    def devices(self) -> DeviceWorld | None:
+        """DRA: the run's ResourceSlices, classes and claims. Built when first asked: only placing
+        pending pods reads it, and most runs have none (it joins every registered node)."""
+        return device_world(
+            self.snapshot.dra,
+            {
+                view.name: (tuple((n.name, n.ready) for n in view.nodes), view.config.device_slices)
+                for view in self.groups
+            },
+        )
 
     @cached_property
     def dims(self) -> tuple[str, ...]:
@@ -138,6 +149,11 @@ class Context:
         return since is not None and self.now - since >= timedelta(seconds=seconds)
 
 
+# Sort keys read in C, no lambda frame per node (every group of every run sorts its nodes).
+_NAME = attrgetter("name")
+_INSTANCE_ID = attrgetter("instance_id")
+
+
 def _group_view(
     snapshot: Snapshot,
     config: ScalerConfig,
@@ -156,8 +172,8 @@ def _group_view(
             unregistered.append(instance)
         else:
             registered.append(node)
-    registered.sort(key=lambda n: n.name)
-    unregistered.sort(key=lambda i: i.instance_id)
+    registered.sort(key=_NAME)
+    unregistered.sort(key=_INSTANCE_ID)
     capacity = group_capacity(
         asg, snapshot.state.instances_first_seen, config.policy, now, group_config.instance_type
     )
@@ -181,14 +197,19 @@ def _group_view(
 def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Context:
     """Join config, ASGs, nodes and pods into the indexes the planning rules read."""
     nodes_by_instance = {n.instance_id: n for n in snapshot.nodes if n.instance_id}
-    pods_on_node: dict[str, list[Pod]] = defaultdict(list)
+    pods_on_node: dict[str, list[Pod]] = {}
     busy: set[str] = set()
     cutoff = config.policy.pod_priority_cutoff
-    for pod in snapshot.pods:
-        if pod.node_name and pod.phase not in TERMINAL_PHASES:  # Pod.is_terminal, without the call
-            pods_on_node[pod.node_name].append(pod)
-            if pod.node_name not in busy and pod.keeps_node_busy(cutoff, now):  # one busy pod is enough
-                busy.add(pod.node_name)
+    for pod in snapshot.pods:  # every pod of every run: its node's name read once, no defaultdict
+        node_name = pod.node_name
+        if node_name and pod.phase not in TERMINAL_PHASES:  # Pod.is_terminal, without the call
+            on_node = pods_on_node.get(node_name)
+            if on_node is None:
+                pods_on_node[node_name] = [pod]
+            else:
+                on_node.append(pod)
+            if node_name not in busy and pod.keeps_node_busy(cutoff, now):  # one busy pod is enough
+                busy.add(node_name)
 
     groups = [
         _group_view(snapshot, config, group_config, nodes_by_instance, now)
@@ -202,14 +223,7 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
         now=now,
         groups=groups,
         group_of_node=group_of_node,
-        pods_on_node=dict(pods_on_node),
+        pods_on_node=pods_on_node,
         busy_nodes=frozenset(busy),
         nodes_by_name={n.name: n for n in snapshot.nodes},
-        devices=device_world(
-            snapshot.dra,
-            {
-                view.name: (tuple((n.name, n.ready) for n in view.nodes), view.config.device_slices)
-                for view in groups
-            },
-        ),
     )

@@ -241,13 +241,13 @@ def node_health(
     first_seen: Mapping[str, datetime],
     now: datetime,
     *,
-    booting: bool = False,
+    born_after: datetime | None = None,
 ) -> Health:
     """Every health signal of one node this run (see the module docstring).
 
-    A `booting` node (younger than the provisioning deadline) is not judged by its Ready condition:
-    it is capacity on its way, and a node never Ready by the deadline is a launch that failed
-    (scale-down replaces it and backs the group off), not a broken machine.
+    A booting node (created after `born_after`: younger than the provisioning deadline) is not judged
+    by its Ready condition: it is capacity on its way, and a node never Ready by the deadline is a
+    launch that failed (scale-down replaces it and backs the group off), not a broken machine.
     """
     if (
         not policy.extra_conditions
@@ -260,6 +260,8 @@ def node_health(
         missing = _capacity_missing(node)  # the first bad input found, as below, without a reader
         if missing:
             return _CANNOT_TELL[missing]
+    # Told apart only here, past the settled nodes (most of them), which are healthy whatever their age.
+    booting = born_after is not None and node.created_at is not None and node.created_at > born_after
     reader = _Reader(node.instance_id or node.name, first_seen, now)
     bad = _conditions(node, policy, reader, booting) if node.conditions else ""
     bad = bad or _gpus_lost(node, policy, reader) or _instance(instance, status, policy, reader)

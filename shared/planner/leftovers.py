@@ -29,7 +29,8 @@ def leftover_nodes(
     `asgs` must be every configured group's ASG (the caller passes none when one could not be read:
     an instance missing from a group that was not read is not gone). `groups` maps ASG name to group.
     """
-    suspects = [n for n in nodes if n.cordoned_by_scaler and not n.ready and n.instance_id]
+    # Readiness first: a field, where cordoned_by_scaler is a property call (every node of every run).
+    suspects = [n for n in nodes if not n.ready and n.cordoned_by_scaler and n.instance_id]
     if not suspects:
         return ()  # most runs: no NotReady node the scaler cordoned, no instance to look up
     owner: dict[str, str] = {}

@@ -32,6 +32,7 @@ from shared.config import ScalerConfig
 from shared.domain.model import (
     ANNOTATION_CORDONED_AT,
     AsgInstance,
+    AsgState,
     Node,
     Snapshot,
     Taint,
@@ -42,6 +43,7 @@ from shared.domain.plan import NodeAction, NodeMark, RepairAction, RepairDecisio
 from shared.domain.safety import busy_pods, protection, removable_above_min
 from shared.planner.context import Context, GroupView
 from shared.planner.health import HEALTHY, Health, Signal, evidence, node_health
+from shared.planner.memo import identity_memo
 
 REPAIR_TAINT_KEY = "backlog-scaler/unhealthy"
 REPAIR_CAUSE = "repair"
@@ -75,9 +77,9 @@ def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessmen
     counted, only the actions stop)."""
     policy = config.policy.repair
     managed = {g.asg_name for g in config.node_groups}
-    instances = {
-        i.instance_id: i for name, asg in snapshot.asgs.items() if name in managed for i in asg.live_instances
-    }
+    groups = [_live_by_id(asg) for name, asg in snapshot.asgs.items() if name in managed]
+    # One group (the usual case): its remembered index as it is, read only here.
+    instances = groups[0] if len(groups) == 1 else {i: inst for group in groups for i, inst in group.items()}
     statuses = snapshot.instance_statuses or {}
     # Created after this instant: younger than the provisioning deadline, so booting.
     born_after = now - timedelta(seconds=config.policy.max_node_provision_seconds)
@@ -88,19 +90,27 @@ def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessmen
     unhealthy: list[str] = []
     recovered: list[str] = []
     notable: list[str] = []
+    # Whether a taint list holds the health taint, by the list's identity: a group's nodes share theirs
+    # (the nodes, so the ids, live all call), and every healthy node of every run is asked.
+    tainted: dict[int, bool] = {}
     for node in snapshot.nodes:
         instance = instances.get(node.instance_id or "")
         if instance is None:
             continue
-        nodes[node.name], by_node[node.name] = node, instance
-        booting = node.created_at is not None and node.created_at > born_after
+        name = node.name
+        nodes[name], by_node[name] = node, instance
         status = statuses.get(instance.instance_id) if statuses else None
-        found = health[node.name] = node_health(
-            node, instance, status, policy, first_seen, now, booting=booting
+        found = health[name] = node_health(
+            node, instance, status, policy, first_seen, now, born_after=born_after
         )
         if found is HEALTHY:  # most nodes of most runs: one identity test, no property read
-            if node.taints and health_tainted(node):
-                recovered.append(node.name)
+            taints = node.taints
+            if taints:
+                ours = tainted.get(id(taints))
+                if ours is None:
+                    ours = tainted[id(taints)] = carries_taint(taints, REPAIR_TAINT_KEY)  # health_tainted
+                if ours:
+                    recovered.append(name)
             continue
         notable.append(node.name)
         if found.unhealthy:
@@ -111,6 +121,15 @@ def assess(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Assessmen
     return Assessment(
         health, nodes, by_node, foreign, frozenset(unhealthy), frozenset(recovered), frozenset(notable)
     )
+
+
+def _index_live(asg: AsgState) -> dict[str, AsgInstance]:
+    return {i.instance_id: i for i in asg.live_instances}
+
+
+# A group's live instances by id, from the ASG alone: the simulator and a warm Lambda hand over the
+# same frozen AsgState while the group does not change (shared.planner.memo).
+_live_by_id = identity_memo(_index_live)
 
 
 def hide_unhealthy(snapshot: Snapshot, assessment: Assessment) -> Snapshot:
@@ -197,8 +216,10 @@ def plan_repair(
 def _plan_group(
     ctx: Context, view: GroupView, assessment: Assessment, decrements: int, saturated: bool, out: RepairResult
 ) -> None:
-    names = [n.name for n in view.nodes]  # in name order (GroupView.nodes)
     health, recovered, notable = assessment.health, assessment.recovered, assessment.notable
+    # Most runs have every node HEALTHY with no cordon to lift: then no node is read here at all.
+    anything = notable or recovered or assessment.unhealthy
+    names = [n.name for n in view.nodes] if anything else []  # in name order (GroupView.nodes)
     for name in names:
         if name not in notable and name not in recovered:
             continue  # HEALTHY with no cordon to lift, or not assessed: most nodes of most runs
@@ -213,7 +234,7 @@ def _plan_group(
         elif name in recovered:
             _recover(assessment.nodes[name], view, instance_id, out)
     unhealthy = [name for name in names if name in assessment.unhealthy]
-    threshold = unhealthy_threshold(len(names), ctx.config.policy.repair.max_unhealthy_fraction)
+    threshold = unhealthy_threshold(len(view.nodes), ctx.config.policy.repair.max_unhealthy_fraction)
     paused = ctx.config.policy.repair.enabled and len(unhealthy) > threshold
     if paused:
         out.paused.append(view.name)

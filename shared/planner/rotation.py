@@ -218,13 +218,15 @@ def _plan_group(
     skip: frozenset[str],
     out: RotationResult,
 ) -> None:
-    instances = {i.instance_id: i for i in asg.live_instances}
+    instances: dict[str, AsgInstance] | None = None  # built for the first node judged (most runs: none)
     found: list[tuple[Node, RotationCause, str]] = []
     judged = _may_be_due(asg, ctx.snapshot, ctx.config)
     for planned in view.nodes:
         node = nodes.get(planned.name, planned)
-        if not judged and not _rotation_marked(node):
+        if not judged and not carries_taint(node.taints, ROTATION_TAINT_KEY):  # _rotation_marked, no call
             continue  # nothing can make it due, and it carries no mark to lift: what `due` would say
+        if instances is None:
+            instances = {i.instance_id: i for i in asg.live_instances}
         instance = instances.get(node.instance_id or "")
         reason = due(node, asg, instance, ctx.snapshot, ctx.config, ctx.now) if instance else None
         if reason is None or node.name in skip:
@@ -235,6 +237,8 @@ def _plan_group(
                 )
             continue
         found.append((node, *reason))
+    if not found:
+        return  # nothing due: no slot to count, no decision (most groups of most runs)
     # Maintenance first, then nodes already marked (finish what started), then the oldest.
     found.sort(
         key=lambda f: (

@@ -110,7 +110,13 @@ def _idle_nodes(
     cordoned_idle: list[tuple[datetime, Node]] = []
     for node in view.nodes:
         if node.name in busy_nodes or not is_idle(ctx, node):
-            if node.cordoned_by_scaler and node.name not in uncordoning and not _emptying(ctx, node):
+            # unschedulable first: a field, where cordoned_by_scaler is a property (most nodes are busy)
+            if (
+                node.unschedulable
+                and node.cordoned_by_scaler
+                and node.name not in uncordoning
+                and not _emptying(ctx, node)
+            ):
                 out.uncordon.append(NodeAction(node.name, view.name, "a pod started on it after the cordon"))
             continue
         previous = stored_idle.get(node.name)

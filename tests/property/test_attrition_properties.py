@@ -7,15 +7,20 @@ booting node while a node that stays marked has the room it needs.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shared.domain.model import Pod
 from shared.domain.plan import Outcome
 from shared.planner import plan
-from shared.planner.attrition import ATTRITION_TAINT_KEY
+from shared.planner.attrition import (
+    ANNOTATION_EXPECTED_RUNTIME,
+    ATTRITION_TAINT_KEY,
+    expected_remaining_seconds,
+)
 from tests.builders import GPU_TAINT, NOW, asg, config, node, pod, snapshot
 
 GPUS = 8
@@ -67,3 +72,43 @@ def test_no_pending_pod_waits_on_a_mark(
         elif outcome.outcome in (Outcome.SCALE_UP, Outcome.IN_FLIGHT):
             # sent elsewhere: no node that stays marked had the room (nothing is counted on those)
             assert all(free[name] < gpus for name in still_marked), (outcome, still_marked)
+
+
+def _remaining_by_definition(now: datetime, pods: list[Pod]) -> float:
+    """The latest expected end as the docstring defines it, pod by pod (what the fast reading must equal)."""
+    ends = [0.0]
+    for p in pods:
+        elapsed = (now - p.created_at).total_seconds() if p.created_at is not None else 0.0
+        raw = p.annotations.get(ANNOTATION_EXPECTED_RUNTIME)
+        ends.append(int(raw) - elapsed if raw is not None and raw.isdigit() else 2 * elapsed - elapsed)
+    return max(ends)
+
+
+busy_pod_specs = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.integers(-3_600, 400_000)),  # created this many seconds ago (or unknown)
+        st.integers(0, 999_999),  # microseconds of the creation time
+        st.one_of(st.none(), st.sampled_from(["600", "86400", "0", "x1", "", "-5"])),  # estimate
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(specs=busy_pod_specs)
+def test_the_expected_remaining_work_is_the_latest_end_pod_by_pod(
+    specs: list[tuple[int | None, int, str | None]],
+) -> None:
+    # Any busy pods: with or without an estimate, old, new, created in the future or at no known time
+    pods = [
+        Pod(
+            "research",
+            f"p{i}",
+            created_at=None if ago is None else NOW - timedelta(seconds=ago, microseconds=micros),
+            annotations={ANNOTATION_EXPECTED_RUNTIME: raw} if raw is not None else {},
+        )
+        for i, (ago, micros, raw) in enumerate(specs)
+    ]
+
+    # Then the oldest unestimated pod stands for all of them: the latest end is the pod-by-pod one
+    assert expected_remaining_seconds(NOW, pods) == _remaining_by_definition(NOW, pods)

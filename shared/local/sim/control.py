@@ -57,7 +57,7 @@ class SimController:
         asgs = {group.asg_name: self._asg(group) for group in state.groups}
         return Snapshot(
             pods=tuple(state.live_pods.values()),
-            nodes=tuple(node.domain() for node in state.nodes.values()),
+            nodes=tuple([node.domain() for node in state.nodes.values()]),  # a list: no generator per node
             asgs=asgs,
             state=self._store.read(state.groups),
         )

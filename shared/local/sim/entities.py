@@ -347,7 +347,9 @@ class SimNode:
                     if self.cordoned_at is not None
                     else NO_STRINGS
                 ),
-                taints=self.group.taints if self.taint is None else (*self.group.taints, self.taint),
+                # The group's one list per kind of node, as the scheduler's class holds it: the
+                # planner's per-run verdicts keyed by a list's identity then judge marked nodes once.
+                taints=self.group.node_class(self.taint, cordoned).taints,
                 unschedulable=cordoned,
                 ready=True,
                 ready_changed_at=created,

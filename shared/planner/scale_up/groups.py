@@ -54,14 +54,16 @@ class _Booting:
         # Created after this instant: younger than the provisioning deadline (Context.older_than).
         self.born_after = ctx.now - timedelta(seconds=policy.max_node_provision_seconds)
         self.starting: dict[int, bool] = {}  # id(taints) -> has a startup taint (taints live all run)
-        self.complete: dict[tuple[int, int], bool] = {}
+        self.complete: dict[int, dict[int, bool]] = {}  # id(shape) -> id(allocatable) -> advertised
 
     def of(self, view: GroupView) -> list[Node]:
         """The group's registered nodes that are booting (one loop, no call per node: every node of
         every run passes here)."""
         shape = view.shape
         assert shape is not None
-        starting, complete, born_after = self.starting, self.complete, self.born_after
+        starting, born_after = self.starting, self.born_after
+        # Per shape, by allocatable alone: no key tuple built per node.
+        complete = self.complete.setdefault(id(shape), {})
         found: list[Node] = []
         for node in view.nodes:
             if node.unschedulable:
@@ -71,12 +73,11 @@ class _Booting:
                 if started is None:
                     started = starting[id(node.taints)] = has_startup_taint(node.taints, self.policy)
                 if not started:
-                    key = (id(node.allocatable), id(shape))
-                    advertised = complete.get(key)
+                    advertised = complete.get(id(node.allocatable))
                     if advertised is None:
                         have = node.allocatable.as_dict()
                         advertised = all(not value or have.get(name) for name, value in shape.items)
-                        complete[key] = advertised
+                        complete[id(node.allocatable)] = advertised
                     if advertised:
                         continue  # ready with everything its shape promises: in service
             if node.created_at is None or node.created_at > born_after:

@@ -4,6 +4,7 @@ placing a pod there (cluster-autoscaler's first step: pods that fit existing nod
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
 from shared.domain.model import Pod, Taint
 from shared.domain.plan import Outcome, PodOutcome, ReasonCode
@@ -103,6 +104,9 @@ def bound_ports(pods: list[Pod]) -> set[tuple[str, str, int]]:
     return ports
 
 
+_NAME = attrgetter("name")  # a node's name, read in C: no lambda frame per node of every run
+
+
 def existing_classes(
     ctx: Context, *, excluded: set[str], label_keys: frozenset[str], sim: Simulation
 ) -> list[ExistingClass]:
@@ -113,20 +117,33 @@ def existing_classes(
     """
     classes: dict[tuple[object, ...], ExistingClass] = {}
     keys = sorted(label_keys)  # few keys, many labels per node: look the keys up, in key order
-    for node in sorted(ctx.snapshot.nodes, key=lambda n: n.name):
+    # Classes tell taint lists apart by value, but a Taint hashes in Python: each list object is
+    # hashed once, mapped to the first equal list seen, whose id keys the class (a group's nodes
+    # share their list, the planner's copies of marked nodes too: attrition._TAINT_LISTS).
+    first_equal: dict[tuple[Taint, ...], tuple[Taint, ...]] = {}
+    same_taints: dict[int, int] = {}  # id(taints) -> id of the first equal list (the nodes live all call)
+    # The labels pending pods look at, per label mapping: a group's nodes share theirs.
+    visible_of: dict[int, tuple[tuple[str, str], ...]] = {}
+    for node in sorted(ctx.snapshot.nodes, key=_NAME):
         if not node.ready or node.name in excluded:
             continue
-        scaler_cordoned = node.cordoned_by_scaler and node.name in ctx.group_of_node
+        # unschedulable first: a field, where cordoned_by_scaler is a property call
+        scaler_cordoned = node.unschedulable and node.cordoned_by_scaler and node.name in ctx.group_of_node
         if node.unschedulable and not scaler_cordoned:
             continue
         bound = ctx.pods_on_node.get(node.name, [])
         free = ctx.room(node.allocatable, bound)
         labels = node.labels
-        visible = {k: labels[k] for k in keys if k in labels}
-        key = (tuple(visible.items()), node.taints, scaler_cordoned)
+        visible = visible_of.get(id(labels))
+        if visible is None:
+            visible = visible_of[id(labels)] = tuple([(k, labels[k]) for k in keys if k in labels])
+        taints = same_taints.get(id(node.taints))
+        if taints is None:
+            taints = same_taints[id(node.taints)] = id(first_equal.setdefault(node.taints, node.taints))
+        key = (visible, taints, scaler_cordoned)
         cls = classes.get(key)
         if cls is None:
-            cls = classes[key] = ExistingClass(visible, node.taints, Bins([], []), scaler_cordoned)
+            cls = classes[key] = ExistingClass(dict(visible), node.taints, Bins([], []), scaler_cordoned)
         cls.bins.free.append(free)
         cls.bins.ids.append(node.name)
         cls.bins.placed.append(0)
