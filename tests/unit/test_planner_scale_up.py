@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
 from datetime import timedelta
+
+import pytest
 
 from shared.domain.model import GroupState, InstanceType, ScalerState
 from shared.domain.plan import Outcome, ReasonCode
 from shared.domain.resources import Resources
 from shared.planner import plan
 from tests.builders import GPU_TAINT, NOW, a100_group, asg, config, node, pod, snapshot
+
+scale_up = importlib.import_module("shared.planner.scale_up")
 
 A100 = "research-a100"
 
@@ -324,3 +329,25 @@ def test_gang_uses_free_room_of_an_idle_node_and_buys_the_rest() -> None:
     # Then one member goes to the idle node, the other to one new node: the whole gang fits
     assert sorted(o for o, _ in outcomes(result).values()) == ["existing", "scale-up"]
     assert result.group("a100").desired == 2
+
+
+def test_a_full_node_left_out_of_the_room_still_orders_its_class_first() -> None:
+    # Given registered nodes of two pools a pending pod may use, by name: n1 (pool a, full), n2
+    # (pool b, room), n3 (pool a, room): classes are met in the order of their first node, n1's first
+    pools = {"n1": "a", "n2": "b", "n3": "a"}
+    nodes = [node(name, f"i-{i}", labels={"pool": pool}) for i, (name, pool) in enumerate(pools.items())]
+    busy = [pod("big", gpus=8, node="n1"), pod("half-2", gpus=4, node="n2"), pod("half-3", gpus=4, node="n3")]
+    either = [[{"key": "pool", "operator": "In", "values": ["a", "b"]}]]
+    snap = snapshot(
+        [*busy, pod("new", gpus=1, affinity=either)],
+        nodes,
+        [asg("research-a100", desired=3, instances=["i-0", "i-1", "i-2"])],
+    )
+    # When the planner plans (n1, without room for any pending pod, is left out of the room)
+    result = plan(snap, config(), NOW)
+    # Then the pod is counted on n3, pool a's class first as when n1 was in it: the plan is the one
+    # without the shortcut
+    assert [p.reason for p in result.pods] == ["fits free room on n3; the scheduler will place it"]
+    with pytest.MonkeyPatch.context() as full_reading:
+        full_reading.setattr(scale_up, "least_request", lambda units, ctx: None)
+        assert plan(snap, config(), NOW) == result

@@ -1,10 +1,12 @@
 """The planner's shortcuts decide what the full reading decides, on every plan of a replay.
 
-Four places answer most nodes of most runs without the full work (they are what makes the replay
+Places that answer most nodes of most runs without the full work (they are what makes the replay
 fast, issue 25): a settled node is HEALTHY without reading its signals (`health._calm`); rotation
 judges only marked nodes when nothing else can make one due (`rotation._may_be_due`); scale-up
 without a backlog counts booting nodes and launches as spare without building bins
-(`scale_up._without_backlog`). Each is checked against the full reading on every snapshot of a
+(`scale_up._without_backlog`); with a backlog of plain pods, a registered node without room for any
+of them joins neither the room nor the simulation (`scale_up.least_request`). Each is checked
+against the full reading on every snapshot of a
 replay of the Philly slice with GPU faults injected (nodes go unhealthy, are cordoned, replaced,
 recover), under both example configs (one keeping headroom nodes, which counts the spare booting
 nodes and launches): the two plans must be equal, field by field.
@@ -16,6 +18,7 @@ import importlib
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -60,7 +63,16 @@ def test_every_plan_of_a_replay_is_the_full_readings_plan(
 ) -> None:
     trace = load_trace(TRACE, "philly")
     trace = replace(trace, jobs=trace.jobs[:JOBS])
-    seen = {"plans": 0, "unhealthy": 0, "backlog": 0, "idle": 0}
+    seen = {"plans": 0, "unhealthy": 0, "backlog": 0, "idle": 0, "least": 0}
+
+    least_request = scale_up.least_request
+
+    def counted(units: Any, ctx: Any) -> Any:
+        least = least_request(units, ctx)
+        seen["least"] += least is not None
+        return least
+
+    monkeypatch.setattr(scale_up, "least_request", counted)
 
     def both(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         fast = plan(snapshot, config, now)
@@ -72,6 +84,7 @@ def test_every_plan_of_a_replay_is_the_full_readings_plan(
                 "_without_backlog",
                 lambda ctx, result, booting: scale_up._place(ctx, result, [], booting),
             )
+            full_reading.setattr(scale_up, "least_request", lambda units, ctx: None)
             full = plan(snapshot, config, now)
         assert fast == full, f"the plans at {now.isoformat()} differ"
         seen["plans"] += 1
@@ -84,4 +97,4 @@ def test_every_plan_of_a_replay_is_the_full_readings_plan(
 
     assert result.started == JOBS
     # The comparison covered what the shortcuts skip and what they do not.
-    assert seen["unhealthy"] > 0 and seen["backlog"] > 0 and seen["idle"] > 0, seen
+    assert seen["unhealthy"] > 0 and seen["backlog"] > 0 and seen["idle"] > 0 and seen["least"] > 0, seen

@@ -21,6 +21,7 @@ from shared.planner.scale_up.members import place_gang_members
 from shared.planner.scale_up.registered import (
     ExistingRoom,
     existing_classes,
+    least_request,
     parked_nodes,
     referenced_label_keys,
 )
@@ -56,7 +57,8 @@ def _place(
     run = Run(ctx, simulation(ctx), result.recalled)
     excluded = {node.name for nodes in booting.values() for node in nodes} | parked_nodes(ctx)
     label_keys = referenced_label_keys(units)
-    classes = existing_classes(ctx, excluded=excluded, label_keys=label_keys, sim=run.sim)
+    least = least_request(units, ctx)
+    classes = existing_classes(ctx, excluded=excluded, label_keys=label_keys, sim=run.sim, least=least)
     group_bins = all_group_bins(ctx, booting, run.sim)
     run.sim.prepare(result.pending)  # every node the run may count on is known: build the per-domain counts
     for unit in units:

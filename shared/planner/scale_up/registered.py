@@ -12,7 +12,7 @@ from shared.planner.backlog import Unit
 from shared.planner.context import Context
 from shared.planner.filters.framework import SimNode
 from shared.planner.filters.node_ports import port_key
-from shared.planner.packing import Bins
+from shared.planner.packing import Bins, Request, fits
 from shared.planner.scale_up.result import Placed
 from shared.planner.simulation import Simulation
 
@@ -25,6 +25,7 @@ class ExistingClass:
     taints: tuple[Taint, ...]
     bins: Bins
     uncordon: bool = False  # nodes cordoned by the scaler: placing a pod means uncordoning one
+    first: str = ""  # its first node by name, one without room for any pending pod included
 
 
 class ExistingRoom:
@@ -107,13 +108,36 @@ def bound_ports(pods: list[Pod]) -> set[tuple[str, str, int]]:
 _NAME = attrgetter("name")  # a node's name, read in C: no lambda frame per node of every run
 
 
+def least_request(units: list[Unit], ctx: Context) -> Request | None:
+    """What every pending pod asks at least, per dimension (None when that is nothing), when a node
+    without that much room plays no part in the run: every pending pod is plain (no inter-pod rule,
+    port, volume or DRA claim of its own) and no bound pod has anti-affinity, so a node matters only
+    as room, and room for none of them never becomes room (bins only lose room during a run)."""
+    if any(not p.constraints.is_plain for unit in units for p in unit.pods):
+        return None
+    if any(p.constraints.anti_affinity for pods in ctx.pods_on_node.values() for p in pods):
+        return None
+    least: dict[int, int] | None = None
+    for request in {r for unit in units for r in unit.requests}:
+        asked = dict(request)
+        least = asked if least is None else {d: min(a, asked[d]) for d, a in least.items() if d in asked}
+    return tuple(sorted(least.items())) if least else None
+
+
 def existing_classes(
-    ctx: Context, *, excluded: set[str], label_keys: frozenset[str], sim: Simulation
+    ctx: Context,
+    *,
+    excluded: set[str],
+    label_keys: frozenset[str],
+    sim: Simulation,
+    least: Request | None = None,
 ) -> list[ExistingClass]:
     """Registered nodes with room (but the `excluded` ones), grouped by what admission can see.
 
     Only label keys some pending pod refers to matter, so nodes that differ only in, say, their
-    hostname label share a class and one admission test. Each node also joins the simulation.
+    hostname label share a class and one admission test. Each node also joins the simulation, but
+    one without room for `least` (see least_request): it could take no pending pod, and nothing
+    else reads it. Its name still orders its class, so first fit meets the nodes as before.
     """
     classes: dict[tuple[object, ...], ExistingClass] = {}
     keys = sorted(label_keys)  # few keys, many labels per node: look the keys up, in key order
@@ -143,14 +167,18 @@ def existing_classes(
         key = (visible, taints, scaler_cordoned)
         cls = classes.get(key)
         if cls is None:
-            cls = classes[key] = ExistingClass(dict(visible), node.taints, Bins([], []), scaler_cordoned)
+            cls = classes[key] = ExistingClass(
+                dict(visible), node.taints, Bins([], []), scaler_cordoned, node.name
+            )
+        if least is not None and not fits(least, free):
+            continue
         cls.bins.free.append(free)
         cls.bins.ids.append(node.name)
         cls.bins.placed.append(0)
         # A scaler-cordoned node is judged schedulable: the plan uncordons it to use it.
         sim.add_node(SimNode(node.name, node.labels, node.taints, free, False, bound_ports(bound)))
     # Schedulable nodes first; uncordoning is the fallback before buying nodes.
-    return sorted(classes.values(), key=lambda c: (c.uncordon, c.bins.ids[0] or ""))
+    return sorted((c for c in classes.values() if c.bins.ids), key=lambda c: (c.uncordon, c.first))
 
 
 def parked_nodes(ctx: Context) -> set[str]:
