@@ -127,11 +127,19 @@ class _Verdicts:
     def refuse_bought(self, pod: Pod, memory: PodMemory, refused: dict[str, datetime]) -> None:
         """Groups whose nodes bought for the pod are usable and none can hold it are refused."""
         for group, since in memory.bought.items():
-            if group in refused:
-                continue
-            bought = [n for n in self._members(group).since(since) if _usable_since(n, self._now, self.retry)]
-            if bought and not any(self._holds(pod, n) for n in bought):
+            if group not in refused and self._none_holds(pod, self._members(group).since(since)):
                 refused[group] = self._until
+
+    def _none_holds(self, pod: Pod, bought: list[Node]) -> bool:
+        """Some of the nodes is usable and no usable one can hold the pod. Read up to the first that
+        can (`holds` is pure): an old pod's purchase is followed by every node bought since."""
+        usable = False
+        for node in bought:
+            if _usable_since(node, self._now, self.retry):
+                if self._holds(pod, node):
+                    return False
+                usable = True
+        return usable
 
     def refused_room(self, memory: PodMemory, refused: Mapping[str, datetime]) -> set[str]:
         """While a group is refused, none of its nodes created since the purchase is counted for the
