@@ -129,7 +129,9 @@ class Context:
         """Resources as non-zero (dimension, amount) pairs (cached: most pods share a few shapes)."""
         found = self._requests.get(resources)
         if found is None:
-            found = tuple((self.dim_index[name], value) for name, value in resources.items if value)
+            # A list, not a generator, into the tuple: a generator resumes once per resource.
+            index = self.dim_index
+            found = tuple([(index[name], value) for name, value in resources.items if value])
             self._requests[resources] = found
         return found
 
