@@ -90,6 +90,12 @@ class PodState:
         return self.devices.unresolvable if self.devices is not None else None
 
 
+def any_anti_affinity(bound: Iterable[Pod]) -> bool:
+    """Whether a live pod among `bound` has required anti-affinity: then pending pods it repels must be
+    judged node by node, however plain they are themselves."""
+    return any(pod.constraints.anti_affinity and not pod.is_terminal for pod in bound)
+
+
 def _spread_key(pod: Pod, constraint: SpreadConstraint, keys: tuple[str, ...]) -> tuple[object, ...]:
     scheduling = pod.scheduling
     return (
@@ -190,9 +196,7 @@ class Simulation:
         constrained = [p for p in pending if not p.constraints.is_plain]
         # Without constrained pending pods only a bound pod's anti-affinity needs the indexes: ask
         # that first (most runs have neither) before listing every bound pod.
-        if not constrained and not any(
-            pod.constraints.anti_affinity and not pod.is_terminal for pod, _ in self._bound_pods()
-        ):
+        if not constrained and not any_anti_affinity(pod for pod, _ in self._bound_pods()):
             return
         bound = [(pod, name) for pod, name in self._bound_pods() if not pod.is_terminal]
         self.active = True

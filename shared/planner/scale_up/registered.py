@@ -14,7 +14,7 @@ from shared.planner.filters.framework import SimNode
 from shared.planner.filters.node_ports import port_key
 from shared.planner.packing import Bins, Request, fits
 from shared.planner.scale_up.result import Placed
-from shared.planner.simulation import Simulation
+from shared.planner.simulation import Simulation, any_anti_affinity
 
 
 @dataclass
@@ -115,7 +115,7 @@ def least_request(units: list[Unit], ctx: Context) -> Request | None:
     as room, and room for none of them never becomes room (bins only lose room during a run)."""
     if any(not p.constraints.is_plain for unit in units for p in unit.pods):
         return None
-    if any(p.constraints.anti_affinity for pods in ctx.pods_on_node.values() for p in pods):
+    if any_anti_affinity(p for pods in ctx.pods_on_node.values() for p in pods):
         return None
     least: dict[int, int] | None = None
     for request in {r for unit in units for r in unit.requests}:
