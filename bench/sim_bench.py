@@ -54,9 +54,12 @@ def _group(gpus: int, cpu: str, memory: str, price: float, max_size: int) -> dic
     }
 
 
-def scaler_config(scenario: str, idle_seconds: int, max_size: int, policy: dict[str, object]) -> ScalerConfig:
-    """The scenario's groups (p3 shapes and on-demand prices) with the policy under test."""
-    groups = [_group(8, "63", "480Gi", 24.48, max_size)]
+def scaler_config(
+    scenario: str, idle_seconds: int, max_size: int, policy: dict[str, object], headroom_nodes: int = 0
+) -> ScalerConfig:
+    """The scenario's groups (p3 shapes and on-demand prices) with the policy under test; the 8-GPU
+    group of the one-group scenario keeps `headroom_nodes` warm."""
+    groups = [{**_group(8, "63", "480Gi", 24.48, max_size), "headroom_nodes": headroom_nodes}]
     if scenario == "pools":
         groups = [
             _group(1, "7.5", "58Gi", 3.06, 8 * max_size),
@@ -77,13 +80,15 @@ def checkpointable(attrition: str) -> float:
     return float(attrition.removeprefix(MIGRATE)) if attrition.startswith(MIGRATE) else 0.0
 
 
-def attrition_policy(attrition: str) -> dict[str, object]:
-    """The policy section for `off`, one taint effect, or `migrate:FRACTION`."""
+def attrition_policy(attrition: str, spare_gpus: int | None = None) -> dict[str, object]:
+    """The policy section for `off`, one taint effect, or `migrate:FRACTION`; `spare_gpus` sets
+    attrition's spare (None: one node's GPUs, the default)."""
     if attrition == OFF:
         return {"attrition": {"enabled": False}}
+    marks: dict[str, object] = {"enabled": True, "spare_gpus": spare_gpus}
     if attrition.startswith(MIGRATE):
-        return {"attrition": {"enabled": True, "effect": EFFECTS[0]}, "migration": {"enabled": True}}
-    return {"attrition": {"enabled": True, "effect": attrition}}
+        return {"attrition": {**marks, "effect": EFFECTS[0]}, "migration": {"enabled": True}}
+    return {"attrition": {**marks, "effect": attrition}}
 
 
 @dataclass(frozen=True)
@@ -125,7 +130,9 @@ class Figures:
 def replay(
     trace: Trace, scenario: str, scoring: Scoring, attrition: str, args: argparse.Namespace
 ) -> Figures:
-    config = scaler_config(scenario, args.idle, args.max_size, attrition_policy(attrition))
+    config = scaler_config(
+        scenario, args.idle, args.max_size, attrition_policy(attrition, args.spare_gpus), args.headroom_nodes
+    )
     options = SimOptions(
         boot_seconds=args.boot_seconds,
         right_size=scenario == "pools",
@@ -331,6 +338,19 @@ def main() -> int:
         help="also replay least-allocated with PreferNoSchedule attrition and migration on, with this share "
         "of the jobs checkpointing every 1800 s (restart 300 s); e.g. --checkpointable 1 0.5",
     )
+    parser.add_argument(
+        "--headroom-nodes",
+        type=int,
+        default=0,
+        help="warm nodes the one-group scenario's group keeps for arrivals (headroom_nodes; default 0)",
+    )
+    parser.add_argument(
+        "--spare-gpus",
+        type=int,
+        default=None,
+        help="free GPUs attrition and migration leave on unmarked nodes (policy.attrition.spare_gpus; "
+        "default one node's)",
+    )
     parser.add_argument("--no-pools", action="store_true", help="skip the 1/4/8-GPU pools scenario")
     parser.add_argument("--trace", dest="trace_option", help="the trace (same as the positional argument)")
     parser.add_argument(
@@ -353,6 +373,8 @@ def main() -> int:
         f"trace: {path} ({len(trace.jobs):,} jobs, loaded in {time.perf_counter() - started:.2f}s); boot "
         f"{args.boot_seconds}s, idle {args.idle}s, tick 60s, webhook +10s; "
         f"baseline: {' / '.join(map(str, BASELINE))}"
+        + (f"; one-group headroom {args.headroom_nodes} node(s)" if args.headroom_nodes else "")
+        + (f"; attrition spare {args.spare_gpus} GPUs" if args.spare_gpus is not None else "")
     )
     plan = [("one-group", scoring, attrition) for scoring in args.scoring for attrition in args.attrition]
     plan = [BASELINE, *(run for run in plan if run != BASELINE)]  # first: every ratio needs it
