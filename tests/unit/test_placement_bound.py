@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from shared.local.sim.loading import is_checkpointable
 from shared.local.sim.trace import Job
+from tests.bench_scripts import load_bench
 
-
-def _load() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "bench" / "placement_bound.py"
-    spec = importlib.util.spec_from_file_location("placement_bound", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["placement_bound"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bound = _load()
+bound = load_bench("placement_bound")
 
 
 def job(name: str, submit: int, duration: int, gpus: int) -> Job:

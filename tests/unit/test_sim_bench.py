@@ -3,26 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 
 from shared.local.sim.scheduler import Scoring
 from shared.local.sim.trace import Job, Trace
+from tests.bench_scripts import load_bench
 
-
-def _load() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "bench" / "sim_bench.py"
-    spec = importlib.util.spec_from_file_location("sim_bench", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sim_bench"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_bench("sim_bench")
 T0 = 1_500_000_000
 
 
