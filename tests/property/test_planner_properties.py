@@ -166,11 +166,9 @@ def test_no_node_running_a_batch_pod_is_cordoned_or_terminated(snap: Snapshot) -
 def test_planning_again_after_applying_the_plan_changes_nothing(snap: Snapshot) -> None:
     # Pods are pinned to one group here: when a pod fits several groups, a replan may move it to
     # another group's booting node (same cost), which is not a change of the desired counts only
-    # when packings agree; see the planner docs. Random draws (HYPOTHESIS_PROFILE=explore) also
-    # find the case where first fit and the scheduler disagree: a node the plan uncordons for a
-    # gang member is, once schedulable, the first fit of a small pod placed before the gang's
-    # group fill, and the replan buys one more node for the gang (as the scheduler's
-    # LeastAllocated choice would then need).
+    # when packings agree; see the planner docs. (A node the plan uncordons for one pod is room for
+    # every pod once schedulable: scale-up places again with it in its place, see
+    # test_a_node_uncordoned_for_a_gang_member_is_room_for_an_earlier_pod_too.)
     first = plan(snap, CONFIG, NOW)
     second = plan(apply(snap, first, CONFIG), CONFIG, NOW)
     assert [(g.name, g.desired) for g in second.groups] == [

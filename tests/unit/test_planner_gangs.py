@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from shared.domain.plan import Outcome, ReasonCode
+from datetime import timedelta
+
+from shared.domain.model import NodeState, ScalerState
+from shared.domain.plan import Outcome, Plan, ReasonCode
 from shared.planner import plan
 from shared.planner.attrition import ATTRITION_TAINT_KEY
 from shared.planner.gangs import pending_subject
-from tests.builders import GPU_TAINT, NOW, asg, config, node, pod, snapshot
+from tests.builders import GPU_TAINT, NOW, asg, config, iso, node, pod, snapshot
 from tests.builders_provisioning import pod_group, with_objects
 
 A100 = "research-a100"
@@ -174,3 +177,32 @@ def test_stand_ins_are_named_by_what_they_stand_for() -> None:
     assert pending_subject("research/kueue-llm-2x8-prov:podset0-1") == (
         "provisioning request research/kueue-llm-2x8-prov"
     )
+
+
+def test_a_node_uncordoned_for_a_gang_member_is_room_for_an_earlier_pod_too() -> None:
+    # Given an idle node the scaler cordoned (n0), a node with 7 free GPUs (n1), a pending 1-GPU pod
+    # and a gang of two 8-GPU pods
+    cordoned = {"backlog-scaler/cordoned-at": iso(NOW - timedelta(minutes=2))}
+    gang = {"scheduling.x-k8s.io/pod-group": "g1"}
+    pods = [pod("run-1", node="n1"), pod("small"), pod("big-0", gpus=8, labels=gang)]
+    pods.append(pod("big-1", gpus=8, labels=gang))
+    state = ScalerState(nodes={"n0": NodeState(NOW - timedelta(minutes=30))})
+
+    def planned(n0: dict[str, object], desired: int) -> Plan:
+        group = asg(A100, desired=desired, instances=["i-0", "i-1"])
+        return plan(snapshot(pods, [n0, node("n1", "i-1")], [group], state), config(), NOW)
+
+    first = planned(node("n0", "i-0", unschedulable=True, annotations=cordoned), 2)
+    # Then n0 is uncordoned, and once schedulable it is the first fit of the small pod (as the
+    # scheduler's LeastAllocated choice: the emptiest node), so the gang gets two new nodes
+    assert [a.node for a in first.uncordon] == ["n0"]
+    assert first.group("a100").desired == 4
+    assert {p.pod: p.outcome for p in first.pods} == {
+        "research/small": Outcome.EXISTING,
+        "research/big-0": Outcome.SCALE_UP,
+        "research/big-1": Outcome.SCALE_UP,
+    }
+    # And planning again once the plan is applied (n0 schedulable, desired 4) changes nothing
+    second = planned(node("n0", "i-0"), 4)
+    assert second.group("a100").desired == 4
+    assert second.uncordon == () and second.cordon == () and second.terminate == ()

@@ -82,7 +82,7 @@ def test_every_plan_of_a_replay_is_the_full_readings_plan(
             full_reading.setattr(
                 scale_up,
                 "_without_backlog",
-                lambda ctx, result, booting: scale_up._place(ctx, result, [], booting),
+                lambda ctx, result, booting: scale_up._place(ctx, result, [], booting, frozenset()),
             )
             full_reading.setattr(scale_up, "least_request", lambda units, ctx: None)
             full = plan(snapshot, config, now)

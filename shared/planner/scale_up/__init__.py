@@ -44,25 +44,43 @@ def plan_scale_up(ctx: Context) -> ScaleUpResult:
     (shared.planner.ground_truth).
     """
     units, skipped, pending = backlog_units(ctx)
-    result = ScaleUpResult(outcomes=dict(skipped), pending=pending, recalled=recall_refusals(ctx, pending))
+    recalled = recall_refusals(ctx, pending)
     booting = booting_nodes(ctx)
     if not units:
+        result = ScaleUpResult(outcomes=dict(skipped), pending=pending, recalled=recalled)
         return _without_backlog(ctx, result, booting)
-    return _place(ctx, result, units, booting)
+    # A node the plan uncordons is, once schedulable, room for every pod like any other (the next run
+    # sees it so): the pods are placed again with it in its place by name until no other node joins,
+    # so that planning again after the plan is applied changes nothing. Cordoned nodes are few and
+    # rarely wanted: most runs place once.
+    uncordoning: frozenset[str] = frozenset()
+    while True:
+        result = ScaleUpResult(outcomes=dict(skipped), pending=pending, recalled=recalled)
+        result = _place(ctx, result, units, booting, uncordoning)
+        if uncordoning.issuperset(result.uncordon):
+            return result
+        uncordoning = uncordoning.union(result.uncordon)
 
 
 def _place(
-    ctx: Context, result: ScaleUpResult, units: list[Unit], booting: dict[str, list[Node]]
+    ctx: Context,
+    result: ScaleUpResult,
+    units: list[Unit],
+    booting: dict[str, list[Node]],
+    uncordoning: frozenset[str],
 ) -> ScaleUpResult:
     run = Run(ctx, simulation(ctx), result.recalled)
     excluded = {node.name for nodes in booting.values() for node in nodes} | parked_nodes(ctx)
     label_keys = referenced_label_keys(units)
     least = least_request(units, ctx)
-    classes = existing_classes(ctx, excluded=excluded, label_keys=label_keys, sim=run.sim, least=least)
+    classes = existing_classes(
+        ctx, excluded=excluded, label_keys=label_keys, sim=run.sim, least=least, uncordoning=uncordoning
+    )
     group_bins = all_group_bins(ctx, booting, run.sim)
     run.sim.prepare(result.pending)  # every node the run may count on is known: build the per-domain counts
     for unit in units:
         unit.plain = all(run.sim.is_plain(p) and p.key not in result.recalled.distrusted for p in unit.pods)
+        unit.missing = None  # as placing finds it in this pass
     room = ExistingRoom(ctx, classes, run.sim)
 
     remaining, placed = place_on_registered(run, units, room)

@@ -26,6 +26,9 @@ class ExistingClass:
     bins: Bins
     uncordon: bool = False  # nodes cordoned by the scaler: placing a pod means uncordoning one
     first: str = ""  # its first node by name, one without room for any pending pod included
+    # Cordoned nodes the plan uncordons anyway (existing_classes' `uncordoning`): once schedulable they
+    # are room like any other, in name order.
+    uncordoned_anyway: bool = False
 
 
 class ExistingRoom:
@@ -131,6 +134,7 @@ def existing_classes(
     label_keys: frozenset[str],
     sim: Simulation,
     least: Request | None = None,
+    uncordoning: frozenset[str] = frozenset(),
 ) -> list[ExistingClass]:
     """Registered nodes with room (but the `excluded` ones), grouped by what admission can see.
 
@@ -138,6 +142,7 @@ def existing_classes(
     hostname label share a class and one admission test. Each node also joins the simulation, but
     one without room for `least` (see least_request): it could take no pending pod, and nothing
     else reads it. Its name still orders its class, so first fit meets the nodes as before.
+    Nodes the plan uncordons anyway (`uncordoning`, plan_scale_up) are ordered as schedulable ones.
     """
     classes: dict[tuple[object, ...], ExistingClass] = {}
     keys = sorted(label_keys)  # few keys, many labels per node: look the keys up, in key order
@@ -164,11 +169,12 @@ def existing_classes(
         taints = same_taints.get(id(node.taints))
         if taints is None:
             taints = same_taints[id(node.taints)] = id(first_equal.setdefault(node.taints, node.taints))
-        key = (visible, taints, scaler_cordoned)
+        anyway = scaler_cordoned and node.name in uncordoning
+        key = (visible, taints, scaler_cordoned, anyway)
         cls = classes.get(key)
         if cls is None:
             cls = classes[key] = ExistingClass(
-                dict(visible), node.taints, Bins([], []), scaler_cordoned, node.name
+                dict(visible), node.taints, Bins([], []), scaler_cordoned, node.name, anyway
             )
         if least is not None and not fits(least, free):
             continue
@@ -177,8 +183,13 @@ def existing_classes(
         cls.bins.placed.append(0)
         # A scaler-cordoned node is judged schedulable: the plan uncordons it to use it.
         sim.add_node(SimNode(node.name, node.labels, node.taints, free, False, bound_ports(bound)))
-    # Schedulable nodes first; uncordoning is the fallback before buying nodes.
-    return sorted((c for c in classes.values() if c.bins.ids), key=lambda c: (c.uncordon, c.first))
+    return sorted((c for c in classes.values() if c.bins.ids), key=_class_order)
+
+
+def _class_order(cls: ExistingClass) -> tuple[bool, str]:
+    """Schedulable nodes first (and those uncordoned anyway), by name; uncordoning is the fallback
+    before buying nodes."""
+    return (cls.uncordon and not cls.uncordoned_anyway, cls.first)
 
 
 def parked_nodes(ctx: Context) -> set[str]:
