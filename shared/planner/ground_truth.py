@@ -36,23 +36,10 @@ class Recall:
     errors: list[ModelError] = field(default_factory=list)
 
 
-def recall(
-    pending: list[Pod],
-    stored: Mapping[str, PodMemory],
-    nodes: Mapping[str, Node],
-    group_of_node: Mapping[str, str],
-    now: datetime,
-    retry_seconds: int,
-    refusal_ttl_seconds: int,
-    holds: Callable[[Pod, Node], bool],
-) -> Recall:
-    """Apply the scheduler's verdicts to the stored memory of the pending pods.
-
-    `holds(pod, node)`: whether the node, running only its DaemonSet and mirror pods, can hold the
-    pod by the scheduler's filters on what it advertises.
-    """
+def recall(pending: list[Pod], stored: Mapping[str, PodMemory], verdicts: Verdicts) -> Recall:
+    """Apply the scheduler's verdicts (over this run's nodes) to the stored memory of the pending pods."""
     out = Recall()
-    verdicts = _Verdicts(nodes, group_of_node, now, retry_seconds, refusal_ttl_seconds, holds)
+    nodes, now = verdicts.nodes, verdicts.now
     for pod in pending:
         memory = stored.get(pod.key)
         if memory is None or (memory.uid and pod.uid and memory.uid != pod.uid):
@@ -87,8 +74,12 @@ def recall(
     return out
 
 
-class _Verdicts:
-    """The scheduler's verdicts on capacity bought for pods, over one run's nodes."""
+class Verdicts:
+    """The scheduler's verdicts on capacity bought for pods, over one run's nodes.
+
+    `holds(pod, node)`: whether the node, running only its DaemonSet and mirror pods, can hold the
+    pod by the scheduler's filters on what it advertises.
+    """
 
     def __init__(
         self,
@@ -99,9 +90,9 @@ class _Verdicts:
         refusal_ttl_seconds: int,
         holds: Callable[[Pod, Node], bool],
     ) -> None:
-        self._nodes = nodes
+        self.nodes = nodes
         self._group_of_node = group_of_node
-        self._now = now
+        self.now = now
         self.retry = timedelta(seconds=retry_seconds)
         self._until = now + timedelta(seconds=refusal_ttl_seconds)
         self._holds = holds
@@ -110,7 +101,7 @@ class _Verdicts:
     def _members(self, group: str) -> _ByCreation:
         members = self._in_group.get(group)
         if members is None:  # each group's nodes listed once per run, not once per pending pod
-            nodes = self._nodes
+            nodes = self.nodes
             members = self._in_group[group] = _ByCreation.of(
                 [nodes[name] for name, g in self._group_of_node.items() if g == group]
             )
@@ -120,7 +111,7 @@ class _Verdicts:
         """A fit counted on `node` was refuted: its group is refused if the node was bought for the pod."""
         group = self._group_of_node.get(node)
         bought = memory.bought.get(group) if group else None
-        created = self._nodes[node].created_at
+        created = self.nodes[node].created_at
         if group and bought is not None and created is not None and created >= bought:
             refused[group] = self._until
 
@@ -135,7 +126,7 @@ class _Verdicts:
         can (`holds` is pure): an old pod's purchase is followed by every node bought since."""
         usable = False
         for node in bought:
-            if _usable_since(node, self._now, self.retry):
+            if _usable_since(node, self.now, self.retry):
                 if self._holds(pod, node):
                     return False
                 usable = True

@@ -11,7 +11,7 @@ from shared.planner.context import Context
 from shared.planner.filters.framework import Reason, SimNode
 from shared.planner.filters.node_resources_fit import node_resources_fit
 from shared.planner.filters.volume_binding import Volumes
-from shared.planner.ground_truth import Recall, recall
+from shared.planner.ground_truth import Recall, Verdicts, recall
 from shared.planner.packing import Bins, Journal, Request
 from shared.planner.placement import Placer, template_node
 from shared.planner.scale_up.groups import GroupBins, PlaceOne
@@ -238,9 +238,7 @@ def recall_refusals(ctx: Context, pending: list[Pod]) -> Recall:
             and _holds_devices(ctx, pod, SimNode(node.name, node.labels, taints, free))
         )
 
-    return recall(
-        pending,
-        ctx.snapshot.state.pods,
+    verdicts = Verdicts(
         ctx.nodes_by_name,
         {name: view.name for name, view in ctx.group_of_node.items()},
         ctx.now,
@@ -248,6 +246,7 @@ def recall_refusals(ctx: Context, pending: list[Pod]) -> Recall:
         policy.scheduler_refusal_ttl_seconds,
         holds,
     )
+    return recall(pending, ctx.snapshot.state.pods, verdicts)
 
 
 def _holds_devices(ctx: Context, pod: Pod, node: SimNode) -> bool:
