@@ -149,9 +149,9 @@ def _record_capacity_failures(deps: Deps, run: RunInfo, gathered: Gathered) -> S
 
 
 def _plan(deps: Deps, gathered: Gathered, state: ScalerState, now: datetime) -> Plan:
-    # Nodes held for a Spot interruption warning: the planner buys room for their pods ahead.
-    held = drain.INTERRUPTION_REQUESTER
-    interrupted = frozenset(n for i in gathered.intents if i.requested_by == held for n in i.nodes)
+    # Nodes held for an interruption warning (also within an operator's drain): the planner buys room
+    # for their pods ahead.
+    interrupted = frozenset(n for intent in gathered.intents for n in intent.held)
     plan = deps.planner(replace(gathered.snapshot(state), interrupted=interrupted), deps.config, now)
     log_plan(deps.reporter, plan)
     return plan

@@ -148,7 +148,9 @@ def _drain(intent: DrainIntent) -> dict[str, Any]:
         "nodeCount": len(intent.nodes),
         "requestedAt": _time(intent.requested_at),
         "expiresAt": _time(intent.expires_at),
-        "force": intent.force,
+        # Nodes keep the terms of the request that put them in the drain: forced if any node is.
+        "force": any(intent.terms_of(n).delete_after is not None for n in intent.nodes),
+        "heldCount": len(intent.held),  # nodes only held for an interruption warning
         "requestedBy": _text(intent.requested_by),
     }
 

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 # Bounds of a drain intent, which is stored as one DynamoDB item (at most 400 KB). Kubernetes caps
-# node names at 253 characters; 1,500 such names, 256 four-byte characters of requester and the other
-# attributes come to about 383 KB (tests/unit/test_force_scale_down.py stores that worst case).
+# node names at 253 characters; 1,400 such names with their terms, 256 four-byte characters of
+# requester and the other attributes come to about 384 KB (tests/unit/test_force_scale_down.py
+# stores that worst case).
 MAX_NODE_NAME_LENGTH = 253
 MAX_GROUP_NAME_LENGTH = 128
 MAX_REQUESTED_BY_LENGTH = 256
-MAX_INTENT_NODES = 1_500
+MAX_INTENT_NODES = 1_400
 # A forced scale-down drains at most this many nodes of a group at once (with the drain in progress),
 # which leaves the intent room for spot interruption holds up to MAX_INTENT_NODES.
 MAX_DRAIN_NODES = 1_000
+# The requester of a hold-only intent: a Spot or reservation interruption warning cordons the node
+# and buys room for its pods ahead, and evicts nothing (EC2 reclaims the node).
+INTERRUPTION_REQUESTER = "spot-interruption"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +57,21 @@ class ScalingFailure:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeDrain:
+    """How one node of a drain is drained: as the request that put it in the drain asked, whatever
+    requests joined the drain later (one may not shorten another's grace, nor force its deletions)."""
+
+    hold_only: bool = False  # an interruption warning's hold: cordoned, nothing evicted
+    delete_after: datetime | None = None  # forced: pods PDBs keep are deleted from then on; None: never
+
+
+@dataclass(frozen=True, slots=True)
 class DrainIntent:
-    """A forced scale-down in progress, stored so later reconcile runs finish it."""
+    """A forced scale-down in progress, stored so later reconcile runs finish it.
+
+    The intent's own times, grace, force and requester are those of the request that started it;
+    `terms` holds each node's own (a node without an entry is drained by the intent's).
+    """
 
     group: str
     nodes: tuple[str, ...]  # nodes chosen to drain and terminate
@@ -63,6 +81,29 @@ class DrainIntent:
     force: bool = False  # after the grace, delete pods even when PDBs block
     requested_by: str = ""
     revision: int = 0  # the stored version this was read at (0: not stored); writes are conditional on it
+    terms: Mapping[str, NodeDrain] = field(default_factory=dict)  # node -> its own terms
+
+    def terms_of(self, node: str) -> NodeDrain:
+        """How `node` is drained: its own terms, else the intent's."""
+        found = self.terms.get(node)
+        return found if found is not None else self._own_terms()
+
+    def _own_terms(self) -> NodeDrain:
+        return NodeDrain(
+            hold_only=self.requested_by == INTERRUPTION_REQUESTER,
+            delete_after=self.requested_at + timedelta(seconds=self.grace_seconds) if self.force else None,
+        )
+
+    def with_terms(self, terms: Mapping[str, NodeDrain]) -> DrainIntent:
+        """This intent with its nodes' own terms; those equal to the intent's are left out, so that
+        equal drains are equal intents however they were built (merged, or read back)."""
+        own, nodes = self._own_terms(), set(self.nodes)
+        return replace(self, terms={n: t for n, t in terms.items() if n in nodes and t != own})
+
+    @property
+    def held(self) -> tuple[str, ...]:
+        """Nodes only held for an interruption warning (cordoned, nothing evicted)."""
+        return tuple(n for n in self.nodes if self.terms_of(n).hold_only)
 
     def __post_init__(self) -> None:
         # The stored item must fit DynamoDB's 400 KB: a bigger intent is a bug upstream, not data.

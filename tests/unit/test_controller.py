@@ -916,6 +916,31 @@ def test_spot_interruption_cordons_the_node_and_holds_it_without_evicting() -> N
     assert w.state.intents == {}
 
 
+def test_spot_warning_during_an_operators_drain_holds_its_node_and_leaves_the_drain_as_asked() -> None:
+    # Given n1 under an operator's drain, forced after an hour, its pod kept by a PodDisruptionBudget,
+    # and n2 busy in the same group
+    w = drain_world(force=True, grace=3600)
+    w.cluster.block_evictions("research/job")
+    w.cluster.block_evictions("research/other")
+    w.clock.advance(60)
+    # When a Spot interruption warning comes for n2
+    w.controller().handle_interruption("i-2", w.clock.now(), InterruptionKind.SPOT_INTERRUPTION)
+    # Then n2 is held (cordoned, its room bought ahead, nothing evicted) and n1's pod is not deleted
+    intent = w.state.intents["a100"]
+    assert intent.nodes == ("n1", "n2") and intent.held == ("n2",)
+    assert w.cluster.is_cordoned("n2")
+    assert w.cluster.deleted_pods == [] and "research/other" not in w.cluster.evicted
+    assert w.fleet.desired(A100) == 3
+    # When the next runs come, still within n1's hour: n1's pod is only evicted, never deleted
+    w.clock.advance(600)
+    w.controller().reconcile("schedule")
+    assert w.cluster.deleted_pods == []
+    # When n1's hour is over: its pod is deleted; n2's never is
+    w.clock.set(NOW + timedelta(hours=1, minutes=1))
+    w.controller().reconcile("schedule")
+    assert w.cluster.deleted_pods == ["research/job"]
+
+
 def test_spot_interruption_of_an_instance_of_another_group_is_ignored() -> None:
     w = world([], [node("n1", "i-1")], [asg(A100, desired=1, instances=["i-1"])])
     result = w.controller().handle_interruption("i-999", NOW, InterruptionKind.SPOT_INTERRUPTION)

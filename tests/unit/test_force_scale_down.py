@@ -28,6 +28,7 @@ from shared.domain.operations import (
     MAX_NODE_NAME_LENGTH,
     MAX_REQUESTED_BY_LENGTH,
     DrainIntent,
+    NodeDrain,
 )
 from shared.formats.aws import asg_from_json
 from shared.formats.kubernetes import node_from_json, pod_from_json
@@ -402,14 +403,21 @@ def dynamodb_item_size(item: dict[str, Any]) -> int:
 @pytest.mark.usefixtures("fake_aws")
 def test_worst_case_drain_intent_fits_in_one_dynamodb_item() -> None:
     # Given the largest intent the bounds allow: the longest group name, MAX_INTENT_NODES names of
-    # 253 characters, and a requester of 256 four-byte characters
+    # 253 characters, each with terms of its own (a deletion time to the microsecond), and a
+    # requester of 256 four-byte characters
     from shared.adapters.aws.state_store import DynamoDbStateStore, create_table
 
     group = "g" * MAX_GROUP_NAME_LENGTH
     nodes = tuple(f"{n:05d}".ljust(MAX_NODE_NAME_LENGTH, "n") for n in range(MAX_INTENT_NODES))
     intent = DrainIntent(
         group, nodes, NOW, NOW + timedelta(days=1), MAX_GRACE_SECONDS, True, "\U0001f600" * 256
+    ).with_terms(
+        {
+            n: NodeDrain(delete_after=NOW + timedelta(seconds=i, microseconds=123457))
+            for i, n in enumerate(nodes)
+        }
     )
+    assert len(intent.terms) == MAX_INTENT_NODES
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         create_table(client, "state")
@@ -421,7 +429,69 @@ def test_worst_case_drain_intent_fits_in_one_dynamodb_item() -> None:
         assert store.drain_intents() == (stored,)
         (item,) = [i for i in client.scan(TableName="state")["Items"] if i["sk"]["S"].startswith("DRAIN#")]
     size = dynamodb_item_size(item)
-    assert 380_000 < size < 390_000 < 400 * 1000
+    assert 375_000 < size < 390_000 < 400 * 1000
+
+
+def test_each_node_of_a_merged_drain_keeps_the_terms_of_its_own_request() -> None:
+    # Given an operator's drain of n1, forced after an hour, and a later request for n2 without force
+    first = DrainIntent("a100", ("n1",), NOW, NOW + timedelta(hours=2), 3600, True, "alice")
+    later = NOW + timedelta(minutes=1)
+    second = DrainIntent("a100", ("n2",), later, later + timedelta(hours=1), 0, False, "bob")
+    # When the second joins the drain in progress
+    merged = merge_intents(first, second)
+    # Then n1 is still deleted only after its own hour, and n2's pods are never deleted (no force)
+    assert merged.nodes == ("n1", "n2")
+    assert merged.terms_of("n1") == NodeDrain(delete_after=NOW + timedelta(hours=1))
+    assert merged.terms_of("n2") == NodeDrain(delete_after=None)
+    # And the drain in progress is reported as it was requested
+    assert (merged.requested_by, merged.force, merged.grace_seconds) == ("alice", True, 3600)
+    # And the other order gives each node the same terms
+    reverse = merge_intents(second, first)
+    assert [reverse.terms_of(n) for n in reverse.nodes] == [merged.terms_of(n) for n in merged.nodes]
+
+
+def test_a_hold_neither_shortens_nor_forces_a_drain_and_an_operator_turns_a_hold_into_a_drain() -> None:
+    # Given an operator's drain of n1 (no force) and a spot-interruption hold of n1 and n2 a minute later
+    drain = DrainIntent("a100", ("n1",), NOW, NOW + timedelta(hours=1), 600, False, "alice")
+    at = NOW + timedelta(minutes=1)
+    hold = DrainIntent(
+        "a100", ("n1", "n2"), at, at + timedelta(minutes=10), 0, requested_by=INTERRUPTION_REQUESTER
+    )
+    # When the hold joins the drain: n1 is still drained as asked, n2 only held
+    merged = merge_intents(drain, hold)
+    assert merged.terms_of("n1") == NodeDrain(hold_only=False, delete_after=None)
+    assert merged.held == ("n2",)
+    # When an operator then forces n2: it is drained, forced from its own request on
+    forced = DrainIntent("a100", ("n2",), at, at + timedelta(hours=1), 0, True, "bob")
+    assert merge_intents(merged, forced).terms_of("n2") == NodeDrain(delete_after=at)
+    # And a hold that comes first is reported as the operator's drain once one joins it
+    assert merge_intents(hold, drain).requested_by == "alice"
+    assert merge_intents(hold, drain).held == ("n2",)
+
+
+@pytest.mark.usefixtures("fake_aws")
+def test_the_terms_of_each_node_are_stored_and_read_back() -> None:
+    # Given a merged drain: n1 forced after its grace, n2 without force, n3 only held
+    from shared.adapters.aws.state_store import DynamoDbStateStore, create_table
+
+    drain = DrainIntent("a100", ("n1",), NOW, NOW + timedelta(hours=2), 90, True, "alice")
+    second = DrainIntent("a100", ("n2",), NOW, NOW + timedelta(hours=1), 0, False, "bob")
+    hold = DrainIntent("a100", ("n3",), NOW, NOW, 0, requested_by=INTERRUPTION_REQUESTER)
+    intent = merge_intents(merge_intents(drain, second), hold)
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, "state")
+        store = DynamoDbStateStore("state", "c1", PolicyConfig(), client, clock=lambda: NOW)
+        # When it is stored and read back
+        stored = store.put_drain_intent(store.acquire_lease("run", NOW, 60), intent)
+        (read,) = store.drain_intents()
+    # Then every node keeps its terms
+    assert read == stored == replace(intent, revision=1)
+    assert [read.terms_of(n) for n in read.nodes] == [
+        NodeDrain(delete_after=NOW + timedelta(seconds=90)),
+        NodeDrain(),
+        NodeDrain(hold_only=True),
+    ]
 
 
 def test_a_spot_hold_merged_into_an_operator_drain_keeps_the_drain_going() -> None:

@@ -48,7 +48,7 @@ from shared.config import PolicyConfig
 from shared.domain.checkpoint import MIGRATION_WINDOW, remember_moves
 from shared.domain.errors import ActionError, ConflictError, LeaseHeldError, ReadError, ScalerError
 from shared.domain.model import GroupState, NodeState, PodMemory, ScalerState
-from shared.domain.operations import DrainIntent, Lease
+from shared.domain.operations import DrainIntent, Lease, NodeDrain
 from shared.domain.safety import Backoff, is_counted, next_backoff
 
 logger = logging.getLogger(__name__)
@@ -600,6 +600,7 @@ def _drain_item(key: Mapping[str, Any], intent: DrainIntent) -> dict[str, Any]:
         **key,
         "group": _s(intent.group),
         "nodes": {"L": [_s(node) for node in intent.nodes]},
+        "delete_after": {"L": [_n(_drain_code(intent.terms_of(node))) for node in intent.nodes]},
         "requested_at": _n(_epoch(intent.requested_at)),
         "expires_at": _n(_epoch(intent.expires_at)),
         "grace_seconds": _n(str(intent.grace_seconds)),
@@ -608,6 +609,23 @@ def _drain_item(key: Mapping[str, Any], intent: DrainIntent) -> dict[str, Any]:
         "revision": _n(str(intent.revision)),
         TTL: _n(str(_ttl(intent.expires_at + DRAIN_TTL_MARGIN))),
     }
+
+
+# Each node's terms, in a list beside `nodes` (a few bytes a node: the item's size is bounded by
+# MAX_INTENT_NODES names): when pods PDBs keep are deleted, 0 for never, -1 for a node only held.
+_NEVER, _HELD = "0", "-1"
+
+
+def _drain_code(terms: NodeDrain) -> str:
+    if terms.hold_only:
+        return _HELD
+    return _NEVER if terms.delete_after is None else _epoch(terms.delete_after)
+
+
+def _node_drain(code: str) -> NodeDrain:
+    if code == _HELD:
+        return NodeDrain(hold_only=True)
+    return NodeDrain(delete_after=None if code == _NEVER else _from_epoch(code))
 
 
 def _failure_update(
@@ -686,9 +704,13 @@ def _drain_from_item(item: Mapping[str, Any]) -> DrainIntent:
     expires_at = _time(item, "expires_at")
     if requested_at is None or expires_at is None:
         raise ValueError("drain intent without requested_at/expires_at")
-    return DrainIntent(
+    nodes = tuple(node["S"] for node in item.get("nodes", {}).get("L", ()))
+    codes = [code["N"] for code in item.get("delete_after", {}).get("L", ())]
+    # An item written before nodes had terms of their own: every node is drained by the intent's.
+    terms = {n: _node_drain(c) for n, c in zip(nodes, codes, strict=True)} if codes else {}
+    intent = DrainIntent(
         group=item["group"]["S"],
-        nodes=tuple(node["S"] for node in item.get("nodes", {}).get("L", ())),
+        nodes=nodes,
         requested_at=requested_at,
         expires_at=expires_at,
         grace_seconds=int(item.get("grace_seconds", {}).get("N", "300")),
@@ -696,6 +718,7 @@ def _drain_from_item(item: Mapping[str, Any]) -> DrainIntent:
         requested_by=item.get("requested_by", {}).get("S", ""),
         revision=int(item.get("revision", {}).get("N", "0")),
     )
+    return intent.with_terms(terms)
 
 
 def _same_facts(item: Mapping[str, Any], attributes: Mapping[str, Any]) -> bool:

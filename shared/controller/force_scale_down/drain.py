@@ -16,14 +16,14 @@ from shared.controller.applier import Applier
 from shared.controller.deps import Deps
 from shared.domain.errors import AuthError, ReadError, ScalerError, ThrottledError
 from shared.domain.model import AsgState, Node, Pod
-from shared.domain.operations import DrainIntent
+from shared.domain.operations import INTERRUPTION_REQUESTER, DrainIntent
 from shared.domain.safety import busy_pods, removable_above_min
 from shared.reporting import ActionKind, ActionStatus
 
 # A drain still blocked this long after its grace is given up: its nodes stay cordoned and it is reported.
 GIVE_UP_AFTER_GRACE = timedelta(hours=1)
-# Spot interruption warnings store a hold-only intent: the node stays cordoned until EC2 reclaims it.
-INTERRUPTION_REQUESTER = "spot-interruption"
+# Spot interruption warnings store a hold-only intent (INTERRUPTION_REQUESTER): the node stays
+# cordoned until EC2 reclaims it.
 INTERRUPTION_HOLD = timedelta(minutes=10)
 
 
@@ -94,7 +94,7 @@ def step(
             group,
             f"gave up draining {', '.join(intent.nodes)}: expired at {intent.expires_at.isoformat()}; "
             "nodes left cordoned",
-            ActionStatus.FAILED if intent.requested_by != INTERRUPTION_REQUESTER else ActionStatus.DONE,
+            ActionStatus.FAILED if len(intent.held) < len(intent.nodes) else ActionStatus.DONE,
             "drain expired",
         )
         applier.forget_intent(intent, "forget the expired drain")
@@ -134,7 +134,7 @@ def _step_node(
     progress: DrainProgress,
 ) -> None:
     group = intent.group
-    hold_only = intent.requested_by == INTERRUPTION_REQUESTER
+    terms = intent.terms_of(name)
     try:
         node = deps.ports.cluster.get_node(name)
     except (AuthError, ReadError, ThrottledError) as exc:
@@ -156,14 +156,14 @@ def _step_node(
         )
         return
     progress.remaining.append(name)
-    if hold_only:
+    if terms.hold_only:
         return
     pods = workload(deps, applier, name, group)
     if pods is None:
         return
     if pods:
-        grace_over = now - intent.requested_at >= timedelta(seconds=intent.grace_seconds)
-        evict(applier, pods, group, delete=intent.force and grace_over, progress=progress)
+        delete = terms.delete_after is not None and now >= terms.delete_after
+        evict(applier, pods, group, delete=delete, progress=progress)
         return
     if removable_above_min(asg.desired - progress.decrements, asg.min_size) < 1:
         applier.note(
@@ -246,22 +246,27 @@ def hold_interrupted(
 
 
 def merge_intents(existing: DrainIntent | None, new: DrainIntent) -> DrainIntent:
-    """One intent per group: a new request adds its nodes to a drain in progress, never drops any."""
+    """One intent per group: a new request adds its nodes to a drain in progress, never drops any.
+
+    Each node keeps the terms of the request that put it in the drain: a later request neither
+    shortens its grace, nor forces or stops its deletions. Only an operator's request turns a node
+    held for an interruption warning into a drained one (a hold never turns a drained node back).
+    """
     if existing is None:
         return new
-    nodes = tuple(sorted(set(existing.nodes) | set(new.nodes)))
-    return DrainIntent(
-        group=new.group,
-        nodes=nodes,
-        requested_at=new.requested_at,
+    terms = {node: existing.terms_of(node) for node in existing.nodes}
+    for node in new.nodes:
+        if node not in terms or terms[node].hold_only:
+            terms[node] = new.terms_of(node)
+    # The intent's own fields stay those of the drain in progress, unless that was only a hold and an
+    # operator's request now joins it: then the operator's (a drain, not a hold, is reported).
+    base = existing
+    if existing.requested_by == INTERRUPTION_REQUESTER and new.requested_by != INTERRUPTION_REQUESTER:
+        base = new
+    merged = replace(
+        base,
+        nodes=tuple(sorted(terms)),
         expires_at=max(existing.expires_at, new.expires_at),
-        grace_seconds=new.grace_seconds,
-        force=new.force or existing.force,
-        # A spot-interruption hold only cordons (see INTERRUPTION_REQUESTER): merged into an
-        # operator's drain, the drain must go on, so the operator stays the requester.
-        requested_by=next(
-            (r for r in (new.requested_by, existing.requested_by) if r and r != INTERRUPTION_REQUESTER),
-            new.requested_by or existing.requested_by,
-        ),
         revision=existing.revision,  # the write replaces exactly the intent read
     )
+    return merged.with_terms(terms)
