@@ -47,7 +47,11 @@ class Triggers(Construct):
             self,
             "LaunchFailures",
             description="backlog-scaler: EC2 Instance Launch Unsuccessful in the scaler's groups",
+            # The stack's account and region only: an event forwarded from another account's or
+            # region's bus may name an ASG of the same name that is not ours.
             event_pattern=events.EventPattern(
+                account=[cdk.Stack.of(self).account],
+                region=[cdk.Stack.of(self).region],
                 source=["aws.autoscaling"],
                 detail_type=["EC2 Instance Launch Unsuccessful"],
                 detail={"AutoScalingGroupName": list(asg_names)},
@@ -62,6 +66,8 @@ class Triggers(Construct):
             "SpotWarnings",
             description="backlog-scaler: spot and reservation interruption warnings, rebalance hints",
             event_pattern=events.EventPattern(
+                account=[cdk.Stack.of(self).account],
+                region=[cdk.Stack.of(self).region],
                 source=["aws.ec2"],
                 detail_type=[
                     "EC2 Spot Instance Interruption Warning",

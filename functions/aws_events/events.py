@@ -11,7 +11,8 @@
 Any other shape (another detail-type, not an object) is an UnsupportedEventError; a handled
 detail-type whose fields have the wrong JSON types or sizes is a MalformedEventError naming them.
 Strings are JSON strings (no numbers for names or times), times carry their zone, every string and
-array is bounded; fields AWS adds later are ignored.
+array is bounded; fields AWS adds later are ignored, and so is a null StatusMessage or Cause (only
+their wording is read).
 """
 
 from __future__ import annotations
@@ -65,7 +66,12 @@ def _text(value: object) -> object:
 
 
 EventTime = Annotated[AwareDatetime, BeforeValidator(_text)]
-Message = Annotated[StrictStr, AfterValidator(lambda text: text[:MAX_MESSAGE_CHARS])]
+# Read only for their wording: a null is no message, not a reason to lose the failure.
+Message = Annotated[
+    StrictStr,
+    BeforeValidator(lambda value: "" if value is None else value),
+    AfterValidator(lambda text: text[:MAX_MESSAGE_CHARS]),
+]
 
 
 Name = Annotated[StrictStr, Field(max_length=128)]

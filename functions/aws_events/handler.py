@@ -3,8 +3,10 @@
 A failed launch backs its group off at once (the same run then spills the backlog to other groups);
 a spot interruption warning cordons the instance's node; a rebalance recommendation just reconciles.
 Events about other groups or instances are ignored, and so are shapes this function does not handle
-(one info line); a handled event with fields of the wrong type or size is refused with one warning
-line naming them, and nothing is done. Failures of the controller raise: EventBridge retries.
+(one info line). A handled event with fields of the wrong type or size is refused: one warning line
+names them, nothing is done, and the error is raised, so that after Lambda's retries the event lands
+in the on-failure queue (whose alarm tells an operator) rather than being dropped. Failures of the
+controller raise too: Lambda retries them.
 """
 
 from __future__ import annotations
@@ -53,13 +55,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return {"ok": True, "status": "ignored", "detail": str(exc)}
     except MalformedEventError as exc:
         logger.warning("malformed event refused", extra={"error": str(exc), "fields": list(exc.fields)})
-        return {"ok": False, "status": "refused", "detail": str(exc), "fields": list(exc.fields)}
+        raise  # kept: the on-failure queue holds it (and the error) for an operator
     controller = dependencies.get()
     if isinstance(parsed, LaunchUnsuccessful):
         detail = parsed.detail
         kind = classify_failure(detail.status_message, detail.cause)
         result = controller.handle_capacity_event(
-            detail.asg_name, parsed.failed_at, kind, detail.status_message
+            detail.asg_name, parsed.failed_at, kind, detail.status_message, parsed.region
         )
     else:
         result = controller.handle_interruption(parsed.detail.instance_id, parsed.time, _KINDS[type(parsed)])

@@ -114,12 +114,12 @@ class Controller:
         return force_scale_down(self._deps, payload)
 
     def handle_capacity_event(
-        self, asg_name: str, at: datetime, kind: FailureKind, message: str
+        self, asg_name: str, at: datetime, kind: FailureKind, message: str, region: str | None = None
     ) -> ReconcileResult:
         """An "EC2 Instance Launch Unsuccessful" event (see shared.controller.aws_events)."""
         from shared.controller import aws_events
 
-        return aws_events.handle_capacity_event(self._deps, self._events, asg_name, at, kind, message)
+        return aws_events.handle_capacity_event(self._deps, self._events, asg_name, at, kind, message, region)
 
     def handle_interruption(self, instance_id: str, at: datetime, kind: InterruptionKind) -> ReconcileResult:
         """A spot interruption warning or rebalance recommendation (see shared.controller.aws_events)."""

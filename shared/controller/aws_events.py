@@ -30,17 +30,25 @@ class InterruptionKind(StrEnum):
 
 
 def handle_capacity_event(
-    deps: Deps, events: PodEvents, asg_name: str, at: datetime, kind: FailureKind, message: str
+    deps: Deps,
+    events: PodEvents,
+    asg_name: str,
+    at: datetime,
+    kind: FailureKind,
+    message: str,
+    region: str | None = None,
 ) -> ReconcileResult:
     """An "EC2 Instance Launch Unsuccessful" event: back the group off now, then reconcile.
 
     Any failed launch backs off (the event is a launch failure by definition; `kind` is reported).
     A failure inside the group's current backoff belongs to the episode already counted. The backoff
-    is one conditional write of its own: it needs no lease and must not wait for one.
+    is one conditional write of its own: it needs no lease and must not wait for one. `region`: the
+    event's; an ASG name is unique only within a region, so a group of another region is not it.
     """
-    group = _group_of(deps, asg_name)
+    group = _group_of(deps, asg_name, region)
     if group is None:
-        return _ignored(deps, f"launch failure of {asg_name}, not a group of this cluster")
+        where = f" in {region}" if region else ""
+        return _ignored(deps, f"launch failure of {asg_name}{where}, not a group of this cluster")
     applier = deps.applier(None)  # unleased: the backoff is one conditional write of its own
     current = deps.ports.state.load().groups.get(group, GroupState())
     reason = f"{kind}: {message}"
@@ -77,7 +85,7 @@ def handle_interruption(
     owner = next(
         (a.name for a in asgs.values() if any(i.instance_id == instance_id for i in a.live_instances)), None
     )
-    group = _group_of(deps, owner) if owner else None
+    group = _group_of(deps, owner, None) if owner else None
     if group is None:
         return _ignored(deps, f"{kind} for {instance_id}, not an instance of this cluster's groups")
     node = next((n for n in deps.ports.cluster.list_nodes() if n.instance_id == instance_id), None)
@@ -111,8 +119,16 @@ def _mark_rebalance(applier: Applier, node: Node, group: str, at: datetime) -> N
     applier.mark(node, rebalance_taint(), group, reason)
 
 
-def _group_of(deps: Deps, asg_name: str) -> str | None:
-    return next((g.name for g in deps.config.node_groups if g.asg_name == asg_name), None)
+def _group_of(deps: Deps, asg_name: str, region: str | None) -> str | None:
+    config = deps.config
+    return next(
+        (
+            g.name
+            for g in config.node_groups
+            if g.asg_name == asg_name and (region is None or config.region_of(g) == region)
+        ),
+        None,
+    )
 
 
 def _ignored(deps: Deps, detail: str) -> ReconcileResult:

@@ -207,6 +207,9 @@ def test_launch_failures_of_the_configured_groups_go_to_aws_events(synthesized: 
         "AWS::Events::Rule",
         {
             "EventPattern": {
+                # the stack's own account and region: a forwarded event of a same-named ASG is not ours
+                "account": [{"Ref": "AWS::AccountId"}],
+                "region": [synthesized.config.region],
                 "source": ["aws.autoscaling"],
                 "detail-type": ["EC2 Instance Launch Unsuccessful"],
                 "detail": {"AutoScalingGroupName": [g.asg_name for g in synthesized.config.node_groups]},
@@ -218,6 +221,8 @@ def test_launch_failures_of_the_configured_groups_go_to_aws_events(synthesized: 
         "AWS::Events::Rule",
         {
             "EventPattern": {
+                "account": [{"Ref": "AWS::AccountId"}],
+                "region": [synthesized.config.region],
                 "source": ["aws.ec2"],
                 "detail-type": Match.array_equals(
                     [

@@ -15,6 +15,7 @@ import pytest
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
 
 from functions.aws_events import handler as aws_events
+from functions.aws_events.events import MalformedEventError
 from tests.builders import GPU_TAINT, asg, node, pod
 from tests.builders import config as make_config
 from tests.fakes.memory import FakeCluster, FakeFleet, FakeLambdaContext, FakeWorld
@@ -69,6 +70,29 @@ def test_launch_unsuccessful_of_another_group_is_ignored(world: FakeWorld) -> No
     response = aws_events.handler(other, FakeLambdaContext())
     assert response["status"] == "ignored"
     assert world.write_calls() == []
+
+
+def test_launch_unsuccessful_of_a_same_named_group_in_another_region_is_ignored(world: FakeWorld) -> None:
+    # Given a launch failure of an ASG named as ours, in a region none of our groups is in
+    other = event("launch_unsuccessful.json")
+    other["region"] = "eu-west-1"
+    # When it arrives (a bus that forwards other regions' events)
+    response = aws_events.handler(other, FakeLambdaContext())
+    # Then it is not ours: no backoff, nothing written
+    assert response["status"] == "ignored" and "eu-west-1" in response["detail"]
+    assert world.write_calls() == []
+
+
+@pytest.mark.parametrize("field", ["StatusMessage", "Cause"])
+def test_launch_unsuccessful_with_a_null_message_still_backs_off(world: FakeWorld, field: str) -> None:
+    # Given a launch failure whose message field is null (only its wording is read)
+    # When it arrives
+    response = aws_events.handler(
+        replaced("launch_unsuccessful.json", ("detail", field), None), FakeLambdaContext()
+    )
+    # Then the group backs off as for any failed launch
+    assert response["ok"] and response["actions"][0]["kind"] == "backoff"
+    assert world.state.backoff_until("a100") is not None
 
 
 def test_spot_interruption_cordons_the_node(world: FakeWorld) -> None:
@@ -173,11 +197,12 @@ def test_wrong_types_in_known_shapes_are_refused_by_name_and_do_nothing(
     world: FakeWorld, caplog: pytest.LogCaptureFixture, bad: dict[str, Any], field: str
 ) -> None:
     # Given a handled event with a field of the wrong JSON type or size
-    # When it arrives
-    response = aws_events.handler(bad, FakeLambdaContext())
+    # When it arrives: refused with an error naming the field (raised, so that the event reaches the
+    # on-failure queue and its alarm instead of being dropped)
+    with pytest.raises(MalformedEventError) as refused:
+        aws_events.handler(bad, FakeLambdaContext())
     # Then one warning names the field, echoes little of the value, and nothing is done
-    assert response["ok"] is False and response["status"] == "refused"
-    assert response["fields"][0] == field and len(response["detail"]) < 2_000
+    assert refused.value.fields[0] == field and len(str(refused.value)) < 2_000
     (line,) = log_lines(caplog, "malformed event refused")
     assert line.levelname == "WARNING" and line.fields[0] == field  # type: ignore[attr-defined]
     assert len(line.error) < 2_000  # type: ignore[attr-defined]
