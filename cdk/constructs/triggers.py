@@ -41,17 +41,23 @@ class Triggers(Construct):
         reconcile.add_event_source(
             event_sources.SqsEventSource(queue, batch_size=QUEUE_BATCH_SIZE, report_batch_item_failures=True)
         )
+        self.launch_failures, self.spot_warnings = self._build_event_rules(aws_events, asg_names)
+
+    def _build_event_rules(
+        self, aws_events: lambda_.IFunction, asg_names: Sequence[str]
+    ) -> tuple[events.Rule, events.Rule]:
+        """The AWS events of the groups and their instances -> aws_events."""
+        # The stack's account and region only: an event forwarded from another account's or region's
+        # bus may name an ASG of the same name that is not ours.
+        ours = {"account": [cdk.Stack.of(self).account], "region": [cdk.Stack.of(self).region]}
         # Failed launches of the configured groups start capacity backoff and spill-over at once.
         # Only groups in the stack's region are seen (EventBridge is regional).
-        self.launch_failures = events.Rule(
+        launch_failures = events.Rule(
             self,
             "LaunchFailures",
             description="backlog-scaler: EC2 Instance Launch Unsuccessful in the scaler's groups",
-            # The stack's account and region only: an event forwarded from another account's or
-            # region's bus may name an ASG of the same name that is not ours.
             event_pattern=events.EventPattern(
-                account=[cdk.Stack.of(self).account],
-                region=[cdk.Stack.of(self).region],
+                **ours,
                 source=["aws.autoscaling"],
                 detail_type=["EC2 Instance Launch Unsuccessful"],
                 detail={"AutoScalingGroupName": list(asg_names)},
@@ -61,13 +67,12 @@ class Triggers(Construct):
             ],
         )
         # Spot events name an instance, not a group; the function ignores instances of other groups.
-        self.spot_warnings = events.Rule(
+        spot_warnings = events.Rule(
             self,
             "SpotWarnings",
             description="backlog-scaler: spot and reservation interruption warnings, rebalance hints",
             event_pattern=events.EventPattern(
-                account=[cdk.Stack.of(self).account],
-                region=[cdk.Stack.of(self).region],
+                **ours,
                 source=["aws.ec2"],
                 detail_type=[
                     "EC2 Spot Instance Interruption Warning",
@@ -80,3 +85,4 @@ class Triggers(Construct):
                 targets.LambdaFunction(aws_events, retry_attempts=2, max_event_age=cdk.Duration.minutes(2))
             ],
         )
+        return launch_failures, spot_warnings

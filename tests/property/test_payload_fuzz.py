@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
 
 from functions.aws_events import handler as aws_events
+from functions.aws_events.events import MalformedEventError
 from functions.force_scale_down import handler as force
 from tests.builders import asg, node, pod
 from tests.builders import config as make_config
@@ -144,7 +145,7 @@ EVENT_FIELDS = [
 
 @EXAMPLES
 @given(where=st.sampled_from(EVENT_FIELDS), value=json_values)
-def test_aws_events_of_any_shape_never_raise_and_bad_ones_write_nothing(
+def test_aws_events_of_any_shape_are_handled_ignored_or_refused_by_field_and_bad_ones_write_nothing(
     where: tuple[str, tuple[str, ...]], value: Any
 ) -> None:
     # Given a real EventBridge event with one field replaced by any JSON value
@@ -161,11 +162,14 @@ def test_aws_events_of_any_shape_never_raise_and_bad_ones_write_nothing(
     try:
         # When it arrives
         response = aws_events.handler(bad, FakeLambdaContext())
+    except MalformedEventError as refused:
+        # Then a refused event (raised, for the on-failure queue) names the field and did nothing
+        assert refused.fields[0] == path[0] and len(str(refused)) < 3_000
+        assert w.write_calls() == [] and w.cluster.calls == [] and w.fleet.calls == []
+        return
     finally:
         aws_events.set_dependencies(None)
-    # Then it never raises; an ignored or refused event reads and writes nothing
-    if response.get("status") in ("ignored", "refused") and "trigger" not in response:
+    # Then nothing else raises; an ignored event reads and writes nothing
+    if response.get("status") == "ignored" and "trigger" not in response:
         assert w.write_calls() == [] and w.cluster.calls == [] and w.fleet.calls == []
         assert len(json.dumps(response)) < 3_000
-        if response["status"] == "refused":
-            assert response["fields"][0] == path[0]
