@@ -7,12 +7,14 @@ one filter at a time so each verdict is shown rather than only the first refusal
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from shared.config import ScalerConfig
+from shared.domain.constraints import ZONE
 from shared.domain.errors import InputError
-from shared.domain.model import Node, Pod, Snapshot
+from shared.domain.model import Node, Pod, Scheduling, Snapshot
 from shared.domain.plan import PodOutcome
 from shared.planner.context import Context, GroupView, build_context
 from shared.planner.filters.framework import Reason, SimNode
@@ -27,7 +29,7 @@ from shared.planner.filters.volume_binding import Volumes, volume_binding
 from shared.planner.placement import template_node
 from shared.planner.plan import plan
 from shared.planner.simulation import PodState, Simulation
-from shared.planner.zones import guarantees_zone, unguaranteed_reason, zone_binding
+from shared.planner.zones import guarantees_zone, launch_labels, unguaranteed_reason, zone_binding
 
 # In kube-scheduler's order (pkg/scheduler/framework/plugins/), with the names of our modules.
 FILTERS = (
@@ -142,11 +144,23 @@ def _dynamic_resources(sim: Simulation, state: PodState, node: SimNode) -> Reaso
     return found if isinstance(found, str) else None
 
 
-def _verdicts(ctx: Context, sim: Simulation, pod: Pod, state: PodState, node: SimNode) -> tuple[Verdict, ...]:
+def _launch_affinity(scheduling: Scheduling, labels: Mapping[str, str], zones: tuple[str, ...]) -> Reason:
+    """NodeAffinity on a new node of a group, in every zone it may launch in (launch_labels): the
+    first zone that fails, named when the group spans several."""
+    for variant in launch_labels(zones, labels):
+        reason = node_affinity(scheduling, variant)
+        if reason:
+            return f"{reason} (in {variant[ZONE]})" if variant is not labels else reason
+    return None
+
+
+def _verdicts(
+    ctx: Context, sim: Simulation, pod: Pod, state: PodState, node: SimNode, zones: tuple[str, ...]
+) -> tuple[Verdict, ...]:
     scheduling = pod.scheduling
     reasons: dict[str, Reason] = {
         "node_unschedulable": node_unschedulable(scheduling, node.unschedulable),
-        "node_affinity": node_affinity(scheduling, node.labels),
+        "node_affinity": _launch_affinity(scheduling, node.labels, zones),
         "taint_toleration": taint_toleration(scheduling, node.taints),
         "node_resources_fit": node_resources_fit(ctx.request(pod.requests), node.free, ctx.dims),
         "node_ports": node_ports(pod.constraints.host_ports, node.ports),
@@ -168,6 +182,9 @@ def _zone_verdict(view: GroupView, pod: Pod, state: PodState) -> tuple[Verdict, 
     binding = zone_binding(pod, state.volumes)
     if binding is None or guarantees_zone(view.capacity.zones, view.labels):
         return ()
+    launched = launch_labels(view.capacity.zones, view.labels)
+    if len(launched) > 1 and all(node_affinity(pod.scheduling, labels) for labels in launched):
+        return ()  # no zone of the group admits the pod: node_affinity says so, not the zone
     return (Verdict("zone_guarantee", unguaranteed_reason(view.capacity.zones, binding)),)
 
 
@@ -197,7 +214,9 @@ def explain_pod(snapshot: Snapshot, config: ScalerConfig, now: datetime, pod_key
     groups = []
     for view in ctx.groups:
         template = templates.get(view.name)
-        verdicts = _verdicts(ctx, sim, pod, state, template) if template is not None else ()
+        verdicts = (
+            _verdicts(ctx, sim, pod, state, template, view.capacity.zones) if template is not None else ()
+        )
         if template is not None:
             verdicts += _zone_verdict(view, pod, state)
         name = template.name if template is not None else None

@@ -10,11 +10,22 @@ from functools import cached_property
 from operator import attrgetter
 
 from shared.config import NodeGroupConfig, ScalerConfig
-from shared.domain.model import TERMINAL_PHASES, AsgInstance, AsgState, GroupState, Node, Pod, Snapshot, Taint
+from shared.domain.model import (
+    TERMINAL_PHASES,
+    AsgInstance,
+    AsgState,
+    GroupState,
+    Node,
+    Pod,
+    Scheduling,
+    Snapshot,
+    Taint,
+)
 from shared.domain.resources import PODS, Resources
 from shared.planner.capacity import GroupCapacity, group_capacity
 from shared.planner.filters.dynamic_resources import DeviceWorld, device_world
 from shared.planner.template import Template, build_template
+from shared.planner.zones import launch_labels
 
 
 @dataclass
@@ -46,6 +57,16 @@ class GroupView:
     def labels(self) -> Mapping[str, str]:
         """Labels a new node of the group carries (its hostname aside)."""
         return self.template.labels
+
+    @cached_property
+    def launch_labels(self) -> tuple[Mapping[str, str], ...]:
+        """The labels a new node may carry: one mapping per zone of a multi-zone group (launch_labels)."""
+        return launch_labels(self.capacity.zones, self.template.labels)
+
+    def admits(self, scheduling: Scheduling) -> bool:
+        """Whether a new node of the group, in whichever zone it launches, admits `scheduling`."""
+        taints = self.template.taints
+        return all(scheduling.admits(labels, taints) for labels in self.launch_labels)
 
     @property
     def min_size(self) -> int:

@@ -11,7 +11,7 @@ from shared.planner.filters.volume_binding import volume_binding
 from shared.planner.gangs import gang_shortfall, pending_subject
 from shared.planner.placement import template_node
 from shared.planner.simulation import Simulation, static_reason
-from shared.planner.zones import ZONE_KEYS, guarantees_zone, unguaranteed_reason, zone_binding
+from shared.planner.zones import guarantees_zone, in_zone, launch_labels, unguaranteed_reason, zone_binding
 
 
 def _describe_size(resources: Resources) -> str:
@@ -53,13 +53,9 @@ def _diagnose_group(
     template = view.template
     labels = template.node_labels(0)
     state = sim.state(pod)
-    blocked = static_reason(pod.scheduling, labels, template.taints, False)
-    zone_reason = _zone_not_guaranteed(view, unit, sim, labels, blocked)
-    if zone_reason:
-        said = _scheduler_words(ctx, sim, view, unit, labels, blocked)
-        return ReasonCode.FILTERED, f"{zone_reason} ({said})" if said else zone_reason
-    if blocked:
-        return ReasonCode.NO_MATCHING_GROUP, blocked
+    static = _static_verdict(ctx, sim, view, unit, labels)
+    if static is not None:
+        return static
     if view.unavailable_reason:
         return ReasonCode.GROUP_UNAVAILABLE, view.unavailable_reason
     if state.unverifiable:
@@ -106,6 +102,26 @@ def _diagnose_group(
     return ReasonCode.AT_MAX, f"at max size {view.max_size}"
 
 
+def _static_verdict(
+    ctx: Context, sim: Simulation, view: GroupView, unit: Unit, labels: dict[str, str]
+) -> tuple[ReasonCode, str] | None:
+    """The zone, or what the pod's selector, affinity and tolerations refuse on a new node of the
+    group: blocked when no zone the group launches in admits the pod (launch_labels), the zone the
+    reason when only some do (_zone_not_guaranteed); None when neither keeps the pod out."""
+    pod, taints = unit.pods[0], view.template.taints
+    per_zone = [
+        static_reason(pod.scheduling, v, taints, False) for v in launch_labels(view.capacity.zones, labels)
+    ]
+    blocked = per_zone[0] if all(per_zone) else None
+    zone_reason = _zone_not_guaranteed(view, unit, sim, labels, blocked)
+    if zone_reason:
+        said = _scheduler_words(ctx, sim, view, unit, labels, blocked)
+        return ReasonCode.FILTERED, f"{zone_reason} ({said})" if said else zone_reason
+    if blocked:
+        return ReasonCode.NO_MATCHING_GROUP, blocked
+    return None
+
+
 def _scheduler_words(
     ctx: Context, sim: Simulation, view: GroupView, unit: Unit, labels: dict[str, str], blocked: str | None
 ) -> str | None:
@@ -138,7 +154,7 @@ def _zone_not_guaranteed(
         if not zones:
             return unguaranteed_reason(zones, binding) if blocked is None else None
         for zone in zones:
-            placed = {**labels, **dict.fromkeys(ZONE_KEYS - {"topology.k8s.aws/zone-id"}, zone)}
+            placed = in_zone(labels, zone)
             if static_reason(pod.scheduling, placed, view.template.taints, False) is None and (
                 state.volumes is None or volume_binding(state.volumes, placed) is None
             ):

@@ -303,10 +303,10 @@ def _never_fits(ctx: Context, batch: RequestBatch) -> bool:
     requests = [ctx.request(p.requests) for p in batch.pods]
     schedulings = {id(p.scheduling): p.scheduling for p in batch.pods}.values()
     admitting = [v for v in ctx.groups if v.asg is not None]
-    whole = [v for v in admitting if all(s.admits(v.labels, v.taints) for s in schedulings)]
+    whole = [v for v in admitting if all(v.admits(s) for s in schedulings)]
     if not whole:
         # Pods of several shapes may each go to another group: never only if one has no group at all.
-        return any(not any(s.admits(v.labels, v.taints) for v in admitting) for s in schedulings)
+        return any(not any(v.admits(s) for v in admitting) for s in schedulings)
     for view in whole:
         needed = nodes_needed(ctx, view, requests)
         if needed is None or needed <= view.max_size:

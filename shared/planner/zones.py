@@ -29,6 +29,24 @@ ZONE_KEYS = frozenset(
     }
 )
 ONE_GROUP_PER_ZONE = "use one group per zone"
+# The zone keys a node carries by its zone's name (the zone id is another name: not derived here).
+_NAMED_ZONE_KEYS = ZONE_KEYS - {"topology.k8s.aws/zone-id"}
+
+
+def in_zone(labels: Mapping[str, str], zone: str) -> dict[str, str]:
+    """`labels` of a node launched in `zone`."""
+    return {**labels, **dict.fromkeys(_NAMED_ZONE_KEYS, zone)}
+
+
+def launch_labels(zones: tuple[str, ...], labels: Mapping[str, str]) -> tuple[Mapping[str, str], ...]:
+    """The labels a new node of a group may carry: one mapping per zone when the group spans several
+    known zones (EC2 picks the zone of each launch), else the template's own. A pod's selector and
+    node affinity must admit every one of them: a pod that requires zone In [a, b] may take a group
+    in a and b, one with NotIn [a] (or DoesNotExist on the zone label, which every node has) may not.
+    """
+    if len(zones) > 1 and ZONE not in labels:
+        return tuple(in_zone(labels, zone) for zone in zones)
+    return (labels,)
 
 
 def zone_binding(pod: Pod, volumes: VolumeDemand | None) -> str | None:
@@ -40,6 +58,12 @@ def zone_binding(pod: Pod, volumes: VolumeDemand | None) -> str | None:
     terms = scheduling.affinity_terms
     if terms and all(any(req.key in ZONE_KEYS for req in term) for term in terms):
         return "required node affinity on its zone"
+    return placement_zone_binding(pod, volumes)
+
+
+def placement_zone_binding(pod: Pod, volumes: VolumeDemand | None) -> str | None:
+    """What binds the pod to zones beyond its own selector and node affinity (which admission judges
+    against every zone a group launches in, launch_labels): a zone spread, or its volumes."""
     for constraint in pod.constraints.hard_spread:
         if constraint.topology_key in ZONE_KEYS:
             return f"a topology spread over {constraint.topology_key}"

@@ -8,6 +8,8 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from shared.config import parse_config
 from shared.domain.model import CapacityReservation, GroupState, InstanceType, ScalerState, Snapshot
 from shared.domain.plan import Plan
@@ -334,6 +336,52 @@ def test_zone_bound_pod_with_only_a_multi_zone_group_is_told_to_use_one_group_pe
     assert state == "unhelped"
     assert "spans us-west-2a, us-west-2b" in reason
     assert "use one group per zone" in reason
+
+
+def zone_affinity(operator: str, *zones: str) -> list[list[dict[str, Any]]]:
+    """A required node affinity term on the zone label (values only where the operator takes them)."""
+    requirement: dict[str, Any] = {"key": "topology.kubernetes.io/zone", "operator": operator}
+    if zones:
+        requirement["values"] = list(zones)
+    return [[requirement]]
+
+
+@pytest.mark.parametrize(
+    "affinity",
+    [
+        zone_affinity("In", "us-west-2a", "us-west-2b"),
+        zone_affinity("Exists"),
+        zone_affinity("NotIn", "us-west-2c"),
+    ],
+    ids=["in-both", "exists", "notin-another"],
+)
+def test_a_multi_zone_group_takes_a_pod_that_every_one_of_its_zones_admits(affinity: Any) -> None:
+    # Given only a group in us-west-2a and us-west-2b, and a pod whose zone affinity every node it
+    # launches satisfies, whichever of the two zones EC2 picks
+    multi = zoned(asg("research-multi", desired=0), "us-west-2a", "us-west-2b")
+    zoned_pod = pod("zoned", gpus=8, affinity=affinity)
+    # When the planner runs
+    result = plan(snapshot([zoned_pod], [], [multi]), configured(group("multi", 10.0)), NOW)
+    # Then the group grows for it
+    assert outcome(result, "zoned")[:2] == ("scale-up", "multi")
+    assert result.group("multi").desired == 1
+
+
+def test_a_multi_zone_group_refuses_a_pod_one_of_its_zones_does_not_admit() -> None:
+    # Given only a group in us-west-2a and us-west-2b, a pod that must not run in us-west-2a and one
+    # that asks for nodes without a zone label (every EKS node has one)
+    multi = zoned(asg("research-multi", desired=0), "us-west-2a", "us-west-2b")
+    not_a = pod("not-a", gpus=8, affinity=zone_affinity("NotIn", "us-west-2a"))
+    no_zone = pod("no-zone", gpus=8, affinity=zone_affinity("DoesNotExist"))
+    # When the planner runs
+    result = plan(snapshot([not_a, no_zone], [], [multi]), configured(group("multi", 10.0)), NOW)
+    # Then nothing is bought: half the launches would land where the first cannot run (the zone is the
+    # reason), and no node of the group ever matches the second (its affinity is the reason)
+    assert result.group("multi").desired == 0
+    state, _, reason = outcome(result, "not-a")
+    assert state == "unhelped" and "use one group per zone" in reason
+    state, _, reason = outcome(result, "no-zone")
+    assert state == "unhelped" and "didn't match Pod's node affinity" in reason
 
 
 def test_zone_bound_pods_wait_for_their_zone_group_in_backoff_instead_of_another_zone() -> None:

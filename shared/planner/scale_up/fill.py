@@ -12,7 +12,7 @@ from shared.planner.scale_up.groups import GroupBins, past_reservation
 from shared.planner.scale_up.registered import ExistingRoom
 from shared.planner.scale_up.result import Placed
 from shared.planner.scale_up.run import Run
-from shared.planner.zones import guarantees_zone, zone_binding
+from shared.planner.zones import guarantees_zone, placement_zone_binding
 
 Buckets = dict[tuple[int, ...], Bucket]
 
@@ -37,9 +37,9 @@ def requeue(buckets: Buckets, unit: Unit, dims: int) -> None:
 
 
 def zone_bound(run: Run, pods: list[Pod]) -> bool:
-    """A pod must run in particular zones (plain pods never are: their selector is checked
-    against the template's labels, which carry no zone for a multi-zone group)."""
-    return any(zone_binding(p, run.sim.state(p).volumes) is not None for p in pods)
+    """A pod must run in particular zones by a zone spread or its volumes (plain pods have neither;
+    selectors and node affinity are judged by admission, against every zone of the group)."""
+    return any(placement_zone_binding(p, run.sim.state(p).volumes) is not None for p in pods)
 
 
 def may_take(run: Run, gb: GroupBins, unit: Unit, pods: list[Pod], *, zone_free: bool | None = None) -> bool:

@@ -3,9 +3,9 @@ path through the scheduler's filters, and the undo of gang attempts (all or noth
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
-from shared.domain.model import Node, Pod, Scheduling, Taint
+from shared.domain.model import Node, Pod, Scheduling
 from shared.planner.backlog import Unit
 from shared.planner.context import Context
 from shared.planner.filters.framework import Reason, SimNode
@@ -21,7 +21,7 @@ from shared.planner.template import is_startup_taint
 
 
 class Admission:
-    """Caches "does this scheduling spec admit these labels/taints" per distinct pair.
+    """Caches "does a new node of this group admit this scheduling spec" per distinct pair.
 
     Keyed by object identity: the parsers intern equal specs, and every pod outlives the run.
     """
@@ -29,20 +29,18 @@ class Admission:
     def __init__(self) -> None:
         self._cache: dict[tuple[int, int], bool] = {}
 
-    def admits(
-        self, scheduling: Scheduling, target_id: int, labels: Mapping[str, str], taints: tuple[Taint, ...]
-    ) -> bool:
-        key = (id(scheduling), target_id)
-        hit = self._cache.get(key)
-        if hit is None:
-            hit = scheduling.admits(labels, taints)
-            self._cache[key] = hit
-        return hit
-
     def group(self, gb: GroupBins, schedulings: Iterable[Scheduling]) -> bool:
-        """Whether a new node of the group admits every one of the scheduling specs."""
-        view = gb.view
-        return all(self.admits(s, gb.target_id, view.labels, view.taints) for s in schedulings)
+        """Whether a new node of the group, in whichever zone it launches, admits every one of the
+        scheduling specs (GroupView.admits)."""
+        cache, target, view = self._cache, gb.target_id, gb.view
+        for scheduling in schedulings:
+            key = (id(scheduling), target)
+            hit = cache.get(key)
+            if hit is None:
+                hit = cache[key] = view.admits(scheduling)
+            if not hit:
+                return False
+        return True
 
 
 class Run:
