@@ -56,6 +56,10 @@ _TRANSIENT_TAINTS = frozenset(
         "karpenter.sh/disrupted",
     }
 )
+# The prefix of the scaler's own taints (attrition, rotation, repair): each says something of one
+# node now (marked to empty, due for rotation, broken), never of what the group launches. A group
+# whose only node is broken must not have new nodes judged as if they were broken too.
+SCALER_TAINT_PREFIX = "backlog-scaler/"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 # Per-node or per-zone labels a registered node carries that a new node need not share.
 _PER_NODE_LABELS = frozenset({HOSTNAME, "alpha.eksctl.io/instance-id", "node.kubernetes.io/instance-id"})
@@ -487,10 +491,15 @@ def _template_labels(
 def _template_taints(
     config: ScalerConfig, group_name: str, registered: list[Node], tag_taints: Iterable[Taint]
 ) -> tuple[Taint, ...]:
-    """The taints a new node keeps once it is ready: not the transient or startup ones."""
+    """The taints a new node keeps once it is ready: not the transient or startup ones, nor the
+    scaler's own marks of a registered node."""
     taints: dict[tuple[str, str], Taint] = {}
     for taint in (*_shared_taints(registered), *tag_taints, *config.group(group_name).domain_taints):
-        if taint.key in _TRANSIENT_TAINTS or is_startup_taint(taint, config.policy):
+        if (
+            taint.key in _TRANSIENT_TAINTS
+            or taint.key.startswith(SCALER_TAINT_PREFIX)
+            or is_startup_taint(taint, config.policy)
+        ):
             continue
         taints[(taint.key, taint.effect)] = taint
     return tuple(sorted(taints.values(), key=lambda t: (t.key, t.effect)))

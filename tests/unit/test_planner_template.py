@@ -7,6 +7,8 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from shared.config import parse_config
 from shared.domain.model import InstanceType
 from shared.domain.resources import Resources
@@ -155,5 +157,32 @@ def test_pod_asking_for_a_whole_node_gets_one_beside_a_node_with_a_dropped_gpu()
     result = plan(snap, typed_config(), NOW)
     # Then a node is bought for it: it is not "larger than any node"
     found = next(p for p in result.pods if p.pod.endswith("/whole"))
+    assert str(found.outcome) == "scale-up", found.reason
+    assert result.group("a100").desired == 2
+
+
+@pytest.mark.parametrize(
+    "mark",
+    [
+        {"key": "backlog-scaler/unhealthy", "value": "gpu", "effect": "NoSchedule"},
+        {"key": "backlog-scaler/rotation", "value": "drift", "effect": "NoSchedule"},
+        {"key": "backlog-scaler/attrition", "value": "", "effect": "NoSchedule"},
+    ],
+    ids=["repair", "rotation", "attrition"],
+)
+def test_the_scalers_own_mark_on_the_only_node_is_not_a_taint_of_new_nodes(mark: dict[str, Any]) -> None:
+    # Given the group's only node, busy, carrying one of the scaler's own taints (broken, one GPU
+    # lost, and cordoned by repair; due for rotation; marked by attrition), and a pending pod that
+    # tolerates the GPU taint
+    only = _dropped_gpu(node("n1", "i-1", labels=P4D_LABELS, taints=[GPU_TAINT, mark], unschedulable=True), 7)
+    snap = snapshot(
+        [pod("busy", gpus=7, node="n1", phase="Running"), pod("next", gpus=8)],
+        [only],
+        [asg("research-a100", desired=1, instances=["i-1"])],
+    )
+    # When planned
+    result = plan(replace(snap, instance_types={"p4d.24xlarge": P4D}), typed_config(), NOW)
+    # Then a new node is bought: the mark says something of n1, not of the nodes the group launches
+    found = next(p for p in result.pods if p.pod.endswith("/next"))
     assert str(found.outcome) == "scale-up", found.reason
     assert result.group("a100").desired == 2
