@@ -99,12 +99,16 @@ def _skip(pod: Pod, reason: str, code: ReasonCode, outcome: Outcome = Outcome.UN
 
 
 def _gang_units(
-    ctx: Context, index: GangIndex, gangs: dict[str, list[Pod]], marks: dict[str, GangMark]
+    ctx: Context,
+    index: GangIndex,
+    gangs: dict[str, list[Pod]],
+    marks: dict[str, GangMark],
+    nominated: list[Pod],
 ) -> list[Unit]:
     """One unit per gang: the whole gang (stand-ins for members not created yet), largest member
     first as First Fit Decreasing places single pods, so a replan after the plan was applied packs
     it the same way."""
-    bound = bound_members(ctx, index) if gangs else {}
+    bound = bound_members(ctx, index, nominated) if gangs else {}
     units = []
     for gang_key, members in gangs.items():
         mark = marks[gang_key]
@@ -159,6 +163,7 @@ def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list
     index = GangIndex(policy, ctx.snapshot.pod_groups)
     requests = prepare_requests(ctx)
     singles: list[Pod] = []
+    nominated: list[Pod] = []  # left alone, room on its way: a gang member among them is present
     for pod in ctx.snapshot.pods:
         # Bound pods (most of them) are never pending: no property call for them.
         if pod.node_name or not pod.is_pending_unschedulable or pod.key in requests.consumers:
@@ -166,6 +171,8 @@ def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list
         outcome = _left_alone(ctx, pod)
         if outcome is not None:
             skipped[pod.key] = outcome
+            if outcome.code is ReasonCode.NOMINATED:
+                nominated.append(pod)  # a gang member with room on its way: no stand-in for it
             continue
         mark = index.mark(pod)
         if mark:
@@ -174,7 +181,7 @@ def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list
         else:
             singles.append(pod)
     units = [Unit([p], [ctx.request(p.requests)]) for p in singles]
-    units += _gang_units(ctx, index, gangs, marks)
+    units += _gang_units(ctx, index, gangs, marks, nominated)
     units += [
         Unit(
             batch.pods,

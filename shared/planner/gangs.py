@@ -80,6 +80,10 @@ class GangMark:
     # allocated (JobReady), and mpi-operator sets minMember to its workers + launcher. Kueue's
     # total count and the configured label are every member.
     elastic: bool = False
+    # Whether a member that Succeeded still counts toward the size: a Kueue pod group's total count
+    # is every pod of the workload, and Volcano's gang counts Succeeded tasks as ready (JobInfo
+    # ReadyTaskNum); coscheduling counts the pods the scheduler holds, which drops terminated ones.
+    counts_finished: bool = False
 
 
 def minimum_pending(mark: GangMark, bound: int, pending: int) -> int | None:
@@ -105,11 +109,12 @@ class GangIndex:
         name = labels.get(LABEL_KUEUE_POD_GROUP)
         if name:
             key = namespaced_key(pod.namespace, name)
-            return GangMark(key, _count(annotations.get(ANNOTATION_KUEUE_TOTAL_COUNT)))
+            return GangMark(key, _count(annotations.get(ANNOTATION_KUEUE_TOTAL_COUNT)), counts_finished=True)
         name = annotations.get(ANNOTATION_VOLCANO_GROUP)
         if name:
             key = namespaced_key(pod.namespace, name)
-            return GangMark(key, self._min_member.get((PodGroupKind.VOLCANO, key)), elastic=True)
+            size = self._min_member.get((PodGroupKind.VOLCANO, key))
+            return GangMark(key, size, elastic=True, counts_finished=True)
         name = labels.get(LABEL_COSCHEDULING_GROUP)
         if name:
             key = namespaced_key(pod.namespace, name)
@@ -126,14 +131,21 @@ def _count(raw: str | None) -> int | None:
     return value if value is not None and 0 < value <= MAX_GANG_SIZE else None
 
 
-def bound_members(ctx: Context, index: GangIndex) -> dict[str, int]:
-    """How many members of each gang are bound to a node already (they count toward its size)."""
+def bound_members(ctx: Context, index: GangIndex, nominated: Iterable[Pod] = ()) -> dict[str, int]:
+    """How many members of each gang need no new room (they count toward its size, and no stand-in
+    is made for them): bound to a node, Succeeded where the gang counts finished members, or
+    `nominated` by preemption to a node the scheduler is freeing for them."""
     counts: dict[str, int] = {}
-    for pods in ctx.pods_on_node.values():
-        for pod in pods:
-            mark = index.mark(pod) if pod.labels or pod.annotations else None
-            if mark is not None:
-                counts[mark.key] = counts.get(mark.key, 0) + 1
+    for pod in ctx.snapshot.pods:
+        if not pod.node_name or pod.phase == "Failed" or not (pod.labels or pod.annotations):
+            continue  # a Failed member is replaced by a new pod, which is the member
+        mark = index.mark(pod)
+        if mark is not None and (pod.phase != "Succeeded" or mark.counts_finished):
+            counts[mark.key] = counts.get(mark.key, 0) + 1
+    for pod in nominated:
+        mark = index.mark(pod)
+        if mark is not None:
+            counts[mark.key] = counts.get(mark.key, 0) + 1
     return counts
 
 
@@ -197,4 +209,13 @@ def gang_shortfall(ctx: Context, view: GroupView, requests: list[Request]) -> st
     if needed is None:
         return f"a member does not fit an empty {view.name} node"
     nodes = f"{needed} {view.name} node{'s' if needed != 1 else ''}"
+    if needed > view.max_size:
+        return f"needs {nodes}, more than the group's max size {view.max_size}"
     return f"needs {nodes}, group can add {can_add} (max {view.max_size})"
+
+
+def fits_at_max(ctx: Context, view: GroupView, requests: list[Request]) -> bool:
+    """Whether the whole gang fits the group at its max size, every node empty: if not, no node the
+    group keeps or frees will ever start it, so it is no reason to keep idle nodes."""
+    needed = nodes_needed(ctx, view, requests)
+    return needed is not None and needed <= view.max_size

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from shared.domain.model import NodeState, ScalerState
@@ -206,3 +207,56 @@ def test_a_node_uncordoned_for_a_gang_member_is_room_for_an_earlier_pod_too() ->
     second = planned(node("n0", "i-0"), 4)
     assert second.group("a100").desired == 4
     assert second.uncordon == () and second.cordon == () and second.terminate == ()
+
+
+def test_a_gang_larger_than_the_group_ever_is_keeps_no_idle_node_for_it() -> None:
+    # Given a Kueue pod group of seventeen 8-GPU pods (the group's max is 16), and two idle a100
+    # nodes, idle for an hour
+    pods = [pod(f"huge-{i}", gpus=8, **_kueue("huge", 17)) for i in range(17)]  # type: ignore[arg-type]
+    nodes = [node("n0", "i-0"), node("n1", "i-1")]
+    idle = ScalerState(nodes={n: NodeState(idle_since=NOW - timedelta(hours=1)) for n in ("n0", "n1")})
+    snap = snapshot(pods, nodes, [asg(A100, desired=2, instances=["i-0", "i-1"])])
+    # When planning
+    result = plan(replace(snap, state=idle), config(), NOW)
+    # Then the gang is told it can never fit, and the idle nodes are given back as usual (kept, they
+    # would wait for a gang that no node of the group will ever start)
+    reasons = {p.reason for p in result.pods}
+    assert reasons == {"gang research/huge: needs 17 a100 nodes, more than the group's max size 16"}
+    assert {p.code for p in result.pods} == {ReasonCode.GANG_DOES_NOT_FIT}
+    assert "at max size with pods waiting for it" not in result.group("a100").reason
+    assert result.cordon  # the first of them on its way out (one a run: max_scale_in_fraction)
+
+
+def test_a_gang_member_nominated_by_preemption_is_present_not_stood_in_for() -> None:
+    # Given a Kueue pod group of four 8-GPU pods: one nominated for n0, where the scheduler is
+    # preempting a lower-priority pod, the other three pending
+    members = [pod(f"g-{i}", gpus=8, **_kueue("g", 4)) for i in range(4)]  # type: ignore[arg-type]
+    members[0] = pod("g-0", gpus=8, nominated="n0", **_kueue("g", 4))  # type: ignore[arg-type]
+    victim = pod("victim", gpus=8, node="n0", priority=-5)
+    snap = snapshot([victim, *members], [node("n0", "i-0")], [asg(A100, desired=1, instances=["i-0"])])
+    # When planning
+    result = plan(snap, config(), NOW)
+    # Then three nodes are bought, for the three pending members: the nominated one has room on its way
+    assert result.group("a100").desired == 4
+    assert "not created yet" not in result.group("a100").reason
+
+
+def test_succeeded_members_of_a_kueue_pod_group_count_and_a_failed_one_is_replaced() -> None:
+    # Given a Kueue pod group of four: two running, one Succeeded, one Failed and its replacement
+    # pending, with room for it on n2
+    group = _kueue("kg", 4)
+    pods = [
+        pod("kg-0", gpus=8, node="n0", **group),  # type: ignore[arg-type]
+        pod("kg-1", gpus=8, node="n1", **group),  # type: ignore[arg-type]
+        pod("kg-2", gpus=8, node="n1", phase="Succeeded", **group),  # type: ignore[arg-type]
+        pod("kg-3", gpus=8, node="n2", phase="Failed", **group),  # type: ignore[arg-type]
+        pod("kg-3-retry", gpus=8, **group),  # type: ignore[arg-type]
+    ]
+    nodes = [node(f"n{i}", f"i-{i}") for i in range(3)]
+    snap = snapshot(pods, nodes, [asg(A100, desired=3, instances=["i-0", "i-1", "i-2"])])
+    # When planning
+    result = plan(snap, config(), NOW)
+    # Then nothing is bought: the retry fits n2, and no stand-in is made for the member that finished
+    assert result.group("a100").desired == 3
+    (retry,) = [p for p in result.pods if p.pod.endswith("kg-3-retry")]
+    assert str(retry.outcome) == "existing", retry.reason
