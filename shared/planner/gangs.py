@@ -14,8 +14,10 @@ created one by one is not bought a node at a time. A PodGroup's minMember is a m
 replicas exist, the gang is elastic and needs only that many placed (`minimum_pending`).
 
 Operators are recognised by the markers they set, not by their kinds: mpi-operator (MPIJob) and
-the training operator (PyTorchJob) create a coscheduling or Volcano PodGroup; KubeRay, JobSet and
-LeaderWorkerSet annotate their pods for Volcano or label them for Kueue's pod groups.
+the training operator (PyTorchJob) create a coscheduling or Volcano PodGroup; KubeRay and
+LeaderWorkerSet, configured for it, annotate their pods for Volcano or label them for Kueue's pod
+groups. JobSet sets no marker (kubernetes-sigs/jobset issue 969): its pods are a gang through the
+configured `gang_label` (jobset.sigs.k8s.io/jobset-name) or Kueue's ProvisioningRequest check.
 """
 
 from __future__ import annotations
