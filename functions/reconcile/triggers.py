@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel, SqsModel
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel, SqsModel, SqsRecordModel
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from shared.constants import METRIC_DISCARDED_WAKE_UPS
 from shared.domain.errors import InputError
@@ -42,10 +42,23 @@ class ScheduledEvent(EventBridgeModel):
     source: Literal["aws.events", "aws.scheduler"]
 
 
+class SqsBatch(SqsModel):
+    # Lambda never invokes with an empty batch: an empty Records is a hand-made event, not SQS's.
+    Records: Annotated[list[SqsRecordModel], Field(min_length=1)]
+
+
 class DirectInvoke(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     trigger: Annotated[str, Field(min_length=1, max_length=100)] = "manual"
+
+    @field_validator("trigger")
+    @classmethod
+    def _not_the_queue(cls, trigger: str) -> str:
+        # "sqs" is the name of a batch's run; a direct invoke carries no messages to answer.
+        if trigger == SQS:
+            raise ValueError(f"{SQS!r} names the wake-up queue's runs; a direct invoke takes another name")
+        return trigger
 
 
 class WakeUp(BaseModel):
@@ -59,7 +72,7 @@ class WakeUp(BaseModel):
     at: datetime = Field(strict=False)  # ISO 8601 text in JSON
 
 
-_SQS = TypeAdapter(SqsModel)
+_SQS = TypeAdapter(SqsBatch)
 _SCHEDULE = TypeAdapter(ScheduledEvent)
 _DIRECT = TypeAdapter(DirectInvoke)
 

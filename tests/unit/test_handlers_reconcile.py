@@ -164,6 +164,8 @@ def test_failed_scheduled_reconcile_raises(world: FakeWorld) -> None:
         {"trigger": ""},
         {"unexpected": 1},
         {"Records": [{"eventSource": "aws:s3"}]},
+        {"Records": []},  # Lambda never sends an empty batch
+        {"trigger": "sqs"},  # a direct invoke has no messages to answer
     ],
 )
 def test_unknown_events_are_refused_clearly(world: FakeWorld, bad: dict[str, Any]) -> None:
