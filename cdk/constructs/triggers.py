@@ -30,7 +30,15 @@ class Triggers(Construct):
         asg_names: Sequence[str],
     ) -> None:
         super().__init__(scope, id)
-        self.schedule = events.Rule(
+        self.schedule = self._build_schedule(reconcile, schedule_minutes)
+        reconcile.add_event_source(
+            event_sources.SqsEventSource(queue, batch_size=QUEUE_BATCH_SIZE, report_batch_item_failures=True)
+        )
+        self.launch_failures = self._build_launch_failures(aws_events, asg_names)
+        self.spot_warnings = self._build_spot_warnings(aws_events)
+
+    def _build_schedule(self, reconcile: lambda_.IFunction, schedule_minutes: int) -> events.Rule:
+        return events.Rule(
             self,
             "Schedule",
             description="backlog-scaler: periodic reconcile (level-triggered safety net)",
@@ -38,12 +46,11 @@ class Triggers(Construct):
             # A tick that could not run is not retried: the next tick does the same work.
             targets=[targets.LambdaFunction(reconcile, retry_attempts=0)],
         )
-        reconcile.add_event_source(
-            event_sources.SqsEventSource(queue, batch_size=QUEUE_BATCH_SIZE, report_batch_item_failures=True)
-        )
+
+    def _build_launch_failures(self, aws_events: lambda_.IFunction, asg_names: Sequence[str]) -> events.Rule:
         # Failed launches of the configured groups start capacity backoff and spill-over at once.
         # Only groups in the stack's region are seen (EventBridge is regional).
-        self.launch_failures = events.Rule(
+        return events.Rule(
             self,
             "LaunchFailures",
             description="backlog-scaler: EC2 Instance Launch Unsuccessful in the scaler's groups",
@@ -60,8 +67,10 @@ class Triggers(Construct):
                 targets.LambdaFunction(aws_events, retry_attempts=2, max_event_age=cdk.Duration.hours(1))
             ],
         )
+
+    def _build_spot_warnings(self, aws_events: lambda_.IFunction) -> events.Rule:
         # Spot events name an instance, not a group; the function ignores instances of other groups.
-        self.spot_warnings = events.Rule(
+        return events.Rule(
             self,
             "SpotWarnings",
             description="backlog-scaler: spot and reservation interruption warnings, rebalance hints",
