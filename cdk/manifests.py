@@ -19,7 +19,12 @@ from shared.adapters.kubernetes.rbac import (
     status_role,
     status_role_binding,
 )
-from shared.constants import DEFAULT_STATUS_NAMESPACE, RBAC_GROUP, SERVICE_NAME
+from shared.constants import DEFAULT_STATUS_NAMESPACE, PROVISIONING_API_GROUP, RBAC_GROUP, SERVICE_NAME
+from shared.domain.resources import (
+    ACCELERATOR_RESOURCE_MARK,
+    ACCELERATOR_RESOURCE_PREFIXES,
+    ACCELERATOR_RESOURCES,
+)
 
 ADMISSION_WEBHOOK_NAME = "pods.backlog-scaler.dev"  # any DNS name with three labels; identifies the hook
 WEBHOOK_URL_PLACEHOLDER = "__BACKLOG_SCALER_WEBHOOK_URL__"
@@ -60,20 +65,43 @@ def rbac_manifest(cluster_name: str, status_namespace: str = DEFAULT_STATUS_NAME
     return _dump([role, binding, *status])
 
 
-# Only pods that ask for a GPU, and every ProvisioningRequest, are sent to the webhook
-# (matchConditions: Kubernetes >= 1.30). CEL's || is true when either side is, even if the other
-# errs: a ProvisioningRequest, which has no spec.containers, passes on the left.
-_GPU_POD_EXPRESSION = (
-    "request.resource.group == 'autoscaling.x-k8s.io' || "
-    "object.spec.containers.exists(c, has(c.resources) && ("
-    "(has(c.resources.requests) && 'nvidia.com/gpu' in c.resources.requests) || "
-    "(has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits)))"
+def _is_accelerator_expression(name: str) -> str:
+    """CEL of shared.domain.resources.is_accelerator for the resource name in variable `name`."""
+    listed = ", ".join(f"'{resource}'" for resource in sorted(ACCELERATOR_RESOURCES))
+    prefixes = "".join(f" || {name}.startsWith('{prefix}')" for prefix in ACCELERATOR_RESOURCE_PREFIXES)
+    return f"{name} in [{listed}] || {name}.contains('{ACCELERATOR_RESOURCE_MARK}'){prefixes}"
+
+
+def _needs_accelerator_expression() -> str:
+    """CEL of shared.domain.resources.needs_accelerator for the pod in `object`: a container or init
+    container requesting or limiting an accelerator, or a DRA claim."""
+    names = _is_accelerator_expression("r")
+    container = (
+        "has(c.resources) && ("
+        f"(has(c.resources.requests) && c.resources.requests.exists(r, {names})) || "
+        f"(has(c.resources.limits) && c.resources.limits.exists(r, {names})))"
+    )
+    return (
+        "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0) || "
+        f"object.spec.containers.exists(c, {container}) || "
+        f"(has(object.spec.initContainers) && object.spec.initContainers.exists(c, {container}))"
+    )
+
+
+# Only pods that need an accelerator (the webhook's own rule, generated from the same definition so
+# the API server sends exactly the pods the webhook wakes the scaler for), and every
+# ProvisioningRequest, are sent to the webhook (matchConditions: Kubernetes >= 1.30; `object` is
+# dynamically typed there, apiserver/pkg/admission/plugin/cel/compile.go). CEL's || is true when
+# either side is, even if the other errs: a ProvisioningRequest, which has no spec.containers, passes
+# on the left.
+ACCELERATOR_POD_EXPRESSION = (
+    f"request.resource.group == '{PROVISIONING_API_GROUP}' || {_needs_accelerator_expression()}"
 )
 
 
 def admission_webhook_manifest(cluster_name: str, url: str = WEBHOOK_URL_PLACEHOLDER) -> str:
-    """ValidatingWebhookConfiguration that tells the scaler about new GPU pods and ProvisioningRequests
-    (never blocks them).
+    """ValidatingWebhookConfiguration that tells the scaler about new pods that need an accelerator and
+    new ProvisioningRequests (never blocks them).
 
     `failurePolicy: Ignore` and a 2 s timeout: the webhook only wakes the scaler sooner, so an outage
     must never stop pod creation; the 1-minute schedule catches anything it misses.
@@ -107,7 +135,7 @@ def admission_webhook_manifest(cluster_name: str, url: str = WEBHOOK_URL_PLACEHO
                         {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}
                     ]
                 },
-                "matchConditions": [{"name": "requests-gpu", "expression": _GPU_POD_EXPRESSION}],
+                "matchConditions": [{"name": "needs-accelerator", "expression": ACCELERATOR_POD_EXPRESSION}],
                 "failurePolicy": "Ignore",
                 "sideEffects": "None",
                 "timeoutSeconds": 2,

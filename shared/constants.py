@@ -83,6 +83,10 @@ METRIC_MODEL_ERRORS = "ModelErrors"
 # Writes that failed on one object (AccessDenied on one ASG, a 403 eviction, a throttled write): each is
 # isolated, the run goes on; an alarm fires on any (cdk/constructs/observability.py).
 METRIC_ACTION_FAILURES = "ActionFailures"
+# Wake-up messages the reconcile function acknowledged without acting on them: malformed, or meant for
+# another cluster, so no retry could make them valid (functions/reconcile/triggers.py). Each leaves an
+# error log line with its message id; an alarm fires on any (cdk/constructs/observability.py).
+METRIC_DISCARDED_WAKE_UPS = "DiscardedWakeUps"
 # Node lifecycle (shared.planner.repair, shared.planner.rotation): unhealthy nodes whose room is not
 # counted, nodes replaced for health or rotated, and 1 while a group's repair is paused (alarm: more
 # of the group is unhealthy than max_unhealthy_fraction, a bad AMI, driver or zone).
@@ -119,6 +123,7 @@ CLUSTER_METRICS = (
     METRIC_MODEL_ERRORS,
     METRIC_RECONCILE_DURATION,
     METRIC_ACTION_FAILURES,
+    METRIC_DISCARDED_WAKE_UPS,
 )
 GROUP_METRICS = (
     METRIC_DESIRED,

@@ -19,6 +19,7 @@ from shared.constants import (
     METRIC_DESIRED,
     METRIC_DIMENSION_CLUSTER,
     METRIC_DIMENSION_GROUP,
+    METRIC_DISCARDED_WAKE_UPS,
     METRIC_IN_SERVICE,
     METRIC_MODEL_ERRORS,
     METRIC_NODES_REPAIRED,
@@ -130,6 +131,21 @@ class Observability(Construct):
                 evaluation_periods=1,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
+        # A wake-up no retry could make valid is acknowledged rather than parked (it would hold up the
+        # cluster's FIFO message group meanwhile): this alarm is what tells the operator, and the
+        # reconcile function's error log line names the message.
+        self._alarm(
+            "DiscardedWakeUps",
+            alarm_description=(
+                f"backlog-scaler {self.cluster_name}: a wake-up message was malformed or meant for another "
+                "cluster and was discarded; the reconcile function's logs name it"
+            ),
+            metric=self.cluster_metric(METRIC_DISCARDED_WAKE_UPS, "Sum", FIVE_MINUTES),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
 
     def _build_backlog_alarms(self, oldest_pending_seconds: int) -> None:
         self._alarm(
@@ -290,6 +306,7 @@ class Observability(Construct):
                     failed_invocations.metric_approximate_number_of_messages_visible(
                         period=FIVE_MINUTES, statistic="Maximum", label="failed AWS events"
                     ),
+                    self.cluster_metric(METRIC_DISCARDED_WAKE_UPS, "Sum", FIVE_MINUTES, "discarded wake-ups"),
                 ],
                 width=WIDGET_WIDTH,
             ),

@@ -7,7 +7,8 @@ Payload: `group` and exactly one of `target` (node count) or `nodes` (node names
 `grace_seconds` (default 300), `force` (delete pods PDBs still protect once the grace is over),
 `requested_by`; strict JSON types, bounded sizes, no unknown fields (shared.controller.force_scale_down).
 The response is the report (`"ok": true`, chosen/refused nodes, actions, what is still draining; a
-write that failed on one node or pod is in `failed`, with `"ok": false`). Mistakes and operational
+target that removes nothing says "nothing to do" under `refused`; a write that failed on one node or
+pod is in `failed`, with `"ok": false`). Mistakes and operational
 refusals are answered, not raised, so the operator reads them in out.json: `{"ok": false, "error":
 "...", "field": "target", "fields": [...], "retryable": false}`. Only bugs raise (a FunctionError).
 """

@@ -6,11 +6,14 @@ stripping a named stage). POST routes, also under the `/webhook` prefix (`/webho
     /poke       {"reason": "..."}    -> 202 {"enqueued": true}
 
 Every request is authenticated (auth.py); refusals: JSON `{"error": ...}`, 400/401/404/405/413/503
-in the order service.py gives. Queue message and delay design: queue.py.
+in the order service.py gives. An event in another shape than payload format 2.0 (a REST API's, a
+direct invoke, a schedule) gets a 400 naming the format before any of that (request.py).
+Queue message and delay design: queue.py.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
@@ -24,7 +27,7 @@ with gc_paused():  # a cold start's objects are all long-lived: see shared/colle
 
     from functions.common.dependencies import Dependencies
     from functions.webhook.errors import MethodNotAllowedError, RequestRejectedError, RouteNotFoundError
-    from functions.webhook.request import is_known_route
+    from functions.webhook.request import is_known_route, payload_format_problem
     from functions.webhook.service import Webhook, build_webhook
     from functions.webhook.settings import load_settings
     from shared.constants import SERVICE_NAME, WEBHOOK_PATH
@@ -94,6 +97,20 @@ def unexpected(exc: Exception) -> Response:
     return _json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": "internal error"})
 
 
+def _wrong_payload_format(problem: str) -> dict[str, Any]:
+    """The 400 for an event the resolver cannot read, built by hand: the resolver would fail on it."""
+    logger.info("request refused", extra={"status": int(HTTPStatus.BAD_REQUEST), "error": problem})
+    return {
+        "statusCode": int(HTTPStatus.BAD_REQUEST),
+        "headers": {"Content-Type": content_types.APPLICATION_JSON},
+        "body": json.dumps({"error": problem}, separators=(",", ":")),
+        "isBase64Encoded": False,
+    }
+
+
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    problem = payload_format_problem(event)
+    if problem is not None:
+        return _wrong_payload_format(problem)
     return app.resolve(event, context)

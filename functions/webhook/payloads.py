@@ -1,8 +1,10 @@
 """The three request bodies (pydantic models), their relevance and the AdmissionReview answer.
 
 - `/admission`: an AdmissionReview (admission.k8s.io/v1). Relevant when it is the CREATE (not a
-  dry run) of a Pod whose containers or init containers request or limit a resource with "gpu" in
-  its name (nvidia.com/gpu, amd.com/gpu, ...), or of an autoscaling.x-k8s.io ProvisioningRequest.
+  dry run) of a Pod that needs an accelerator (`shared.domain.resources.needs_accelerator`: a
+  container or init container requests or limits nvidia.com/gpu, a MIG slice, aws.amazon.com/neuron
+  or neuroncore, any "gpu" resource..., or the pod claims devices through DRA spec.resourceClaims),
+  or of an autoscaling.x-k8s.io ProvisioningRequest.
   The envelope is validated strictly (we must echo its uid); the object inside it leniently: a pod
   we cannot read is admitted and simply not relevant.
 - `/events`: Kubernetes core/v1 Events from an event forwarder: one Event, `{"events": [...]}` or an
@@ -30,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from functions.webhook.errors import BadRequestError, PayloadTooLargeError
 from shared.constants import PROVISIONING_API_GROUP
+from shared.domain.resources import needs_accelerator
 from shared.formats.validation import format_validation_error
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
@@ -83,6 +86,8 @@ class Container(_Lenient):
 class PodSpec(_Lenient):
     containers: list[Container] | None = None
     init_containers: list[Container] | None = Field(default=None, alias="initContainers")
+    # DRA (resource.k8s.io): each entry names a ResourceClaim or a template; only their presence counts.
+    resource_claims: list[Any] | None = Field(default=None, alias="resourceClaims")
 
 
 class ObjectMeta(_Lenient):
@@ -189,12 +194,13 @@ def parse_admission(body: bytes) -> AdmissionReview:
     return _validate(AdmissionReview, _json(body, "admission"), "admission")
 
 
-def _requests_gpu(container: Container) -> bool:
-    resources = container.resources
-    if resources is None:
-        return False
-    names = [*(resources.requests or {}), *(resources.limits or {})]
-    return any("gpu" in name.lower() for name in names)
+def _resource_names(spec: PodSpec) -> list[str]:
+    """Every resource name the pod's containers and init containers request or limit."""
+    names: list[str] = []
+    for container in [*(spec.containers or ()), *(spec.init_containers or ())]:
+        if container.resources is not None:
+            names += [*(container.resources.requests or {}), *(container.resources.limits or {})]
+    return names
 
 
 def _is_provisioning_request(kind: GroupVersionKind | None) -> bool:
@@ -202,8 +208,8 @@ def _is_provisioning_request(kind: GroupVersionKind | None) -> bool:
 
 
 def admission_reason(review: AdmissionReview) -> str | None:
-    """Why this review should trigger a reconcile (None: neither a GPU pod nor a ProvisioningRequest
-    being created)."""
+    """Why this review should trigger a reconcile (None: neither a pod that needs an accelerator nor
+    a ProvisioningRequest being created)."""
     request = review.request
     if request.operation != "CREATE" or request.dry_run or request.object is None:
         return None
@@ -220,7 +226,7 @@ def admission_reason(review: AdmissionReview) -> str | None:
     except ValidationError:
         return None  # the API server validated the pod already; this is not one we can read
     spec = pod.spec or PodSpec()
-    if not any(_requests_gpu(c) for c in [*(spec.containers or ()), *(spec.init_containers or ())]):
+    if not needs_accelerator(_resource_names(spec), claims_devices=bool(spec.resource_claims)):
         return None
     meta = pod.metadata or ObjectMeta()
     namespace = request.namespace or meta.namespace or "default"

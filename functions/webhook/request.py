@@ -1,4 +1,10 @@
-"""The raw request: the body bytes as the sender sent them (size-checked) and the routed path.
+"""The raw request: its payload format, the body bytes as the sender sent them (size-checked) and the
+routed path.
+
+Function URLs and HTTP APIs invoke the function with payload format 2.0 (`"version": "2.0"`, the method
+under `requestContext.http`); that is the only shape the routes read. A REST API (payload format 1.0,
+`httpMethod` at the top), an HTTP API integration set to 1.0, or any other event is refused with a 400
+naming the format before routing (`payload_format_problem`).
 
 Function URLs and HTTP APIs hand the body over as text, or base64-encoded (`isBase64Encoded`) when it
 is not text; the signature covers the decoded bytes. The size limit is checked on the declared
@@ -17,6 +23,38 @@ from shared.constants import WEBHOOK_MAX_BODY_BYTES, WEBHOOK_PATH
 CONTENT_LENGTH_HEADER = "content-length"
 ADMISSION_ROUTE = "/admission"
 ROUTES = (ADMISSION_ROUTE, "/events", "/poke")
+
+
+PAYLOAD_FORMAT = "2.0"
+_USE_PAYLOAD_V2 = "send payload format 2.0 (a Lambda Function URL, or an HTTP API with payload format 2.0)"
+
+
+def payload_format_problem(event: object) -> str | None:
+    """Why `event` is not an HTTP request in payload format 2.0 (None when it is one).
+
+    Checks what the resolver reads of every request (Powertools' APIGatewayProxyEventV2: `rawPath`,
+    `requestContext.stage` and `requestContext.http.method`), so that a request of another shape gets
+    a 400 instead of a KeyError.
+    """
+    if not isinstance(event, Mapping):
+        return f"expected an HTTP request event, got {type(event).__name__}: {_USE_PAYLOAD_V2}"
+    version = event.get("version")
+    if "httpMethod" in event or version == "1.0":
+        # AWS's payload format 1.0 (API Gateway developer guide, "Create AWS Lambda proxy integrations
+        # for HTTP APIs", payload format version): a REST API's, or an HTTP API integration's set so.
+        return f"payload format 1.0 is not supported: {_USE_PAYLOAD_V2}"
+    context = event.get("requestContext")
+    http = context.get("http") if isinstance(context, Mapping) else None
+    if (
+        version == PAYLOAD_FORMAT
+        and isinstance(event.get("rawPath"), str)
+        and isinstance(context, Mapping)
+        and isinstance(context.get("stage"), str)
+        and isinstance(http, Mapping)
+        and isinstance(http.get("method"), str)
+    ):
+        return None
+    return f"not an HTTP request in payload format {PAYLOAD_FORMAT}: {_USE_PAYLOAD_V2}"
 
 
 def _too_large(limit: int) -> PayloadTooLargeError:

@@ -6,8 +6,27 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 GPU = "nvidia.com/gpu"
+# The AWS Neuron device plugin registers whole devices and their cores (Neuron docs, "Neuron device
+# plugin": aws.amazon.com/neuron allocates devices, aws.amazon.com/neuroncore single cores); before
+# Neuron 2.20 it also registered aws.amazon.com/neurondevice, since renamed to aws.amazon.com/neuron.
+NEURON = "aws.amazon.com/neuron"
+NEURONCORE = "aws.amazon.com/neuroncore"
+NEURONDEVICE = "aws.amazon.com/neurondevice"
+GAUDI = "habana.ai/gaudi"  # Habana's device plugin (DL1 instances)
 # Devices a device plugin allocates and withdraws when unhealthy (NVIDIA GPUs, AWS Neuron devices).
-ACCELERATORS = (GPU, "aws.amazon.com/neuron")
+ACCELERATORS = (GPU, NEURON)
+
+# What "needs an accelerator" means for a pod's extended resources: the one rule the webhook applies
+# to a new pod and the admission webhook's matchCondition is generated from (cdk/manifests.py), so the
+# API server sends exactly the pods the webhook wakes the scaler for. It covers every accelerator the
+# planner's templates give a group (ACCELERATORS and the instance types' GPUs and Neuron resources,
+# shared/formats/aws.py), MIG slices the NVIDIA device plugin advertises under its mixed strategy
+# (nvidia.com/mig-<profile>, e.g. nvidia.com/mig-1g.5gb), and any vendor's "gpu" resource (amd.com/gpu,
+# gpu.intel.com/i915, nvidia.com/gpu.shared). Names are compared as written: kube-scheduler's
+# NodeResourcesFit matches a pod's resource names to a node's exactly.
+ACCELERATOR_RESOURCES = frozenset({GPU, NEURON, NEURONCORE, NEURONDEVICE, GAUDI})
+ACCELERATOR_RESOURCE_PREFIXES = ("nvidia.com/mig-",)
+ACCELERATOR_RESOURCE_MARK = "gpu"  # in any part of the name
 CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
@@ -105,3 +124,19 @@ def format_amount(name: str, value: int) -> str:
 
 
 EMPTY = Resources()
+
+
+def is_accelerator(name: str) -> bool:
+    """Whether the extended resource `name` is an accelerator (see ACCELERATOR_RESOURCES)."""
+    return (
+        name in ACCELERATOR_RESOURCES
+        or ACCELERATOR_RESOURCE_MARK in name
+        or name.startswith(ACCELERATOR_RESOURCE_PREFIXES)
+    )
+
+
+def needs_accelerator(resource_names: Iterable[str], *, claims_devices: bool) -> bool:
+    """Whether a pod needs an accelerator: it requests or limits one by name, or it claims devices
+    through DRA (spec.resourceClaims; which devices is the claims' business, and the planner scales
+    for any claim a group's ResourceSlices can satisfy)."""
+    return claims_devices or any(is_accelerator(name) for name in resource_names)

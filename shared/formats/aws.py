@@ -18,7 +18,7 @@ from shared.domain.model import (
     InstanceType,
     nodes_for_units,
 )
-from shared.domain.resources import CPU, GPU, MEMORY, PODS, Resources
+from shared.domain.resources import CPU, GAUDI, GPU, MEMORY, NEURON, NEURONCORE, PODS, Resources
 from shared.formats.describe import described_items
 from shared.formats.lifecycle import launch_template_ref
 
@@ -246,12 +246,11 @@ def _time(value: object) -> datetime | None:
 GPU_RESOURCE_BY_MANUFACTURER = {
     "NVIDIA": GPU,
     "AMD": "amd.com/gpu",
-    "Habana": "habana.ai/gaudi",
+    "Habana": GAUDI,
 }
-# The AWS Neuron device plugin registers whole devices and their cores (Neuron docs, "Neuron device
-# plugin": aws.amazon.com/neuron allocates devices, aws.amazon.com/neuroncore single cores).
-NEURON_RESOURCE = "aws.amazon.com/neuron"
-NEURONCORE_RESOURCE = "aws.amazon.com/neuroncore"
+# The AWS Neuron device plugin's resources (shared.domain.resources says which).
+NEURON_RESOURCE = NEURON
+NEURONCORE_RESOURCE = NEURONCORE
 # NeuronInfo.NeuronDevices[].CoreInfo.Version from which physical cores pair into logical ones by default.
 _FIRST_LOGICAL_CORE_VERSION = 3
 _DEFAULT_LOGICAL_CORE_SIZE = 2

@@ -237,4 +237,16 @@ def _by_target(
         refused.append(
             Refusal(ask.group, f"target {ask.target} is below the group's min size {asg.min_size}")
         )
+    if count == 0 and ask.target >= asg.desired:
+        refused.append(Refusal(ask.group, _nothing_to_do(ask.target, asg, len(pool), len(draining))))
     return wanted[: min(count, room)], refused
+
+
+def _nothing_to_do(target: int, asg: AsgState, nodes: int, draining: int) -> str:
+    """Why a target at or above the group's nodes and desired capacity removes nothing: said in the
+    report, as a target above the max size is, rather than an empty report that looks like success."""
+    besides = f" besides the {draining} draining" if draining else ""
+    return (
+        f"nothing to do: target {target} is not below the group's {nodes} node(s){besides} nor its "
+        f"desired capacity {asg.desired}; a forced scale-down only removes nodes"
+    )

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 from cdk.manifests import (
@@ -15,8 +18,9 @@ from cdk.manifests import (
     rbac_manifest,
     rbac_manifest_filename,
 )
+from functions.webhook.payloads import admission_reason, parse_admission
 from shared.adapters.kubernetes.rbac import PERMISSIONS, cluster_role, policy_rules
-from shared.constants import RBAC_GROUP, SERVICE_NAME, STATUS_CONFIGMAP, WEBHOOK_PATH
+from shared.constants import PROVISIONING_API_GROUP, RBAC_GROUP, SERVICE_NAME, STATUS_CONFIGMAP, WEBHOOK_PATH
 from tests.infra.conftest import Synthesized
 
 
@@ -101,6 +105,77 @@ def test_admission_webhook_never_blocks_pod_creation() -> None:
         ["autoscaling.x-k8s.io"],
         ["provisioningrequests"],
     )
+
+
+def _container(where: str, *names: str) -> dict[str, Any]:
+    return {"name": "main", "resources": {where: {name: "1" for name in ("cpu", *names)}}}
+
+
+# Pods as the API server hands them to a matchCondition: containers, init containers, DRA claims.
+_PODS = {
+    "nvidia-gpu": {"containers": [_container("limits", "nvidia.com/gpu")]},
+    "mig-slice": {"containers": [_container("limits", "nvidia.com/mig-1g.5gb")]},
+    "neuron": {"containers": [_container("requests", "aws.amazon.com/neuron")]},
+    "neuroncore": {"containers": [_container("limits", "aws.amazon.com/neuroncore")]},
+    "gaudi": {"containers": [_container("limits", "habana.ai/gaudi")]},
+    "amd-gpu": {"containers": [{"name": "a"}, _container("requests", "amd.com/gpu")]},
+    "init-container": {
+        "containers": [{"name": "main"}],
+        "initContainers": [_container("limits", "nvidia.com/gpu")],
+    },
+    "dra-claim": {
+        "containers": [{"name": "main", "resources": {"claims": [{"name": "gpu"}]}}],
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+    },
+    "cpu-only": {"containers": [_container("requests")]},
+    "efa-only": {"containers": [_container("limits", "vpc.amazonaws.com/efa")]},
+    "no-resources": {"containers": [{"name": "main"}]},
+    "differently-cased": {"containers": [_container("limits", "NVIDIA.COM/GPU")]},
+    "empty-claims": {"containers": [{"name": "main"}], "resourceClaims": []},
+}
+
+
+def _match_condition() -> Any:
+    """The manifest's matchCondition compiled by the CEL project's own runtime, with the variables the
+    API server declares (`object` dynamically typed: apiserver/pkg/admission/plugin/cel/compile.go)."""
+    from cel_expr_python import cel
+
+    (config,) = yaml.safe_load_all(admission_webhook_manifest("research"))
+    ((condition,),) = [hook["matchConditions"] for hook in config["webhooks"]]
+    env = cel.NewEnv(variables={"object": cel.Type.DYN, "request": cel.Type.DYN})
+    return env.compile(condition["expression"])
+
+
+@pytest.mark.parametrize("name", sorted(_PODS))
+def test_the_admission_match_condition_sends_exactly_the_pods_the_webhook_wakes_for(name: str) -> None:
+    # Given a pod's creation, as the API server evaluates the matchCondition and as the webhook reads it
+    spec = _PODS[name]
+    pod = {"metadata": {"name": "train-0", "namespace": "research"}, "spec": spec}
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE",
+            "object": pod,
+        },
+    }
+    # When the API server decides whether to call the webhook
+    sent = _match_condition().eval(data={"object": pod, "request": {"resource": {"group": ""}}})
+    # Then it calls it exactly for the pods the webhook enqueues a wake-up for (one rule, one home)
+    woken = admission_reason(parse_admission(json.dumps(review).encode())) is not None
+    assert (sent.type().name(), sent.value()) == ("BOOL", woken)
+
+
+def test_the_admission_match_condition_sends_every_provisioning_request() -> None:
+    # Given a ProvisioningRequest (no spec.containers: the pod side of the condition errs)
+    request = {"spec": {"podSets": [{"podTemplateRef": {"name": "t"}, "count": 2}]}}
+    # When the API server evaluates the condition, Then the left side sends it
+    sent = _match_condition().eval(
+        data={"object": request, "request": {"resource": {"group": PROVISIONING_API_GROUP}}}
+    )
+    assert (sent.type().name(), sent.value()) == ("BOOL", True)
 
 
 def test_rbac_manifest_is_a_stack_output_and_a_file(synthesized: Synthesized) -> None:

@@ -16,6 +16,7 @@ from shared.constants import (
     METRIC_ACTION_FAILURES,
     METRIC_CAPACITY_FAILURES,
     METRIC_DESIRED,
+    METRIC_DISCARDED_WAKE_UPS,
     METRIC_IN_SERVICE,
     METRIC_OLDEST_PENDING_AGE,
     METRIC_PENDING_GPUS,
@@ -364,6 +365,17 @@ def test_a_write_that_failed_on_one_object_raises_an_alarm(synthesized: Synthesi
     # Isolated failures (AccessDenied on one ASG, a 403 eviction) do not fail the function: this
     # alarm is what fires on the first one
     (alarm,) = _alarm_on(synthesized, METRIC_ACTION_FAILURES)
+    assert alarm["Namespace"] == METRICS_NAMESPACE
+    assert alarm["Dimensions"] == [{"Name": "Cluster", "Value": synthesized.config.cluster_name}]
+    assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Sum", 300, 1)
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_a_discarded_wake_up_raises_an_alarm(synthesized: Synthesized) -> None:
+    # Given a wake-up no retry can make valid is acknowledged, not parked in the dead-letter queue
+    # Then the metric the reconcile function counts it in alarms on the first one
+    (alarm,) = _alarm_on(synthesized, METRIC_DISCARDED_WAKE_UPS)
     assert alarm["Namespace"] == METRICS_NAMESPACE
     assert alarm["Dimensions"] == [{"Name": "Cluster", "Value": synthesized.config.cluster_name}]
     assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Sum", 300, 1)

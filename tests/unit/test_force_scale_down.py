@@ -342,6 +342,30 @@ def big_group(instances: int, *, max_size: int = 5_000) -> AsgState:
     return asg_from_json(asg(A100, desired=instances, instances=ids, max_size=max_size))
 
 
+@pytest.mark.parametrize("target", [2, 3])
+def test_a_target_that_removes_nothing_says_so(target: int) -> None:
+    # Given a group of 2 instances, desired 2 (a replayed request, or one above the group's size)
+    group = big_group(2)
+    # When a target at or above both is chosen for
+    choice = choose(
+        ForceScaleDownRequest(group="a100", target=target), group, candidates_of(group, [], [], None, now=NOW)
+    )
+    # Then nothing is chosen and the one refusal, for the group, says there is nothing to do
+    assert choice.chosen == ()
+    assert [(r.target, r.reason.split(":")[0]) for r in choice.refused] == [("a100", "nothing to do")]
+
+
+def test_a_target_that_only_cancels_launches_is_not_nothing_to_do() -> None:
+    # Given desired 3 with 2 instances (one still launching) and a target of 2
+    group = replace(big_group(2), desired=3)
+    # When it is chosen for, Then no node is chosen and no refusal says "nothing to do": the launch
+    # not made yet is cancelled
+    choice = choose(
+        ForceScaleDownRequest(group="a100", target=2), group, candidates_of(group, [], [], None, now=NOW)
+    )
+    assert choice.chosen == () and choice.refused == ()
+
+
 def test_target_above_the_groups_max_size_is_refused_by_the_choice() -> None:
     group = big_group(2, max_size=4)
     with pytest.raises(InvalidRequestError, match="above the max size 4") as caught:

@@ -165,3 +165,19 @@ def test_target_above_the_groups_max_is_refused_before_any_write(world: FakeWorl
 def test_target_at_the_groups_max_is_accepted(world: FakeWorld) -> None:
     response = force.handler({"group": "a100", "target": 16}, FakeLambdaContext())
     assert response["ok"] is True and response["chosen"] == []
+
+
+def test_target_above_the_groups_desired_says_there_is_nothing_to_do(world: FakeWorld) -> None:
+    # Given a group of 2 nodes (desired 2, max 16) and a target of 5: a forced scale-down never adds
+    # When it is invoked
+    response = force.handler({"group": "a100", "target": 5}, FakeLambdaContext())
+    # Then the report says why nothing was done, naming the counts, and nothing was written
+    assert response["ok"] is True and response["chosen"] == [] and response["actions"] == []
+    assert response["refused"] == [
+        {
+            "target": "a100",
+            "reason": "nothing to do: target 5 is not below the group's 2 node(s) nor its desired "
+            "capacity 2; a forced scale-down only removes nodes",
+        }
+    ]
+    assert set(world.write_calls()) <= LEASE and world.fleet.desired(A100) == 2

@@ -25,7 +25,18 @@ import pytest
 from shared.config import parse_config
 from shared.domain.model import InstanceType, Snapshot
 from shared.domain.plan import Plan
-from shared.formats.aws import instance_types_from_describe, neuron_resources
+from shared.domain.resources import (
+    ACCELERATORS,
+    CPU,
+    GPU,
+    MEMORY,
+    NEURON,
+    NEURONCORE,
+    PODS,
+    is_accelerator,
+    needs_accelerator,
+)
+from shared.formats.aws import GPU_RESOURCE_BY_MANUFACTURER, instance_types_from_describe, neuron_resources
 from shared.formats.kubernetes import daemonset_from_json
 from shared.planner import plan
 from shared.planner.eks import instance_store_capacity
@@ -163,6 +174,20 @@ def test_trainium2_cores_are_counted_at_the_default_logical_core_size() -> None:
     }
     # When / Then the device plugin's 64 logical cores (LNC=2, Trainium2's default), not 128 physical
     assert neuron_resources(neuron_info) == {"aws.amazon.com/neuron": 16, "aws.amazon.com/neuroncore": 64}
+
+
+def test_every_accelerator_a_template_takes_from_ec2_is_one_the_webhook_wakes_the_scaler_for() -> None:
+    # Given the accelerators the planner's templates take from DescribeInstanceTypes (the fixture's
+    # GPU and Trainium types, every GPU manufacturer's resource) and the devices node repair watches
+    from_types = {name for t in TYPES.values() for name in t.capacity.names()} - {CPU, MEMORY, PODS}
+    names = from_types | set(GPU_RESOURCE_BY_MANUFACTURER.values()) | set(ACCELERATORS)
+    assert {GPU, NEURON, NEURONCORE} <= names
+
+    # Then the one rule of "needs an accelerator" (the webhook's, and its matchCondition's) takes each
+    assert [name for name in sorted(names) if not is_accelerator(name)] == []
+    # ... and a pod asking for any of them needs one; a pod asking for EFA or memory alone does not
+    assert all(needs_accelerator([CPU, name], claims_devices=False) for name in names)
+    assert not needs_accelerator([CPU, MEMORY, EFA], claims_devices=False)
 
 
 def test_a_malformed_instance_type_entry_is_named_and_the_others_kept() -> None:

@@ -499,6 +499,31 @@ def test_malformed_bodies_are_refused_with_400(
     assert hook.messages() == []
 
 
+@pytest.mark.parametrize(
+    ("event", "error"),
+    [
+        (signed(fixture("rest_api_poke")), "payload format 1.0 is not supported"),
+        ({}, "not an HTTP request in payload format 2.0"),
+        (json.loads((FIXTURES / "schedule.json").read_text()), "not an HTTP request in payload format 2.0"),
+        (json.loads((FIXTURES / "sqs_batch.json").read_text()), "not an HTTP request in payload format 2.0"),
+    ],
+    ids=["rest-api-payload-1.0", "empty", "schedule", "sqs"],
+)
+def test_an_event_in_another_payload_format_is_refused_with_400(
+    hook: Harness, event: dict[str, Any], error: str
+) -> None:
+    # Given an event the routes cannot read: a REST API's (payload format 1.0, signed as a poke should
+    # be), a direct invoke's, or another event source's
+    # When it is delivered
+    response = hook.invoke(copy.deepcopy(event))
+
+    # Then it gets a 400 that names the format to send, and nothing is queued
+    assert response["statusCode"] == 400
+    assert answer(response)["error"].startswith(error)
+    assert "payload format 2.0" in answer(response)["error"]
+    assert hook.messages() == []
+
+
 def test_unknown_path_is_404_and_wrong_method_is_405(hook: Harness) -> None:
     # Given authenticated requests to a path we do not serve and with a method we do not accept
     unknown = hook.invoke(signed(routed(POKE, "POST", "/metrics")))

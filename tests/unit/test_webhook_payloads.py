@@ -63,15 +63,20 @@ def event(reason: str = "FailedScheduling", name: str = "train-0") -> dict[str, 
         ([gpu_container("requests")], None),
         ([gpu_container("limits")], None),
         ([{"name": "a"}, gpu_container("requests", "amd.com/gpu")], None),
-        ([{"name": "main"}], [gpu_container("limits", "NVIDIA.COM/GPU")]),
-        ([gpu_container("requests", "nvidia.com/mig-1g.5gb-gpu")], None),
+        ([{"name": "main"}], [gpu_container("limits", "nvidia.com/gpu")]),
+        ([gpu_container("limits", "nvidia.com/mig-1g.5gb")], None),
+        ([gpu_container("limits", "aws.amazon.com/neuron")], None),
+        ([gpu_container("requests", "aws.amazon.com/neuroncore")], None),
+        ([gpu_container("limits", "habana.ai/gaudi")], None),
+        ([gpu_container("limits", "gpu.intel.com/i915")], None),
     ],
-    ids=["requests", "limits-only", "amd", "init-container", "mig"],
+    ids=["requests", "limits-only", "amd", "init-container", "mig", "neuron", "neuroncore", "gaudi", "intel"],
 )
-def test_gpu_pod_creation_is_relevant(
+def test_accelerator_pod_creation_is_relevant(
     containers: list[dict[str, Any]], init_containers: list[dict[str, Any]] | None
 ) -> None:
-    # Given the admission of a pod with a GPU resource in some container
+    # Given the admission of a pod with an accelerator resource in some container (the planner scales
+    # for any of them: shared.domain.resources.needs_accelerator)
     parsed = parse_admission(review(containers, init_containers=init_containers))
 
     # When its relevance is decided
@@ -85,13 +90,27 @@ def test_gpu_pod_creation_is_relevant(
         ([{"name": "main", "resources": {"requests": {"cpu": "1"}}}], {}),
         ([{"name": "main", "resources": None}], {}),
         ([{"name": "main", "resources": {"requests": None, "limits": None}}], {}),
+        ([gpu_container("limits", "vpc.amazonaws.com/efa")], {}),
+        # The scheduler matches names exactly and no device plugin registers this one
+        ([gpu_container("limits", "NVIDIA.COM/GPU")], {}),
         ([gpu_container()], {"operation": "UPDATE"}),
         ([gpu_container()], {"dryRun": True}),
         ([gpu_container()], {"kind": {"group": "batch", "version": "v1", "kind": "Job"}}),
         ([gpu_container()], {"object": None}),
         ([gpu_container()], {"object": {"spec": {"containers": "not-a-list"}}}),
     ],
-    ids=["cpu-only", "null-resources", "null-maps", "update", "dry-run", "not-a-pod", "no-object", "odd-pod"],
+    ids=[
+        "cpu-only",
+        "null-resources",
+        "null-maps",
+        "efa-only",
+        "differently-cased",
+        "update",
+        "dry-run",
+        "not-a-pod",
+        "no-object",
+        "odd-pod",
+    ],
 )
 def test_other_admissions_are_not_relevant(
     containers: list[dict[str, Any]], request_fields: dict[str, Any]
@@ -102,6 +121,19 @@ def test_other_admissions_are_not_relevant(
     # When its relevance is decided
     # Then it is not relevant (and it will still be allowed)
     assert admission_reason(parsed) is None
+
+
+def test_a_pod_that_claims_devices_through_dra_is_relevant() -> None:
+    # Given the admission of a pod whose container asks for no extended resource but which claims a
+    # GPU through a ResourceClaimTemplate (DRA, resource.k8s.io)
+    body = json.loads(review([{"name": "main", "resources": {"claims": [{"name": "gpu"}]}}]))
+    body["request"]["object"]["spec"]["resourceClaims"] = [
+        {"name": "gpu", "resourceClaimTemplateName": "single-gpu"}
+    ]
+
+    # When its relevance is decided
+    # Then it wakes the scaler like a pod asking for nvidia.com/gpu
+    assert admission_reason(parse_admission(json.dumps(body).encode())) == "GPU pod created: research/train-0"
 
 
 def test_generated_name_is_reported_with_a_star() -> None:
