@@ -94,7 +94,7 @@ def test_request_that_can_never_fit_fails_and_buys_nothing(cluster: Cluster) -> 
     assert cluster.desired(cluster.a100) == 0 and cluster.desired(cluster.h100) == 0
     failed = _conditions(cluster, "huge")["Failed"]
     assert failed["status"] == "True"
-    assert "needs 10 a100 nodes, group can add 8 (max 8)" in failed["message"]
+    assert "needs 10 a100 nodes, more than the group's max size 8" in failed["message"]
 
 
 def test_check_capacity_request_is_answered_without_buying(cluster: Cluster) -> None:
@@ -136,7 +136,7 @@ def test_volcano_gang_that_cannot_fit_whole_buys_nothing(cluster: Cluster) -> No
     assert cluster.desired(cluster.a100) == 0
     events = [e for e in cluster.server.events() if e["involvedObject"]["name"] == "llm-0"]
     assert any(
-        "gang research/llm: needs 10 a100 nodes, group can add 8 (max 8)" in e["message"] for e in events
+        "gang research/llm: needs 10 a100 nodes, more than the group's max size 8" in e["message"] for e in events
     )
 
 
