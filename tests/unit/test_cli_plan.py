@@ -139,12 +139,12 @@ def test_bad_input_file_gives_a_one_line_error_naming_the_file(
         (
             "--pods",
             {"kind": "PodList", "items": [pod("huge", gpus=1)]},
-            "items[0]: malformed Pod: nvidia.com/gpu: quantity '1e400' is out of range",
+            "items[0]: malformed Pod: spec.containers[0].resources.requests: nvidia.com/gpu: quantity",
         ),
         (
             "--nodes",
             {"kind": "NodeList", "items": [node("n1", "i-0abc")]},
-            "items[0]: malformed Node: nvidia.com/gpu: quantity '1e400' is out of range",
+            "items[0]: malformed Node: status.allocatable: nvidia.com/gpu: quantity '1e400' is out of range",
         ),
     ],
 )

@@ -72,11 +72,83 @@ def test_malformed_items_name_the_file_and_the_item() -> None:
     bad = pod("p")
     bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
     with pytest.raises(
-        InputError, match=r"pods.json: items\[1\]: malformed Pod: cpu: unparsable quantity 'lots'"
+        InputError,
+        match=r"pods.json: items\[1\]: malformed Pod: spec.containers\[0\].resources.requests: cpu: "
+        "unparsable quantity 'lots'",
     ):
         pods_from_list({"kind": "PodList", "items": [pod("ok"), bad]}, "pods.json")
     with pytest.raises(InputError, match=r"nodes.json: items\[0\]: malformed Node: missing field 'metadata'"):
         nodes_from_list({"kind": "NodeList", "items": [{"kind": "Node"}]}, "nodes.json")
+
+
+def _pod_with(path: tuple[str | int, ...], value: object) -> dict[str, Any]:
+    """A pending pod (an init container and a sidecar beside its container) with `value` at `path`."""
+    raw = pod("p", init_requests=[{"cpu": "1"}, {"cpu": "1"}], overhead={"cpu": "250m"})
+    raw["spec"]["initContainers"][1]["restartPolicy"] = "Always"
+    raw["spec"]["resources"] = {"requests": {"cpu": "8"}}
+    target: Any = raw
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        (("spec", "priority"), "high", "spec.priority: expected an integer, got 'high'"),
+        (("spec", "priority"), 1.5, "spec.priority: expected an integer, got 1.5"),
+        (
+            ("spec", "containers", 0, "resources", "requests"),
+            [{"cpu": "1"}],
+            "spec.containers[0].resources.requests: expected an object, got list",
+        ),
+        (
+            ("spec", "containers", 0, "resources"),
+            "lots",
+            "spec.containers[0].resources: expected an object, got str",
+        ),
+        (("spec", "containers", 0), "main", "spec.containers[0]: expected an object, got str"),
+        (
+            ("spec", "containers", 0, "resources", "requests", "nvidia.com/gpu"),
+            "1e400",
+            "spec.containers[0].resources.requests: nvidia.com/gpu: quantity '1e400' is out of range",
+        ),
+        (
+            ("spec", "initContainers", 1, "resources", "requests", "cpu"),
+            "-1",
+            "spec.initContainers[1].resources.requests: cpu: negative quantity '-1'",
+        ),
+        (("spec", "overhead", "cpu"), "lots", "spec.overhead: cpu: unparsable quantity 'lots'"),
+        (("spec", "resources", "requests"), ["cpu"], "spec.resources.requests: expected an object, got list"),
+        (("spec", "resources", "requests", "memory"), "1e400", "spec.resources.requests: memory: quantity"),
+    ],
+)
+def test_a_malformed_pod_names_the_field(path: tuple[str | int, ...], value: object, expected: str) -> None:
+    # Given a pod with a wrong value at `path` (the API server would have refused it)
+    bad = _pod_with(path, value)
+    # When parsed / Then the error names the file, the item and the field
+    with pytest.raises(InputError) as raised:
+        pods_from_list({"kind": "PodList", "items": [pod("ok"), bad]}, "pods.json")
+    assert str(raised.value).startswith(f"pods.json: items[1]: malformed Pod: {expected}")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("allocatable", ["cpu"], "status.allocatable: expected an object, got list"),
+        ("allocatable", {"memory": "lots"}, "status.allocatable: memory: unparsable quantity 'lots'"),
+        ("capacity", {"nvidia.com/gpu": "1E100000000"}, "status.capacity: nvidia.com/gpu: quantity"),
+    ],
+)
+def test_a_malformed_node_names_the_field(field: str, value: object, expected: str) -> None:
+    # Given a node whose resource list is wrong
+    bad = node("n1", "i-0abc")
+    bad["status"][field] = value
+    # When parsed / Then the error names the file, the item and the field
+    with pytest.raises(InputError) as raised:
+        nodes_from_list({"kind": "NodeList", "items": [bad]}, "nodes.json")
+    assert str(raised.value).startswith(f"nodes.json: items[0]: malformed Node: {expected}")
 
 
 def test_wrong_kind_of_document_is_rejected() -> None:
