@@ -82,7 +82,8 @@ class NodeGroupConfig(_Model):
     # reservation) when `allocatable` is not given, so the group scales from zero without tags.
     instance_type: str = ""
     # Allocatable of one node as Kubernetes quantities (e.g. {cpu: "95", nvidia.com/gpu: 8}), each at
-    # most 2^63-1 as Kubernetes holds them (cpu: in millicores); wins over the instance type's.
+    # most 2^63-1 as Kubernetes holds them (cpu: in millicores), `pods` and extended resources
+    # (nvidia.com/gpu) whole, as a Node's must be; wins over the instance type's.
     allocatable: dict[str, str | int | float] | None = None
     # Labels of its nodes (nodeSelector and node affinity are matched against them, with the
     # well-known ones the template adds).

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from shared.domain.resources import CPU, Resources
+from shared.domain.resources import CPU, PODS, Resources
 
 
 def _load_parse_quantity() -> Callable[[Any], Any]:
@@ -65,6 +65,44 @@ _NANO = Decimal("1E-9")
 _QUANTITY = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[KMGTPE]i|[eE][+-]?[0-9]+|[numkMGTPE])?")
 
 
+# pkg/apis/core/helper/helpers.go `integerResources`; with the extended resources
+# (IsIntegerResourceName), what ValidateResourceQuantityValue requires to be whole.
+_INTEGER_RESOURCES = frozenset(
+    {
+        PODS,
+        "resourcequotas",
+        "services",
+        "replicationcontrollers",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+        "services.nodeports",
+        "services.loadbalancers",
+    }
+)
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
+_NAME_PART = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+
+
+@lru_cache(maxsize=256)
+def is_integer_resource(name: str) -> bool:
+    """Whether Kubernetes requires whole amounts of `name`: `pods` and the quota counts, and every
+    extended resource (nvidia.com/gpu, vpc.amazonaws.com/efa): helper.IsIntegerResourceName."""
+    if name in _INTEGER_RESOURCES:
+        return True
+    # IsExtendedResourceName: not native (a name with a domain outside kubernetes.io), not
+    # "requests."-prefixed, and "requests.<name>" a qualified name (IsQualifiedName).
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
+        return False
+    prefix, _, short = f"requests.{name}".partition("/")
+    return bool(
+        len(prefix) <= 253
+        and _DNS_SUBDOMAIN.fullmatch(prefix)
+        and len(short) <= 63
+        and _NAME_PART.fullmatch(short)
+    )
+
+
 def _bounded(raw: str) -> Decimal:
     """The exact value of a quantity string, rounded up to whole nanos as ParseQuantity rounds it;
     ValueError when Kubernetes would not parse it or its magnitude passes MAX_QUANTITY."""
@@ -84,29 +122,37 @@ def _scaled(value: Decimal, digits: int) -> Decimal:
 
 
 @lru_cache(maxsize=4096)
-def _base_units(name: str, raw: str) -> int:
+def _base_units(name: str, raw: str) -> tuple[int, bool]:
+    """(base units, whether a whole number): the second for ValidateResourceQuantityValue."""
     value = _bounded(raw)
     if value < 0:
         raise ValueError(f"negative quantity {raw!r}")
     # Requests are rounded up, as Value() and MilliValue() round them: a fraction of a unit still
     # needs the whole unit.
-    amount = math.ceil(_scaled(value, 3) if name == CPU else value)
+    milli = math.ceil(_scaled(value, 3))
+    amount = milli if name == CPU else math.ceil(value)
     if amount > MAX_QUANTITY:  # cpu in millicores: the scheduler's MilliCPU is an int64 too
         raise ValueError(f"quantity {raw!r} is out of range (at most {MAX_QUANTITY}m)")
-    return amount
+    return amount, milli % 1000 == 0
 
 
-def quantity(name: str, raw: object) -> int:
+def quantity(name: str, raw: object, *, validated: bool = True) -> int:
     """One quantity in base units (millicores for cpu); ValueError, naming `name`, when Kubernetes
-    would refuse it: unparsable, negative, or beyond 2^63-1."""
+    would refuse it: unparsable, negative, beyond 2^63-1, or (`validated`: what the API server
+    validates, pods, nodes and the config's node shapes) a fraction of an integer resource."""
     if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
         raise ValueError(f"{name}: quantity must be a string or number, got {type(raw).__name__}")
     try:
-        return _base_units(name, str(raw).strip())
+        amount, whole = _base_units(name, str(raw).strip())
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from exc
     except ArithmeticError as exc:  # a decimal error the grammar did not foresee
         raise ValueError(f"{name}: unparsable quantity {raw!r}") from exc
+    # ValidateResourceQuantityValue (pkg/apis/core/validation/validation.go) refuses a pod or a node
+    # whose integer resource has `MilliValue() % 1000 != 0`: "must be an integer".
+    if validated and not whole and is_integer_resource(name):
+        raise ValueError(f"{name}: quantity {str(raw).strip()!r} must be an integer")
+    return amount
 
 
 def exact_quantity(raw: object) -> Fraction:

@@ -119,6 +119,11 @@ def _pod_with(path: tuple[str | int, ...], value: object) -> dict[str, Any]:
             "-1",
             "spec.initContainers[1].resources.requests: cpu: negative quantity '-1'",
         ),
+        (
+            ("spec", "containers", 0, "resources", "requests", "nvidia.com/gpu"),
+            1.5,
+            "spec.containers[0].resources.requests: nvidia.com/gpu: quantity '1.5' must be an integer",
+        ),
         (("spec", "overhead", "cpu"), "lots", "spec.overhead: cpu: unparsable quantity 'lots'"),
         (("spec", "resources", "requests"), ["cpu"], "spec.resources.requests: expected an object, got list"),
         (("spec", "resources", "requests", "memory"), "1e400", "spec.resources.requests: memory: quantity"),
@@ -139,6 +144,11 @@ def test_a_malformed_pod_names_the_field(path: tuple[str | int, ...], value: obj
         ("allocatable", ["cpu"], "status.allocatable: expected an object, got list"),
         ("allocatable", {"memory": "lots"}, "status.allocatable: memory: unparsable quantity 'lots'"),
         ("capacity", {"nvidia.com/gpu": "1E100000000"}, "status.capacity: nvidia.com/gpu: quantity"),
+        (
+            "allocatable",
+            {"nvidia.com/gpu": 7.5},
+            "status.allocatable: nvidia.com/gpu: quantity '7.5' must be",
+        ),
     ],
 )
 def test_a_malformed_node_names_the_field(field: str, value: object, expected: str) -> None:

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from shared.domain.quantity import MAX_QUANTITY, exact_quantity, quantity
+from shared.domain.quantity import MAX_QUANTITY, exact_quantity, is_integer_resource, quantity
 
 
 @pytest.mark.parametrize(
@@ -77,3 +77,68 @@ def test_exact_quantities_are_bounded_and_rounded_to_nanos_as_requests_are() -> 
     assert exact_quantity("1e-100000000") == Fraction(1, 10**9)
     assert exact_quantity("-5") == -5
     assert exact_quantity("40Gi") == 40 * 2**30
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("nvidia.com/gpu", 1.5),  # a JSON float
+        ("nvidia.com/gpu", "1500m"),
+        ("nvidia.com/gpu", "1.0001"),
+        ("vpc.amazonaws.com/efa", "0.5"),
+        ("pods", "110.5"),
+    ],
+)
+def test_a_fraction_of_an_integer_resource_is_refused_as_the_api_server_refuses_it(
+    name: str, raw: object
+) -> None:
+    # Given a fraction of `pods` or of an extended resource (validation.go's
+    # ValidateResourceQuantityValue: "must be an integer")
+    # When parsed from a pod, a node or a config shape / Then it is refused
+    with pytest.raises(ValueError, match=rf"^{name}: quantity '{raw}' must be an integer$"):
+        quantity(name, raw)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "expected"),
+    [
+        ("nvidia.com/gpu", "1.9999999", 2),  # MilliValue() rounds it up to 2000m: the API takes it
+        ("nvidia.com/gpu", "2000m", 2),
+        ("cpu", 1.5, 1500),
+        ("memory", "1.5", 2),
+        ("hugepages-2Mi", "1.5", 2),  # native: not an integer resource
+        ("kubernetes.io/batch-cpu", "1.5", 2),  # kubernetes.io-prefixed names are native too
+    ],
+)
+def test_whole_amounts_and_native_resources_pass_the_integer_rule(
+    name: str, raw: object, expected: int
+) -> None:
+    # Given a whole amount of an integer resource, or a fraction of a native one
+    # When parsed / Then it is read, rounded up
+    assert quantity(name, raw) == expected
+
+
+def test_a_node_template_tag_is_read_without_the_api_servers_integer_rule() -> None:
+    # Given cluster-autoscaler's node-template tag of 1.5 GPUs, which no API server validates
+    # When read as cluster-autoscaler reads it (ParseQuantity, then the scheduler's Value())
+    # Then it counts 2 GPUs
+    assert quantity("nvidia.com/gpu", "1.5", validated=False) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("pods", True),
+        ("nvidia.com/gpu", True),
+        ("aws.amazon.com/neuron", True),
+        ("cpu", False),
+        ("ephemeral-storage", False),
+        ("hugepages-1Gi", False),
+        ("kubernetes.io/batch-cpu", False),
+        ("requests.nvidia.com/gpu", False),
+        ("Bad_Domain/gpu", False),  # not a qualified name: not an extended resource
+    ],
+)
+def test_integer_resources_are_those_kubernetes_names(name: str, expected: bool) -> None:
+    # Given a resource name / When asked whether it must be whole / Then helper.IsIntegerResourceName's answer
+    assert is_integer_resource(name) is expected
