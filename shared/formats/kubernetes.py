@@ -193,11 +193,32 @@ def _json_key(value: Any) -> bytes:
     return marshal.dumps(value, 2)  # version 2: no back-references, so equal values, equal bytes
 
 
-def _requirements(raw: Iterable[Mapping[str, Any]] | None) -> tuple[Requirement, ...]:
-    return tuple(
+# The operators the API server admits (pkg/apis/core/validation/validation.go): a node selector's
+# matchExpressions (ValidateNodeSelectorRequirement) and matchFields
+# (ValidateNodeFieldSelectorRequirement), a label selector's (metav1 LabelSelectorRequirement).
+_NODE_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+_NODE_FIELD_OPERATORS = frozenset({"In", "NotIn"})
+_LABEL_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+# ValidateTolerations: "" (Equal), Equal, Exists; and Lt / Gt, which Kubernetes 1.35 admits with the
+# TaintTolerationComparisonOperators gate (component-helpers / k8s.io/api Toleration.ToleratesTaint).
+_TOLERATION_OPERATORS = frozenset({"Equal", "Exists", "Lt", "Gt"})
+
+
+def _requirements(
+    raw: Iterable[Mapping[str, Any]] | None, field: str, operators: frozenset[str]
+) -> tuple[Requirement, ...]:
+    """The requirements at `field`; ValueError naming the operator the API server would refuse (an
+    unknown one matched nothing here: the pod looked unplaceable instead of malformed)."""
+    requirements = tuple(
         Requirement(str(expr["key"]), str(expr["operator"]), tuple(str(v) for v in expr.get("values") or ()))
         for expr in raw or ()
     )
+    for index, req in enumerate(requirements):
+        if req.operator not in operators:
+            raise ValueError(
+                f"{field}[{index}].operator: expected one of {sorted(operators)}, got {req.operator!r}"
+            )
+    return requirements
 
 
 # A term with no expressions matches no node (component-helpers nodeaffinity: "an empty or nil
@@ -208,13 +229,34 @@ _MATCHES_NOTHING = Requirement("", "In", ())
 FIELD_PREFIX = "field:"
 
 
-def _node_selector_term(term: Mapping[str, Any]) -> tuple[Requirement, ...]:
-    requirements = _requirements(term.get("matchExpressions"))
+def _node_selector_term(term: Mapping[str, Any], field: str) -> tuple[Requirement, ...]:
+    requirements = _requirements(
+        term.get("matchExpressions"), f"{field}.matchExpressions", _NODE_SELECTOR_OPERATORS
+    )
     fields = tuple(
         Requirement(FIELD_PREFIX + req.key, req.operator, req.values)
-        for req in _requirements(term.get("matchFields"))
+        for req in _requirements(term.get("matchFields"), f"{field}.matchFields", _NODE_FIELD_OPERATORS)
     )
     return (requirements + fields) or (_MATCHES_NOTHING,)
+
+
+_REQUIRED_NODE_AFFINITY = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _toleration(raw: object, field: str) -> Toleration:
+    if not isinstance(raw, Mapping):
+        raise TypeError(f"{field}: expected an object, got {type(raw).__name__}")
+    operator = str(raw.get("operator") or "Equal")
+    if operator not in _TOLERATION_OPERATORS:
+        raise ValueError(
+            f"{field}.operator: expected one of {sorted(_TOLERATION_OPERATORS)}, got {raw.get('operator')!r}"
+        )
+    return Toleration(
+        key=str(raw.get("key") or ""),
+        operator=operator,
+        value=str(raw.get("value") or ""),
+        effect=str(raw.get("effect") or ""),
+    )
 
 
 _scheduling_cache: dict[Scheduling, Scheduling] = {}
@@ -233,15 +275,12 @@ def _build_scheduling(spec: Mapping[str, Any]) -> Scheduling:
         return _EMPTY_SCHEDULING
     scheduling = Scheduling(
         node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
-        affinity_terms=tuple(_node_selector_term(term) for term in affinity),
+        affinity_terms=tuple(
+            _node_selector_term(term, f"{_REQUIRED_NODE_AFFINITY}.nodeSelectorTerms[{index}]")
+            for index, term in enumerate(affinity)
+        ),
         tolerations=tuple(
-            Toleration(
-                key=str(t.get("key") or ""),
-                operator=str(t.get("operator") or "Equal"),
-                value=str(t.get("value") or ""),
-                effect=str(t.get("effect") or ""),
-            )
-            for t in tolerations
+            _toleration(t, f"spec.tolerations[{index}]") for index, t in enumerate(tolerations)
         ),
     )
     # Intern: thousands of pods share a handful of specs, and the planner caches by identity.
@@ -251,7 +290,6 @@ def _build_scheduling(spec: Mapping[str, Any]) -> Scheduling:
 _EMPTY_SCHEDULING = Scheduling()
 
 
-_LABEL_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 _WHEN_UNSATISFIABLE = frozenset({"DoNotSchedule", "ScheduleAnyway"})
 _POLICIES = frozenset({"Honor", "Ignore"})
 
@@ -276,10 +314,9 @@ def _label_selector(raw: object, field: str) -> LabelSelector | None:
         return None
     if not isinstance(raw, Mapping):
         raise TypeError(f"{field}: expected an object, got {type(raw).__name__}")
-    expressions = _requirements(raw.get("matchExpressions"))
-    for req in expressions:
-        if req.operator not in _LABEL_SELECTOR_OPERATORS:
-            raise ValueError(f"{field}: unknown operator {req.operator!r}")
+    expressions = _requirements(
+        raw.get("matchExpressions"), f"{field}.matchExpressions", _LABEL_SELECTOR_OPERATORS
+    )
     match_labels = raw.get("matchLabels") or {}
     return LabelSelector(tuple(sorted((str(k), str(v)) for k, v in match_labels.items())), expressions)
 
@@ -801,7 +838,13 @@ def _node_selector_terms(terms: Iterable[Mapping[str, Any]] | None) -> NodeSelec
     # matchFields (only metadata.name exists) is ignored, as in a pod's node affinity here: a term
     # with matchFields alone is dropped.
     return tuple(
-        _requirements(term.get("matchExpressions")) for term in terms or () if term.get("matchExpressions")
+        _requirements(
+            term.get("matchExpressions"),
+            f"spec.nodeAffinity.required.nodeSelectorTerms[{index}].matchExpressions",
+            _NODE_SELECTOR_OPERATORS,
+        )
+        for index, term in enumerate(terms or ())
+        if term.get("matchExpressions")
     )
 
 

@@ -19,7 +19,7 @@ from shared.formats.kubernetes import (
     pods_from_list,
 )
 from shared.formats.state import state_from_json, state_to_json
-from tests.builders import asg, node, pod
+from tests.builders import GPU_TOLERATION, asg, node, pod
 
 
 def test_pod_requests_sum_containers_max_init_containers_plus_overhead() -> None:
@@ -136,6 +136,56 @@ def test_a_malformed_pod_names_the_field(path: tuple[str | int, ...], value: obj
     with pytest.raises(InputError) as raised:
         pods_from_list({"kind": "PodList", "items": [pod("ok"), bad]}, "pods.json")
     assert str(raised.value).startswith(f"pods.json: items[1]: malformed Pod: {expected}")
+
+
+_AFFINITY = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"tolerations": [GPU_TOLERATION, {"key": "a", "operator": "Foo"}]},
+            "spec.tolerations[1].operator: expected one of ['Equal', 'Exists', 'Gt', 'Lt'], got 'Foo'",
+        ),
+        (
+            {"affinity": [[{"key": "a", "operator": "Foo", "values": ["x"]}]]},
+            f"{_AFFINITY}.matchExpressions[0].operator: expected one of ['DoesNotExist', 'Exists', 'Gt', "
+            "'In', 'Lt', 'NotIn'], got 'Foo'",
+        ),
+    ],
+)
+def test_an_operator_the_api_server_refuses_is_named(change: dict[str, Any], expected: str) -> None:
+    # Given a pod with a toleration or a node affinity operator validation.go refuses (it matched
+    # nothing here: the pod looked unplaceable rather than malformed)
+    bad = pod("p", **change)
+    # When parsed / Then the error names the file, the item and the field
+    with pytest.raises(InputError) as raised:
+        pods_from_list({"kind": "PodList", "items": [bad]}, "pods.json")
+    assert str(raised.value) == f"pods.json: items[0]: malformed Pod: {expected}"
+
+
+def test_a_node_field_selector_takes_in_and_not_in_only() -> None:
+    # Given a node affinity term whose matchFields uses Exists (ValidateNodeFieldSelectorRequirement)
+    bad = pod("p")
+    bad["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "Exists"}]}]
+            }
+        }
+    }
+    # When parsed / Then it is refused, naming the field
+    with pytest.raises(InputError, match=r"matchFields\[0\]\.operator: expected one of \['In', 'NotIn'\]"):
+        pods_from_list({"kind": "PodList", "items": [bad]}, "pods.json")
+
+
+def test_lt_and_gt_tolerations_are_read() -> None:
+    # Given a pod tolerating a numeric taint with Gt (admitted by Kubernetes 1.35 with its gate on)
+    raw = pod("p", tolerations=[{"key": "sla", "operator": "Gt", "value": "750", "effect": "NoSchedule"}])
+    # When parsed / Then the toleration keeps its operator
+    (parsed,) = pods_from_list({"kind": "PodList", "items": [raw]})
+    assert parsed.scheduling.tolerations[0].operator == "Gt"
 
 
 @pytest.mark.parametrize(
