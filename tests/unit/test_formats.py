@@ -235,6 +235,32 @@ def test_state_file_errors_name_the_field() -> None:
         state_from_json({"groups": {"a": {"backoff_until": "2026-01-01T00:00:00"}}})
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("DesiredCapacity", "3"), ("DesiredCapacity", 3.5), ("MaxSize", True), ("MinSize", None)],
+)
+def test_an_asg_size_that_is_no_integer_is_named(field: str, value: object) -> None:
+    # Given a group whose size is not the API model's Integer ("3" was read as 3, 3.5 truncated)
+    group = {**asg("research-a100", desired=1), field: value}
+    # When the describe output is parsed / Then the error names the file, the group and the field
+    with pytest.raises(InputError) as raised:
+        asgs_from_describe({"AutoScalingGroups": [group]}, "asgs.json")
+    assert str(raised.value) == (
+        f"asgs.json: AutoScalingGroups[0]: malformed group: {field}: expected an integer, got {value!r}"
+    )
+
+
+def test_an_asg_listed_twice_is_refused() -> None:
+    # Given a describe output listing the same group twice, with different sizes (the last one won)
+    doc = {"AutoScalingGroups": [asg("research-a100", desired=1), asg("research-a100", desired=5)]}
+    # When it is parsed / Then it is refused, naming both entries
+    with pytest.raises(InputError) as raised:
+        asgs_from_describe(doc, "asgs.json")
+    assert str(raised.value) == (
+        "asgs.json: AutoScalingGroups[1] (research-a100): listed twice (AutoScalingGroups[0] too)"
+    )
+
+
 def test_asg_availability_zones_are_sorted_and_deduplicated() -> None:
     # Given a group whose AvailabilityZones list is out of order with a repeat
     doc = {
