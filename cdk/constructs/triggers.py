@@ -60,8 +60,11 @@ class Triggers(Construct):
                 targets.LambdaFunction(aws_events, retry_attempts=2, max_event_age=cdk.Duration.hours(1))
             ],
         )
+        self.spot_warnings = self._build_spot_warnings(aws_events)
+
+    def _build_spot_warnings(self, aws_events: lambda_.IFunction) -> events.Rule:
         # Spot events name an instance, not a group; the function ignores instances of other groups.
-        self.spot_warnings = events.Rule(
+        return events.Rule(
             self,
             "SpotWarnings",
             description="backlog-scaler: spot and reservation interruption warnings, rebalance hints",
