@@ -788,6 +788,15 @@ def _daemon_tolerations(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return tolerations
 
 
+def _template_pod(obj: Mapping[str, Any], template: str) -> Pod:
+    """The pod a template stands for; its errors name their field under `template` (the pod's
+    `spec.containers[0]...` is the DaemonSet's `spec.template: spec.containers[0]...`)."""
+    try:
+        return pod_from_json(obj)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{template}: {exc}") from exc
+
+
 def daemonset_from_json(obj: Mapping[str, Any]) -> DaemonSet:
     """An apps/v1 DaemonSet to the pending pod it would put on each node its template admits."""
     meta = obj["metadata"]
@@ -798,7 +807,7 @@ def daemonset_from_json(obj: Mapping[str, Any]) -> DaemonSet:
     spec = {key: value for key, value in (template.get("spec") or {}).items() if key != "nodeName"}
     spec["tolerations"] = _daemon_tolerations(spec)
     owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name, "controller": True}
-    pod = pod_from_json(
+    pod = _template_pod(
         {
             "metadata": {
                 "name": name,  # daemon pods are named <ds>-<suffix>; the suffix is not known yet
@@ -809,7 +818,8 @@ def daemonset_from_json(obj: Mapping[str, Any]) -> DaemonSet:
             },
             "spec": spec,
             "status": {"phase": "Pending"},
-        }
+        },
+        "spec.template",
     )
     containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
     images = tuple(str(c["image"]) for c in containers if isinstance(c, Mapping) and c.get("image"))
@@ -920,7 +930,7 @@ def pod_template_from_json(obj: Mapping[str, Any]) -> PodTemplate:
     name = str(meta["name"])
     template = obj.get("template") or {}
     template_meta = template.get("metadata") or {}
-    pod = pod_from_json(
+    pod = _template_pod(
         {
             "metadata": {
                 "name": name,
@@ -930,7 +940,8 @@ def pod_template_from_json(obj: Mapping[str, Any]) -> PodTemplate:
             },
             "spec": template.get("spec") or {},
             "status": {"phase": "Pending"},
-        }
+        },
+        "template",
     )
     return PodTemplate(namespace, name, pod)
 

@@ -388,3 +388,19 @@ def test_a_device_capacity_beyond_what_kubernetes_holds_is_refused_at_once() -> 
         InputError, match=r"^slices.json: malformed ResourceSlice: .*'1E100000000' is out of range"
     ):
         objects_from_documents([(document, "slices.json")])
+
+
+def test_a_malformed_template_names_the_field_under_its_template() -> None:
+    # Given a DaemonSet and a PodTemplate whose container requests a fraction of a GPU
+    ds = daemonset("dcgm-exporter")
+    ds["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "0.5"
+    template = pod_template("trainer")
+    template["template"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "0.5"
+    field = "spec.containers[0].resources.requests: nvidia.com/gpu: quantity '0.5' must be an integer"
+    # When read / Then each error names the field where it is in its object
+    with pytest.raises(InputError) as raised:
+        objects_from_documents([(ds, "ds.json")])
+    assert str(raised.value) == f"ds.json: malformed DaemonSet: spec.template: {field}"
+    with pytest.raises(InputError) as raised:
+        objects_from_documents([(template, "pt.json")])
+    assert str(raised.value) == f"pt.json: malformed PodTemplate: template: {field}"
