@@ -81,8 +81,9 @@ class NodeGroupConfig(_Model):
     # EC2 instance type of its nodes: the node shape (vCPUs, memory, GPUs minus the EKS AMI's
     # reservation) when `allocatable` is not given, so the group scales from zero without tags.
     instance_type: str = ""
-    # Allocatable of one node as Kubernetes quantities (e.g. {cpu: "95", nvidia.com/gpu: 8}); wins
-    # over the instance type's.
+    # Allocatable of one node as Kubernetes quantities (e.g. {cpu: "95", nvidia.com/gpu: 8}), each at
+    # most 2^63-1 as Kubernetes holds them (cpu: in millicores), `pods` and extended resources
+    # (nvidia.com/gpu) whole, as a Node's must be; wins over the instance type's.
     allocatable: dict[str, str | int | float] | None = None
     # Labels of its nodes (nodeSelector and node affinity are matched against them, with the
     # well-known ones the template adds).

@@ -6,6 +6,7 @@ times as aware datetimes). Parsing from the real wire formats lives in `shared.f
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -62,26 +63,47 @@ def carries_taint(taints: tuple[Taint, ...], key: str) -> bool:
     return False
 
 
+# apimachinery's content.IsDecimalInteger: canonical form only ("0", "-5", "12"; not "007", "+1", "-0").
+_DECIMAL_INTEGER = re.compile(r"0|-?[1-9][0-9]*")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _compares(operator: str, wanted: str, have: str) -> bool:
+    """Lt / Gt: whether the taint's value `have` is below / above the toleration's `wanted`, both
+    int64 in canonical decimal form; otherwise no match (k8s.io/api core/v1 compareNumericValues)."""
+    if not (_DECIMAL_INTEGER.fullmatch(wanted) and _DECIMAL_INTEGER.fullmatch(have)):
+        return False
+    want, got = int(wanted), int(have)
+    if not (_INT64_MIN <= want <= _INT64_MAX and _INT64_MIN <= got <= _INT64_MAX):
+        return False
+    return got < want if operator == "Lt" else got > want if operator == "Gt" else False
+
+
 @dataclass(frozen=True, slots=True)
 class Toleration:
     """A pod toleration; empty key with Exists tolerates everything; empty effect matches all."""
 
     key: str = ""
-    operator: str = "Equal"  # Equal | Exists
+    # Equal | Exists | Lt | Gt (TaintTolerationComparisonOperators, Kubernetes 1.35: the API server
+    # admits Lt and Gt only with its gate on, so a pod carrying one comes from a cluster that has it)
+    operator: str = "Equal"
     value: str = ""
     effect: str = ""
 
     def tolerates(self, taint: Taint) -> bool:
-        """Whether this toleration tolerates `taint` (Kubernetes semantics)."""
+        """Whether this toleration tolerates `taint` (k8s.io/api core/v1 Toleration.ToleratesTaint)."""
         if self.effect and self.effect != taint.effect:
             return False
         if not self.key:
             return self.operator == "Exists"
         if self.key != taint.key:
             return False
-        if self.operator == "Exists":
+        operator = self.operator
+        if operator == "Exists":
             return True
-        return self.value == taint.value
+        if operator == "Equal":
+            return self.value == taint.value
+        return _compares(operator, self.value, taint.value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,9 +36,9 @@ def asg_from_json(obj: Mapping[str, Any], region: str = "") -> AsgState:
     warm_pool = obj.get("WarmPoolConfiguration")
     asg = AsgState(
         name=str(obj["AutoScalingGroupName"]),
-        min_size=int(obj["MinSize"]),
-        max_size=int(obj["MaxSize"]),
-        desired=int(obj["DesiredCapacity"]),
+        min_size=_integer(obj["MinSize"], "MinSize"),
+        max_size=_integer(obj["MaxSize"], "MaxSize"),
+        desired=_integer(obj["DesiredCapacity"], "DesiredCapacity"),
         instances=tuple(
             AsgInstance(
                 instance_id=str(i["InstanceId"]),
@@ -63,7 +63,9 @@ def asg_from_json(obj: Mapping[str, Any], region: str = "") -> AsgState:
             str(p["ProcessName"]) for p in obj.get("SuspendedProcesses") or () if p.get("ProcessName")
         ),
         subnet_ids=tuple(s.strip() for s in str(obj.get("VPCZoneIdentifier") or "").split(",") if s.strip()),
-        warm_pool_size=int(obj.get("WarmPoolSize") or 0) if isinstance(warm_pool, Mapping) else None,
+        warm_pool_size=(
+            _integer(obj.get("WarmPoolSize") or 0, "WarmPoolSize") if isinstance(warm_pool, Mapping) else None
+        ),
         reservation_preference=str(reservation.get("CapacityReservationPreference") or ""),
         reservation_ids=tuple(str(r) for r in target.get("CapacityReservationIds") or ()),
         new_instances_protected=obj.get("NewInstancesProtectedFromScaleIn") is True,
@@ -123,6 +125,14 @@ def _per_node(asg: AsgState, capacity_type: str) -> int:
     return min(seen) if seen else 0
 
 
+def _integer(value: object, field: str) -> int:
+    """An Integer of the AutoScaling API model (a JSON number in the CLI's output, an int from boto3):
+    `"3"` or `3.5` never comes from AWS, and int() would read the one and truncate the other."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{field}: expected an integer, got {value!r}")
+    return value
+
+
 def _int_or_none(value: object) -> int | None:
     if value is None or value == "":
         return None
@@ -133,10 +143,10 @@ def _spot_only(policy: object) -> bool | None:
     if not isinstance(policy, Mapping):
         return None
     distribution = policy.get("InstancesDistribution") or {}
-    base = int(distribution.get("OnDemandBaseCapacity") or 0)
+    base = _integer(distribution.get("OnDemandBaseCapacity") or 0, "OnDemandBaseCapacity")
     # AWS's default for the percentage above base is 100 (all on-demand).
     above = distribution.get("OnDemandPercentageAboveBaseCapacity")
-    return base == 0 and above is not None and int(above) == 0
+    return base == 0 and above is not None and _integer(above, "OnDemandPercentageAboveBaseCapacity") == 0
 
 
 def _region_from_arn(arn: object) -> str:
@@ -153,6 +163,7 @@ def asgs_from_describe(document: object, source: str = "asgs") -> dict[str, AsgS
         "describe-auto-scaling-groups (AutoScalingGroups)",
     )
     out: dict[str, AsgState] = {}
+    first: dict[str, int] = {}
     for index, item in enumerate(groups):
         try:
             asg = asg_from_json(item)
@@ -164,8 +175,23 @@ def asgs_from_describe(document: object, source: str = "asgs") -> dict[str, AsgS
                 f"{source}: AutoScalingGroups[{index}] ({asg.name}): inconsistent sizes "
                 f"min={asg.min_size} desired={asg.desired} max={asg.max_size}"
             )
+        if asg.name in first:
+            # A group name is unique in its account and region (CreateAutoScalingGroup answers
+            # AlreadyExists), so AWS lists each group once: a second entry is a dump put together by
+            # hand or from overlapping pages, and which one is current cannot be told.
+            raise InputError(
+                f"{source}: AutoScalingGroups[{index}] ({asg.name}): listed twice "
+                f"(AutoScalingGroups[{first[asg.name]}] too){_regions(out[asg.name], asg)}"
+            )
+        first[asg.name] = index
         out[asg.name] = asg
     return out
+
+
+def _regions(one: AsgState, other: AsgState) -> str:
+    if one.region == other.region:
+        return ""
+    return f", in {one.region} and {other.region}: give plan one region's groups per name"
 
 
 def subnet_zones(document: Mapping[str, Any]) -> dict[str, str]:

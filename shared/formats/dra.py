@@ -5,7 +5,6 @@ malformed input, as the other parsers of shared.formats."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import Any
 
 from shared.domain.dra import (
@@ -23,7 +22,7 @@ from shared.domain.dra import (
     ResourceSlice,
     Semver,
 )
-from shared.domain.quantity import parse_quantity
+from shared.domain.quantity import exact_quantity
 from shared.domain.volumes import NodeSelectorTerms
 
 _MODES = frozenset({ALLOCATION_EXACT, ALLOCATION_ALL})
@@ -55,7 +54,7 @@ def device_from_json(raw: Mapping[str, Any], driver: str) -> Device:
             for n, v in (raw.get("attributes") or {}).items()
         },
         capacity={
-            _qualified(str(n), driver): Fraction(parse_quantity(str(v["value"])))
+            _qualified(str(n), driver): exact_quantity(v["value"])
             for n, v in (raw.get("capacity") or {}).items()
         },
     )

@@ -98,10 +98,39 @@ def instance_id_from_provider_id(provider_id: str | None) -> str | None:
     return match.group(1) if match else None
 
 
-def _add(total: dict[str, int], raw: Mapping[str, Any] | None) -> None:
-    if raw:
-        for name, value in raw.items():
-            total[name] = total.get(name, 0) + quantity(name, value)
+def _resource_list(raw: object, field: str) -> Mapping[str, Any]:
+    """A resource list (`field` names it in errors); {} when absent."""
+    if not raw:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise TypeError(f"{field}: expected an object, got {type(raw).__name__}")
+    return raw
+
+
+def _quantities(raw: object, field: str) -> dict[str, int]:
+    """Each quantity of the resource list at `field`, in base units; errors name the field."""
+    amounts: dict[str, int] = {}
+    for name, value in _resource_list(raw, field).items():
+        try:
+            amounts[name] = quantity(name, value)
+        except ValueError as exc:
+            raise ValueError(f"{field}: {exc}") from exc
+    return amounts
+
+
+def _add(total: dict[str, int], amounts: Mapping[str, int]) -> None:
+    for name, amount in amounts.items():
+        total[name] = total.get(name, 0) + amount
+
+
+def _requests_of(owner: object, field: str) -> object:
+    """`<field>.resources.requests` of a container (or of the pod's spec), None when absent."""
+    if not isinstance(owner, Mapping):
+        raise TypeError(f"{field}: expected an object, got {type(owner).__name__}")
+    resources = owner.get("resources")
+    if resources is None:
+        return None
+    return _resource_list(resources, f"{field}.resources").get("requests")
 
 
 def pod_requests(spec: Mapping[str, Any]) -> Resources:
@@ -110,13 +139,16 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
     # PodRequests in kubernetes pkg/api/v1/resource/helpers.go: sidecars (restartable init
     # containers) run beside the containers, so they add up with them; a regular init container
     # runs beside the sidecars declared before it. Pod = max(containers + sidecars, init) + overhead.
+    # Called once per distinct spec (SpecMemo): the field paths of its errors cost nothing per pod.
     total: dict[str, int] = {}
-    for container in spec.get("containers") or ():
-        _add(total, (container.get("resources") or {}).get("requests"))
+    for index, container in enumerate(spec.get("containers") or ()):
+        field = f"spec.containers[{index}]"
+        _add(total, _quantities(_requests_of(container, field), f"{field}.resources.requests"))
     sidecars: dict[str, int] = {}
     init: dict[str, int] = {}
-    for container in spec.get("initContainers") or ():
-        requests = (container.get("resources") or {}).get("requests")
+    for index, container in enumerate(spec.get("initContainers") or ()):
+        field = f"spec.initContainers[{index}]"
+        requests = _quantities(_requests_of(container, field), f"{field}.resources.requests")
         if container.get("restartPolicy") == "Always":
             _add(total, requests)
             _add(sidecars, requests)
@@ -130,8 +162,8 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
     for name, value in init.items():
         if value > total.get(name, 0):
             total[name] = value
-    _apply_pod_level(total, (spec.get("resources") or {}).get("requests"))
-    _add(total, spec.get("overhead"))
+    _apply_pod_level(total, _requests_of(spec, "spec"))
+    _add(total, _quantities(spec.get("overhead"), "spec.overhead"))
     total["pods"] = total.get("pods", 0) + 1  # every pod takes one of the node's pod slots
     return Resources.of(total)
 
@@ -142,16 +174,15 @@ def _is_pod_level_resource(name: str) -> bool:
     return name in ("cpu", "memory") or name.startswith("hugepages-")
 
 
-def _apply_pod_level(total: dict[str, int], raw: Mapping[str, Any] | None) -> None:
+def _apply_pod_level(total: dict[str, int], raw: object) -> None:
     # PodLevelResources (beta, on by default since Kubernetes 1.34): k8s.io/component-helpers
     # resource.PodRequests replaces the containers' aggregate by spec.resources.requests for each
     # supported resource it names (applyPodLevelResources); the others (GPUs, ephemeral-storage)
     # stay the containers' sum, and overhead is added after. The API server defaults pod-level
     # requests from pod-level limits, so the objects we read already carry them.
-    if raw:
-        for name, value in raw.items():
-            if _is_pod_level_resource(name):
-                total[name] = quantity(name, value)
+    for name, amount in _quantities(raw, "spec.resources.requests").items():
+        if _is_pod_level_resource(name):
+            total[name] = amount
 
 
 def _json_key(value: Any) -> bytes:
@@ -162,11 +193,32 @@ def _json_key(value: Any) -> bytes:
     return marshal.dumps(value, 2)  # version 2: no back-references, so equal values, equal bytes
 
 
-def _requirements(raw: Iterable[Mapping[str, Any]] | None) -> tuple[Requirement, ...]:
-    return tuple(
+# The operators the API server admits (pkg/apis/core/validation/validation.go): a node selector's
+# matchExpressions (ValidateNodeSelectorRequirement) and matchFields
+# (ValidateNodeFieldSelectorRequirement), a label selector's (metav1 LabelSelectorRequirement).
+_NODE_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+_NODE_FIELD_OPERATORS = frozenset({"In", "NotIn"})
+_LABEL_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+# ValidateTolerations: "" (Equal), Equal, Exists; and Lt / Gt, which Kubernetes 1.35 admits with the
+# TaintTolerationComparisonOperators gate (component-helpers / k8s.io/api Toleration.ToleratesTaint).
+_TOLERATION_OPERATORS = frozenset({"Equal", "Exists", "Lt", "Gt"})
+
+
+def _requirements(
+    raw: Iterable[Mapping[str, Any]] | None, field: str, operators: frozenset[str]
+) -> tuple[Requirement, ...]:
+    """The requirements at `field`; ValueError naming the operator the API server would refuse (an
+    unknown one matched nothing here: the pod looked unplaceable instead of malformed)."""
+    requirements = tuple(
         Requirement(str(expr["key"]), str(expr["operator"]), tuple(str(v) for v in expr.get("values") or ()))
         for expr in raw or ()
     )
+    for index, req in enumerate(requirements):
+        if req.operator not in operators:
+            raise ValueError(
+                f"{field}[{index}].operator: expected one of {sorted(operators)}, got {req.operator!r}"
+            )
+    return requirements
 
 
 # A term with no expressions matches no node (component-helpers nodeaffinity: "an empty or nil
@@ -177,13 +229,34 @@ _MATCHES_NOTHING = Requirement("", "In", ())
 FIELD_PREFIX = "field:"
 
 
-def _node_selector_term(term: Mapping[str, Any]) -> tuple[Requirement, ...]:
-    requirements = _requirements(term.get("matchExpressions"))
+def _node_selector_term(term: Mapping[str, Any], field: str) -> tuple[Requirement, ...]:
+    requirements = _requirements(
+        term.get("matchExpressions"), f"{field}.matchExpressions", _NODE_SELECTOR_OPERATORS
+    )
     fields = tuple(
         Requirement(FIELD_PREFIX + req.key, req.operator, req.values)
-        for req in _requirements(term.get("matchFields"))
+        for req in _requirements(term.get("matchFields"), f"{field}.matchFields", _NODE_FIELD_OPERATORS)
     )
     return (requirements + fields) or (_MATCHES_NOTHING,)
+
+
+_REQUIRED_NODE_AFFINITY = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _toleration(raw: object, field: str) -> Toleration:
+    if not isinstance(raw, Mapping):
+        raise TypeError(f"{field}: expected an object, got {type(raw).__name__}")
+    operator = str(raw.get("operator") or "Equal")
+    if operator not in _TOLERATION_OPERATORS:
+        raise ValueError(
+            f"{field}.operator: expected one of {sorted(_TOLERATION_OPERATORS)}, got {raw.get('operator')!r}"
+        )
+    return Toleration(
+        key=str(raw.get("key") or ""),
+        operator=operator,
+        value=str(raw.get("value") or ""),
+        effect=str(raw.get("effect") or ""),
+    )
 
 
 _scheduling_cache: dict[Scheduling, Scheduling] = {}
@@ -202,15 +275,12 @@ def _build_scheduling(spec: Mapping[str, Any]) -> Scheduling:
         return _EMPTY_SCHEDULING
     scheduling = Scheduling(
         node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
-        affinity_terms=tuple(_node_selector_term(term) for term in affinity),
+        affinity_terms=tuple(
+            _node_selector_term(term, f"{_REQUIRED_NODE_AFFINITY}.nodeSelectorTerms[{index}]")
+            for index, term in enumerate(affinity)
+        ),
         tolerations=tuple(
-            Toleration(
-                key=str(t.get("key") or ""),
-                operator=str(t.get("operator") or "Equal"),
-                value=str(t.get("value") or ""),
-                effect=str(t.get("effect") or ""),
-            )
-            for t in tolerations
+            _toleration(t, f"spec.tolerations[{index}]") for index, t in enumerate(tolerations)
         ),
     )
     # Intern: thousands of pods share a handful of specs, and the planner caches by identity.
@@ -220,7 +290,6 @@ def _build_scheduling(spec: Mapping[str, Any]) -> Scheduling:
 _EMPTY_SCHEDULING = Scheduling()
 
 
-_LABEL_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 _WHEN_UNSATISFIABLE = frozenset({"DoNotSchedule", "ScheduleAnyway"})
 _POLICIES = frozenset({"Honor", "Ignore"})
 
@@ -245,10 +314,9 @@ def _label_selector(raw: object, field: str) -> LabelSelector | None:
         return None
     if not isinstance(raw, Mapping):
         raise TypeError(f"{field}: expected an object, got {type(raw).__name__}")
-    expressions = _requirements(raw.get("matchExpressions"))
-    for req in expressions:
-        if req.operator not in _LABEL_SELECTOR_OPERATORS:
-            raise ValueError(f"{field}: unknown operator {req.operator!r}")
+    expressions = _requirements(
+        raw.get("matchExpressions"), f"{field}.matchExpressions", _LABEL_SELECTOR_OPERATORS
+    )
     match_labels = raw.get("matchLabels") or {}
     return LabelSelector(tuple(sorted((str(k), str(v)) for k, v in match_labels.items())), expressions)
 
@@ -553,7 +621,7 @@ def pod_from_json(obj: Mapping[str, Any], memo: SpecMemo | None = None) -> Pod:
         annotations=meta.get("annotations") or {},
         owner_kind=owner.get("kind") if owner else None,
         owner_name=owner.get("name") if owner else None,
-        priority=int(spec.get("priority") or 0),
+        priority=_priority(spec.get("priority")),
         created_at=parse_time(meta.get("creationTimestamp")),
         unschedulable=unschedulable,
         constraints=pod_constraints(spec, namespace, name, labels, shared.constraints),
@@ -563,6 +631,15 @@ def pod_from_json(obj: Mapping[str, Any], memo: SpecMemo | None = None) -> Pod:
         termination_grace_seconds=_grace_seconds(spec.get("terminationGracePeriodSeconds")),
         resource_claim_statuses=_pod_claim_statuses(status),
     )
+
+
+def _priority(raw: object) -> int:
+    """spec.priority (int32; the admission controller fills it in from priorityClassName)."""
+    if type(raw) is int:  # the common case first (and a bool is no priority)
+        return raw
+    if raw is None:
+        return 0
+    raise ValueError(f"spec.priority: expected an integer, got {raw!r}")
 
 
 def _grace_seconds(raw: object) -> int:
@@ -585,16 +662,16 @@ def node_parser() -> Callable[[Mapping[str, Any]], Node]:
     return lambda obj: node_from_json(obj, memo)
 
 
-def _node_resources(raw: Mapping[str, Any], memo: ResourcesMemo | None) -> Resources:
+def _node_resources(raw: object, field: str, memo: ResourcesMemo | None) -> Resources:
     if memo is None:
-        return Resources.of({name: quantity(name, value) for name, value in raw.items()})
+        return Resources.of(_quantities(raw, field))
     try:
         key = _json_key(raw)
     except ValueError:  # not decoded JSON: parsed as it is
-        return _node_resources(raw, None)
+        return _node_resources(raw, field, None)
     found = memo.get(key)
     if found is None:
-        found = memo[key] = _node_resources(raw, None)
+        found = memo[key] = _node_resources(raw, field, None)
     return found
 
 
@@ -616,12 +693,11 @@ def node_from_json(obj: Mapping[str, Any], memo: ResourcesMemo | None = None) ->
         if effect is None:
             raise ValueError(f"node {meta.get('name')}: unknown taint effect {taint.get('effect')!r}")
         taints.append(Taint(str(taint["key"]), str(taint.get("value") or ""), effect))
-    allocatable = status.get("allocatable") or {}
     capacity = status.get("capacity")  # None when absent: the planner then cannot tell lost devices
     return Node(
         name=meta["name"],
         instance_id=instance_id_from_provider_id(spec.get("providerID")),
-        allocatable=_node_resources(allocatable, memo),
+        allocatable=_node_resources(status.get("allocatable"), "status.allocatable", memo),
         labels=meta.get("labels") or {},
         annotations=meta.get("annotations") or {},
         taints=tuple(taints),
@@ -632,7 +708,9 @@ def node_from_json(obj: Mapping[str, Any], memo: ResourcesMemo | None = None) ->
         resource_version=str(meta.get("resourceVersion") or ""),
         deleting=meta.get("deletionTimestamp") is not None,
         conditions=tuple(_node_condition(c) for c in status.get("conditions") or () if isinstance(c, dict)),
-        capacity=_node_resources(capacity, memo) if isinstance(capacity, Mapping) else None,
+        capacity=_node_resources(capacity, "status.capacity", memo)
+        if isinstance(capacity, Mapping)
+        else None,
     )
 
 
@@ -710,6 +788,15 @@ def _daemon_tolerations(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return tolerations
 
 
+def _template_pod(obj: Mapping[str, Any], template: str) -> Pod:
+    """The pod a template stands for; its errors name their field under `template` (the pod's
+    `spec.containers[0]...` is the DaemonSet's `spec.template: spec.containers[0]...`)."""
+    try:
+        return pod_from_json(obj)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{template}: {exc}") from exc
+
+
 def daemonset_from_json(obj: Mapping[str, Any]) -> DaemonSet:
     """An apps/v1 DaemonSet to the pending pod it would put on each node its template admits."""
     meta = obj["metadata"]
@@ -720,7 +807,7 @@ def daemonset_from_json(obj: Mapping[str, Any]) -> DaemonSet:
     spec = {key: value for key, value in (template.get("spec") or {}).items() if key != "nodeName"}
     spec["tolerations"] = _daemon_tolerations(spec)
     owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name, "controller": True}
-    pod = pod_from_json(
+    pod = _template_pod(
         {
             "metadata": {
                 "name": name,  # daemon pods are named <ds>-<suffix>; the suffix is not known yet
@@ -731,7 +818,8 @@ def daemonset_from_json(obj: Mapping[str, Any]) -> DaemonSet:
             },
             "spec": spec,
             "status": {"phase": "Pending"},
-        }
+        },
+        "spec.template",
     )
     containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
     images = tuple(str(c["image"]) for c in containers if isinstance(c, Mapping) and c.get("image"))
@@ -760,7 +848,13 @@ def _node_selector_terms(terms: Iterable[Mapping[str, Any]] | None) -> NodeSelec
     # matchFields (only metadata.name exists) is ignored, as in a pod's node affinity here: a term
     # with matchFields alone is dropped.
     return tuple(
-        _requirements(term.get("matchExpressions")) for term in terms or () if term.get("matchExpressions")
+        _requirements(
+            term.get("matchExpressions"),
+            f"spec.nodeAffinity.required.nodeSelectorTerms[{index}].matchExpressions",
+            _NODE_SELECTOR_OPERATORS,
+        )
+        for index, term in enumerate(terms or ())
+        if term.get("matchExpressions")
     )
 
 
@@ -836,7 +930,7 @@ def pod_template_from_json(obj: Mapping[str, Any]) -> PodTemplate:
     name = str(meta["name"])
     template = obj.get("template") or {}
     template_meta = template.get("metadata") or {}
-    pod = pod_from_json(
+    pod = _template_pod(
         {
             "metadata": {
                 "name": name,
@@ -846,7 +940,8 @@ def pod_template_from_json(obj: Mapping[str, Any]) -> PodTemplate:
             },
             "spec": template.get("spec") or {},
             "status": {"phase": "Pending"},
-        }
+        },
+        "template",
     )
     return PodTemplate(namespace, name, pod)
 

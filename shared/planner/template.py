@@ -206,7 +206,9 @@ def _tag_labels_taints_resources(
                 taints.append(Taint(name, taint_value, effects[effect]))
         elif kind == "resources":
             try:
-                resources[name] = quantity(name, value)
+                # As cluster-autoscaler reads the tag (ParseQuantity, no API validation): 1.5 GPUs
+                # count as 2, what the scheduler's Value() makes of them.
+                resources[name] = quantity(name, value, validated=False)
             except ValueError:
                 continue  # a malformed tag is ignored as cluster-autoscaler ignores it
     return labels, taints, resources

@@ -364,6 +364,28 @@ def test_malformed_object_is_a_read_error_naming_it(
         cluster.list_pods()
 
 
+@pytest.mark.parametrize("gpus", ["1e400", "1E100000000"])
+def test_a_pod_beyond_what_kubernetes_holds_is_a_read_error_naming_it(
+    server: FakeKubeApiServer, cluster: KubernetesCluster, gpus: str
+) -> None:
+    # Given a pod requesting more GPUs than Kubernetes holds (1e400 crashed the plan after the list,
+    # 1E100000000 hung the parse until the Lambda's timeout)
+    server.add_pod(pod("ok"))
+    server.add_pod(pod("huge"))
+    server.update_pod(
+        "batch",
+        "huge",
+        lambda obj: obj["spec"]["containers"][0]["resources"]["requests"].update({GPU: gpus}),
+    )
+
+    # When / Then the list fails as for any malformed object (the run changes nothing; the trigger
+    # retries), naming the pod and the value
+    with pytest.raises(
+        ClusterReadError, match=rf"\(batch/huge\): malformed Pod: .*{GPU}: quantity '{gpus}' is out"
+    ):
+        cluster.list_pods()
+
+
 def daemonset(name: str, namespace: str = "kube-system", *, cpu: str = "500m") -> dict[str, Any]:
     return {
         "metadata": {"name": name, "namespace": namespace},

@@ -136,7 +136,8 @@ def test_volcano_gang_that_cannot_fit_whole_buys_nothing(cluster: Cluster) -> No
     assert cluster.desired(cluster.a100) == 0
     events = [e for e in cluster.server.events() if e["involvedObject"]["name"] == "llm-0"]
     assert any(
-        "gang research/llm: needs 10 a100 nodes, more than the group's max size 8" in e["message"] for e in events
+        "gang research/llm: needs 10 a100 nodes, more than the group's max size 8" in e["message"]
+        for e in events
     )
 
 

@@ -15,7 +15,7 @@ from shared.domain.model import Snapshot
 from shared.domain.plan import Plan
 from shared.local import cli
 from shared.local.cli import main
-from tests.builders import asg, pod
+from tests.builders import asg, node, pod
 from tests.builders_provisioning import pod_template, provisioning_request
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -131,6 +131,43 @@ def test_bad_input_file_gives_a_one_line_error_naming_the_file(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert str(bad) in err and expected in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "document", "expected"),
+    [
+        (
+            "--pods",
+            {"kind": "PodList", "items": [pod("huge", gpus=1)]},
+            "items[0]: malformed Pod: spec.containers[0].resources.requests: nvidia.com/gpu: quantity",
+        ),
+        (
+            "--nodes",
+            {"kind": "NodeList", "items": [node("n1", "i-0abc")]},
+            "items[0]: malformed Node: status.allocatable: nvidia.com/gpu: quantity '1e400' is out of range",
+        ),
+    ],
+)
+def test_a_quantity_beyond_what_kubernetes_holds_is_a_one_line_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, document: dict[str, Any], expected: str
+) -> None:
+    # Given a pod requesting (a node advertising) 1e400 GPUs, past the 2^63-1 Kubernetes holds
+    item = document["items"][0]
+    if flag == "--pods":
+        item["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1e400"
+    else:
+        item["status"]["allocatable"]["nvidia.com/gpu"] = "1e400"
+    bad = tmp_path / "dump.json"
+    bad.write_text(json.dumps(document))
+    args = list(ARGS)
+    args[args.index(flag) + 1] = str(bad)
+    # When planning (it crashed with an OverflowError in the scale-up estimate)
+    code = main(args)
+    # Then it exits 2 with one line naming the file, the item and the field
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1
+    assert f"{bad}: {expected}" in err
 
 
 def _kubectl_objects() -> list[dict[str, Any]]:

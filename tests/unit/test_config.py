@@ -39,6 +39,14 @@ def test_the_example_config_loads_with_defaults() -> None:
             [{**GROUP, "allocatable": {"memory": "lots"}}],
             "node_groups[0].allocatable: memory: unparsable quantity",
         ),
+        (
+            [{**GROUP, "allocatable": {"nvidia.com/gpu": "1E100000000"}}],
+            "node_groups[0].allocatable: nvidia.com/gpu: quantity '1E100000000' is out of range",
+        ),
+        (
+            [{**GROUP, "allocatable": {"nvidia.com/gpu": 1.5}}],
+            "node_groups[0].allocatable: nvidia.com/gpu: quantity '1.5' must be an integer",
+        ),
         ([{"name": "x", "asg_name": "y"}], "node_groups[0]: give allocatable or instance_type"),
         ([{**GROUP, "colour": "red"}], "node_groups[0].colour: unknown key; known keys here: allocatable,"),
     ],

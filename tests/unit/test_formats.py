@@ -19,7 +19,7 @@ from shared.formats.kubernetes import (
     pods_from_list,
 )
 from shared.formats.state import state_from_json, state_to_json
-from tests.builders import asg, node, pod
+from tests.builders import GPU_TOLERATION, asg, node, pod
 
 
 def test_pod_requests_sum_containers_max_init_containers_plus_overhead() -> None:
@@ -72,11 +72,143 @@ def test_malformed_items_name_the_file_and_the_item() -> None:
     bad = pod("p")
     bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
     with pytest.raises(
-        InputError, match=r"pods.json: items\[1\]: malformed Pod: cpu: unparsable quantity 'lots'"
+        InputError,
+        match=r"pods.json: items\[1\]: malformed Pod: spec.containers\[0\].resources.requests: cpu: "
+        "unparsable quantity 'lots'",
     ):
         pods_from_list({"kind": "PodList", "items": [pod("ok"), bad]}, "pods.json")
     with pytest.raises(InputError, match=r"nodes.json: items\[0\]: malformed Node: missing field 'metadata'"):
         nodes_from_list({"kind": "NodeList", "items": [{"kind": "Node"}]}, "nodes.json")
+
+
+def _pod_with(path: tuple[str | int, ...], value: object) -> dict[str, Any]:
+    """A pending pod (an init container and a sidecar beside its container) with `value` at `path`."""
+    raw = pod("p", init_requests=[{"cpu": "1"}, {"cpu": "1"}], overhead={"cpu": "250m"})
+    raw["spec"]["initContainers"][1]["restartPolicy"] = "Always"
+    raw["spec"]["resources"] = {"requests": {"cpu": "8"}}
+    target: Any = raw
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        (("spec", "priority"), "high", "spec.priority: expected an integer, got 'high'"),
+        (("spec", "priority"), 1.5, "spec.priority: expected an integer, got 1.5"),
+        (
+            ("spec", "containers", 0, "resources", "requests"),
+            [{"cpu": "1"}],
+            "spec.containers[0].resources.requests: expected an object, got list",
+        ),
+        (
+            ("spec", "containers", 0, "resources"),
+            "lots",
+            "spec.containers[0].resources: expected an object, got str",
+        ),
+        (("spec", "containers", 0), "main", "spec.containers[0]: expected an object, got str"),
+        (
+            ("spec", "containers", 0, "resources", "requests", "nvidia.com/gpu"),
+            "1e400",
+            "spec.containers[0].resources.requests: nvidia.com/gpu: quantity '1e400' is out of range",
+        ),
+        (
+            ("spec", "initContainers", 1, "resources", "requests", "cpu"),
+            "-1",
+            "spec.initContainers[1].resources.requests: cpu: negative quantity '-1'",
+        ),
+        (
+            ("spec", "containers", 0, "resources", "requests", "nvidia.com/gpu"),
+            1.5,
+            "spec.containers[0].resources.requests: nvidia.com/gpu: quantity '1.5' must be an integer",
+        ),
+        (("spec", "overhead", "cpu"), "lots", "spec.overhead: cpu: unparsable quantity 'lots'"),
+        (("spec", "resources", "requests"), ["cpu"], "spec.resources.requests: expected an object, got list"),
+        (("spec", "resources", "requests", "memory"), "1e400", "spec.resources.requests: memory: quantity"),
+    ],
+)
+def test_a_malformed_pod_names_the_field(path: tuple[str | int, ...], value: object, expected: str) -> None:
+    # Given a pod with a wrong value at `path` (the API server would have refused it)
+    bad = _pod_with(path, value)
+    # When parsed / Then the error names the file, the item and the field
+    with pytest.raises(InputError) as raised:
+        pods_from_list({"kind": "PodList", "items": [pod("ok"), bad]}, "pods.json")
+    assert str(raised.value).startswith(f"pods.json: items[1]: malformed Pod: {expected}")
+
+
+_AFFINITY = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"tolerations": [GPU_TOLERATION, {"key": "a", "operator": "Foo"}]},
+            "spec.tolerations[1].operator: expected one of ['Equal', 'Exists', 'Gt', 'Lt'], got 'Foo'",
+        ),
+        (
+            {"affinity": [[{"key": "a", "operator": "Foo", "values": ["x"]}]]},
+            f"{_AFFINITY}.matchExpressions[0].operator: expected one of ['DoesNotExist', 'Exists', 'Gt', "
+            "'In', 'Lt', 'NotIn'], got 'Foo'",
+        ),
+    ],
+)
+def test_an_operator_the_api_server_refuses_is_named(change: dict[str, Any], expected: str) -> None:
+    # Given a pod with a toleration or a node affinity operator validation.go refuses (it matched
+    # nothing here: the pod looked unplaceable rather than malformed)
+    bad = pod("p", **change)
+    # When parsed / Then the error names the file, the item and the field
+    with pytest.raises(InputError) as raised:
+        pods_from_list({"kind": "PodList", "items": [bad]}, "pods.json")
+    assert str(raised.value) == f"pods.json: items[0]: malformed Pod: {expected}"
+
+
+def test_a_node_field_selector_takes_in_and_not_in_only() -> None:
+    # Given a node affinity term whose matchFields uses Exists (ValidateNodeFieldSelectorRequirement)
+    bad = pod("p")
+    bad["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "Exists"}]}]
+            }
+        }
+    }
+    # When parsed / Then it is refused, naming the field
+    with pytest.raises(InputError, match=r"matchFields\[0\]\.operator: expected one of \['In', 'NotIn'\]"):
+        pods_from_list({"kind": "PodList", "items": [bad]}, "pods.json")
+
+
+def test_lt_and_gt_tolerations_are_read() -> None:
+    # Given a pod tolerating a numeric taint with Gt (admitted by Kubernetes 1.35 with its gate on)
+    raw = pod("p", tolerations=[{"key": "sla", "operator": "Gt", "value": "750", "effect": "NoSchedule"}])
+    # When parsed / Then the toleration keeps its operator
+    (parsed,) = pods_from_list({"kind": "PodList", "items": [raw]})
+    assert parsed.scheduling.tolerations[0].operator == "Gt"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("allocatable", ["cpu"], "status.allocatable: expected an object, got list"),
+        ("allocatable", {"memory": "lots"}, "status.allocatable: memory: unparsable quantity 'lots'"),
+        ("capacity", {"nvidia.com/gpu": "1E100000000"}, "status.capacity: nvidia.com/gpu: quantity"),
+        (
+            "allocatable",
+            {"nvidia.com/gpu": 7.5},
+            "status.allocatable: nvidia.com/gpu: quantity '7.5' must be",
+        ),
+    ],
+)
+def test_a_malformed_node_names_the_field(field: str, value: object, expected: str) -> None:
+    # Given a node whose resource list is wrong
+    bad = node("n1", "i-0abc")
+    bad["status"][field] = value
+    # When parsed / Then the error names the file, the item and the field
+    with pytest.raises(InputError) as raised:
+        nodes_from_list({"kind": "NodeList", "items": [bad]}, "nodes.json")
+    assert str(raised.value).startswith(f"nodes.json: items[0]: malformed Node: {expected}")
 
 
 def test_wrong_kind_of_document_is_rejected() -> None:
@@ -101,6 +233,32 @@ def test_state_file_errors_name_the_field() -> None:
         state_from_json({"nodes": {"n1": {"idle_since": "yesterday"}}}, "state.json")
     with pytest.raises(InputError, match="needs a timezone"):
         state_from_json({"groups": {"a": {"backoff_until": "2026-01-01T00:00:00"}}})
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("DesiredCapacity", "3"), ("DesiredCapacity", 3.5), ("MaxSize", True), ("MinSize", None)],
+)
+def test_an_asg_size_that_is_no_integer_is_named(field: str, value: object) -> None:
+    # Given a group whose size is not the API model's Integer ("3" was read as 3, 3.5 truncated)
+    group = {**asg("research-a100", desired=1), field: value}
+    # When the describe output is parsed / Then the error names the file, the group and the field
+    with pytest.raises(InputError) as raised:
+        asgs_from_describe({"AutoScalingGroups": [group]}, "asgs.json")
+    assert str(raised.value) == (
+        f"asgs.json: AutoScalingGroups[0]: malformed group: {field}: expected an integer, got {value!r}"
+    )
+
+
+def test_an_asg_listed_twice_is_refused() -> None:
+    # Given a describe output listing the same group twice, with different sizes (the last one won)
+    doc = {"AutoScalingGroups": [asg("research-a100", desired=1), asg("research-a100", desired=5)]}
+    # When it is parsed / Then it is refused, naming both entries
+    with pytest.raises(InputError) as raised:
+        asgs_from_describe(doc, "asgs.json")
+    assert str(raised.value) == (
+        "asgs.json: AutoScalingGroups[1] (research-a100): listed twice (AutoScalingGroups[0] too)"
+    )
 
 
 def test_asg_availability_zones_are_sorted_and_deduplicated() -> None:

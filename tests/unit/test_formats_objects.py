@@ -13,6 +13,7 @@ from shared.domain.model import Toleration
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.formats.kubernetes import daemonset_from_json, objects_from_documents
 from tests.builders import GPU_TOLERATION, node, pod
+from tests.builders_dra import gpu_slice
 from tests.builders_provisioning import ATOMIC, condition, pod_group, pod_template, provisioning_request
 
 DAEMON_TOLERATIONS = {
@@ -376,3 +377,30 @@ def test_a_malformed_pod_group_is_an_error_naming_it(change: Any, expected: str)
     with pytest.raises(InputError, match=expected) as raised:
         objects_from_documents([(obj, "groups.json")])
     assert "groups.json: malformed PodGroup" in str(raised.value)
+
+
+def test_a_device_capacity_beyond_what_kubernetes_holds_is_refused_at_once() -> None:
+    # Given a ResourceSlice whose device advertises 1E100000000 bytes (its exact value, a
+    # 100-million-digit integer, took minutes to build)
+    document = gpu_slice("gpu-node-1", count=1, memory="1E100000000")
+    # When read / Then it is refused, naming the file, the item and the value
+    with pytest.raises(
+        InputError, match=r"^slices.json: malformed ResourceSlice: .*'1E100000000' is out of range"
+    ):
+        objects_from_documents([(document, "slices.json")])
+
+
+def test_a_malformed_template_names_the_field_under_its_template() -> None:
+    # Given a DaemonSet and a PodTemplate whose container requests a fraction of a GPU
+    ds = daemonset("dcgm-exporter")
+    ds["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "0.5"
+    template = pod_template("trainer")
+    template["template"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "0.5"
+    field = "spec.containers[0].resources.requests: nvidia.com/gpu: quantity '0.5' must be an integer"
+    # When read / Then each error names the field where it is in its object
+    with pytest.raises(InputError) as raised:
+        objects_from_documents([(ds, "ds.json")])
+    assert str(raised.value) == f"ds.json: malformed DaemonSet: spec.template: {field}"
+    with pytest.raises(InputError) as raised:
+        objects_from_documents([(template, "pt.json")])
+    assert str(raised.value) == f"pt.json: malformed PodTemplate: template: {field}"

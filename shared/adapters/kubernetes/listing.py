@@ -130,7 +130,9 @@ class ListParser(Generic[T]):
                     obj = parse_one(item)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-                raise ClusterReadError(f"{source}: items[{index}]: malformed {kind}: {detail}") from exc
+                raise ClusterReadError(
+                    f"{source}: items[{index}]{_named(item)}: malformed {kind}: {detail}"
+                ) from exc
             seen[key] = obj
             objects.append(obj)
         return objects
@@ -138,6 +140,17 @@ class ListParser(Generic[T]):
     def remember(self, seen: dict[_ObjectKey, T]) -> None:
         """Keep the objects of a complete list (only those: deleted objects are forgotten)."""
         self._known = seen
+
+
+def _named(item: object) -> str:
+    """ " (namespace/name)" of a listed object, when it has them: an index into one page of a list
+    is no name an operator can look the object up by."""
+    meta = item.get("metadata") if isinstance(item, Mapping) else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str):
+        return ""
+    namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
+    return f" ({namespace}/{name})" if isinstance(namespace, str) and namespace else f" ({name})"
 
 
 class PagedLister:

@@ -22,7 +22,7 @@ from functools import cache
 from typing import Any
 
 from shared.domain.dra import Device, Semver
-from shared.domain.quantity import parse_quantity
+from shared.domain.quantity import exact_quantity
 
 _Q = "__k8s_quantity__"  # value: [numerator, denominator]
 _V = "__k8s_semver__"  # value: [major, minor, patch, pre-release]
@@ -38,10 +38,7 @@ def _quantity(value: Fraction) -> dict[str, Any]:
 
 
 def _parse_quantity(text: str) -> dict[str, Any]:
-    try:
-        return _quantity(Fraction(parse_quantity(str(text))))
-    except Exception as exc:  # parse_quantity raises ValueError or decimal errors
-        raise ValueError(f"invalid quantity {text!r}") from exc
+    return _quantity(exact_quantity(str(text)))  # ValueError naming the text and why
 
 
 def _parse_semver(text: str) -> dict[str, Any]:

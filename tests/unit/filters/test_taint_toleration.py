@@ -119,3 +119,30 @@ def test_untainted_node_admits_every_pod() -> None:
     reason = taint_toleration(_pod().scheduling, ())
     # Then it passes
     assert reason is None
+
+
+SLA_950 = {"key": "node.kubernetes.io/sla", "value": "950", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("operator", "value", "tolerated"),
+    [
+        ("Gt", "750", True),  # the taint's 950 above 750
+        ("Gt", "950", False),
+        ("Lt", "951", True),  # the taint's 950 below 951
+        ("Lt", "800", False),
+        ("Gt", "0750", False),  # not canonical decimal (content.IsDecimalInteger): no match
+        ("Lt", "9223372036854775808", False),  # past int64: no match
+        ("Gt", "-5", True),
+    ],
+)
+def test_lt_and_gt_tolerations_compare_the_taints_number(operator: str, value: str, tolerated: bool) -> None:
+    # Given a node tainted sla=950:NoSchedule and a pod tolerating it with Lt / Gt (Kubernetes 1.35,
+    # TaintTolerationComparisonOperators; k8s.io/api core/v1 toleration_test.go's cases)
+    pod = _pod(
+        [{"key": "node.kubernetes.io/sla", "operator": operator, "value": value, "effect": "NoSchedule"}]
+    )
+    # When the filter judges the node (these compared as Equal: "950" != value, never tolerated)
+    reason = taint_toleration(pod.scheduling, _taints(SLA_950))
+    # Then the taint's value is compared as a number with the toleration's
+    assert (reason is None) is tolerated
