@@ -94,11 +94,14 @@ class ListParser(Generic[T]):
         parse_one: Callable[[Mapping[str, Any]], T],
         *,
         per_page: Callable[[], Callable[[Mapping[str, Any]], T]] | None = None,
+        skippable: Callable[[Mapping[str, Any]], bool] | None = None,
     ) -> None:
-        """`per_page`: makes the parse of one page, for a parse with a memo of its own (pods)."""
+        """`per_page`: makes the parse of one page, for a parse with a memo of its own (pods).
+        `skippable`: objects left out, with a warning, when malformed (the rest of the list stands)."""
         self.kind = kind
         self._parse_one = parse_one
         self._per_page = per_page
+        self._skippable = skippable
         self._known: dict[_ObjectKey, T] = {}
 
     def parse_page(self, document: object, source: str, seen: dict[_ObjectKey, T]) -> list[T]:
@@ -130,9 +133,11 @@ class ListParser(Generic[T]):
                     obj = parse_one(item)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-                raise ClusterReadError(
-                    f"{source}: items[{index}]{_named(item)}: malformed {kind}: {detail}"
-                ) from exc
+                problem = f"{source}: items[{index}]{_named(item)}: malformed {kind}: {detail}"
+                if self._skippable is not None and self._skippable(item):
+                    logger.warning("%s: left out of this run", problem)
+                    continue
+                raise ClusterReadError(problem) from exc
             seen[key] = obj
             objects.append(obj)
         return objects
@@ -262,3 +267,13 @@ class PagedLister:
             functools.partial(_read_page, fetch, token),
             failure=ClusterReadError,
         )
+
+
+def is_unbound_pod(item: Mapping[str, Any]) -> bool:
+    """A pod no node holds yet (no spec.nodeName): one the API server admitted but this scaler cannot
+    read (a request past 2^63-1, which the API server stores) is left out of the run rather than
+    failing every run for every group. It holds no node's room, so nothing destructive is decided
+    on its account; a bound pod that cannot be read still fails the read (its node's room and
+    busyness are unknown: nothing destructive may be decided)."""
+    spec = item.get("spec") if isinstance(item, Mapping) else None
+    return not (isinstance(spec, Mapping) and spec.get("nodeName"))

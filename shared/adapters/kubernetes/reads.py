@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from shared.adapters.kubernetes.calls import ApiCaller, ReadNotFoundError, api_path, body_of, decode_json
-from shared.adapters.kubernetes.listing import ListParser, PagedLister
+from shared.adapters.kubernetes.listing import ListParser, PagedLister, is_unbound_pod
 from shared.domain.errors import ClusterReadError
 from shared.domain.model import DaemonSet, Node, Pod
 from shared.domain.provisioning import PodTemplate
@@ -34,7 +34,7 @@ class CoreReader:
     def __init__(self, caller: ApiCaller) -> None:
         self._caller = caller
         self._lister = PagedLister(caller)
-        self._pods = ListParser("Pod", pod_from_json, per_page=pod_parser)
+        self._pods = ListParser("Pod", pod_from_json, per_page=pod_parser, skippable=is_unbound_pod)
         self._nodes = ListParser("Node", node_from_json, per_page=node_parser)
         self._daemonsets = ListParser("DaemonSet", daemonset_from_json)
         self._pvcs = ListParser("PersistentVolumeClaim", pvc_from_json)
