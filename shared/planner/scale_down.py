@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from shared.domain.model import Node
 from shared.domain.plan import NodeAction, Termination
@@ -71,7 +71,7 @@ def _replacements(ctx: Context, view: GroupView, out: ScaleDownResult) -> None:
             )
             out.backoff_groups.add(view.name)
     for node in view.nodes:
-        if node.ready or not is_idle(ctx, node) or _protected(ctx, node):
+        if node.ready or not is_idle(ctx, node) or _protected(ctx, node) or _went_not_ready(node, deadline):
             continue
         since = node.ready_changed_at or node.created_at
         if ctx.older_than(since, deadline) and node.instance_id:
@@ -85,6 +85,14 @@ def _replacements(ctx: Context, view: GroupView, out: ScaleDownResult) -> None:
                 )
             )
             out.backoff_groups.add(view.name)
+
+
+def _went_not_ready(node: Node, deadline: int) -> bool:
+    """NotReady since later than its launch's provisioning window: a machine that ran and broke, not
+    a launch that failed. Repair judges it (its Ready toleration, no capacity backoff), as EKS and
+    Karpenter node repair do; only a node NotReady since its launch is a failed launch here."""
+    changed, created = node.ready_changed_at, node.created_at
+    return changed is not None and created is not None and changed - created > timedelta(seconds=deadline)
 
 
 def _keep(out: ScaleDownResult, view: GroupView, count: int, why: str) -> None:

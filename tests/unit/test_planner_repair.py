@@ -344,3 +344,36 @@ def test_the_fast_verdict_on_settled_nodes_is_the_full_reading(monkeypatch: Any)
         monkeypatch.undo()
         assert fast == full
         assert actions(fast)  # the fleet does have signals: the comparison is not of two empty plans
+
+
+def _went_unknown(name: str, instance: str, minutes: int) -> dict[str, Any]:
+    """A node that ran for two days, whose kubelet stopped reporting `minutes` ago (Ready=Unknown)."""
+    broken = node(name, instance, created=NOW - timedelta(days=2))
+    broken["status"]["conditions"] = [
+        {
+            "type": "Ready",
+            "status": "Unknown",
+            "reason": "NodeStatusUnknown",
+            "lastTransitionTime": iso(NOW - timedelta(minutes=minutes)),
+        }
+    ]
+    return broken
+
+
+def test_a_node_that_ran_then_went_not_ready_is_repaired_not_replaced_as_a_failed_launch() -> None:
+    # Given an idle node that ran for two days and went Ready=Unknown 25 minutes ago: past the
+    # provisioning deadline (20 min) counted from the change, within the Ready toleration (30 min)
+    busy = node("n0", "i-0", created=NOW - timedelta(days=2))
+    fleet = [busy, _went_unknown("n1", "i-1", 25)]
+    # When planned
+    result = run(fleet, [pod("job", gpus=8, node="n0", tolerations=[GPU_TOLERATION])])
+    # Then it is a broken machine, not a launch that failed: nothing is terminated yet and the group
+    # does not back off (EKS and Karpenter node repair wait 30 minutes for Ready False/Unknown)
+    assert not result.terminate
+    assert not result.group("a100").enter_backoff
+    # When its toleration is over (31 minutes): repair replaces it, still without a capacity backoff
+    later = run(
+        [busy, _went_unknown("n1", "i-1", 31)], [pod("job", gpus=8, node="n0", tolerations=[GPU_TOLERATION])]
+    )
+    assert [t.node for t in later.terminate] == ["n1"]
+    assert not later.group("a100").enter_backoff
