@@ -140,11 +140,17 @@ class _Movers:
     moves: dict[str, int]  # moves per job (checkpoint.job_key) the store remembers
     max_moves: int
     now: datetime
+    # Why each node that runs a gang member is protected (do-not-disrupt, scale-down disabled,
+    # scale-in protection): a gang mate there may not be evicted either, wherever the move starts.
+    guarded: dict[str, str]
 
     def why_not(self, pod: Pod) -> str | None:
         moved = self.moves.get(job_key(pod), 0)
         if moved >= self.max_moves:
             return f"{pod.key}: its job was moved {moved} time(s) already (max_moves_per_job)"
+        guard = self.guarded.get(pod.node_name or "")
+        if guard:
+            return f"{pod.key} runs on {pod.node_name}: {guard}"
         return not_movable(pod) or not_saved_yet(pod, self.now)
 
 
@@ -155,7 +161,14 @@ def _movers(ctx: Context) -> _Movers:
     for state in ctx.snapshot.state.groups.values():
         for job, (count, _) in state.moved_jobs.items():
             moves[job] = max(moves.get(job, 0), count)
-    return _Movers(index, members, moves, ctx.config.policy.migration.max_moves_per_job, ctx.now)
+    guarded: dict[str, str] = {}
+    for name in sorted({p.node_name for gang in members.values() for p in gang if p.node_name}):
+        node = ctx.nodes_by_name.get(name)
+        view = ctx.group_of_node.get(name)
+        why = protection(node, ctx.pods_on_node.get(name, ()), view.asg if view else None) if node else None
+        if why:
+            guarded[name] = why
+    return _Movers(index, members, moves, ctx.config.policy.migration.max_moves_per_job, ctx.now, guarded)
 
 
 def _gangs(ctx: Context) -> tuple[GangIndex, dict[str, list[Pod]]]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from shared.domain.checkpoint import (
     ANNOTATION_CA_SAFE_TO_EVICT,
     ANNOTATION_CHECKPOINT_INTERVAL,
@@ -128,6 +130,28 @@ def test_a_movable_gang_moves_whole_and_its_loss_is_counted_whole() -> None:
     [move] = run([*background(), small_job(labels=gang), mate]).migrate
     assert move.pods == ("research/mate", "research/mover")
     assert move.lost_gpu_seconds == 2 * 2100.0
+
+
+@pytest.mark.parametrize(
+    "guard",
+    [
+        {"karpenter.sh/do-not-disrupt": "true"},
+        {"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"},
+        {"backlog-scaler/scale-down-disabled": "true"},
+    ],
+    ids=["karpenter-do-not-disrupt", "ca-scale-down-disabled", "ours"],
+)
+def test_a_gang_whose_mate_runs_on_a_protected_node_is_never_moved(guard: dict[str, str]) -> None:
+    # Given a movable two-member gang: one member on "small", its mate on "half", and "half" protected
+    # from disruption (the node, not the pod)
+    gang = {GANG: "train"}
+    mate = pod("mate", gpus=1, node="half", labels=gang, annotations=EVERY_30_MIN, created=TEN_HOURS_AGO)
+    nodes = cluster()
+    nodes[1]["metadata"]["annotations"] = guard
+    # When planned: emptying "small" would evict the mate too (the gang moves whole)
+    result = run([*background(), small_job(labels=gang), mate], nodes=nodes)
+    # Then nothing moves: the protection of the mate's node holds wherever the move starts
+    assert result.migrate == ()
 
 
 def test_a_fresh_last_checkpoint_is_preferred_to_the_interval() -> None:
