@@ -105,6 +105,14 @@ class Cluster(Protocol):
         """
         ...
 
+    def can_evict(self, namespace: str, name: str) -> bool:
+        """Whether the Eviction API would evict the pod now: a dry run (dryRun=All), PodDisruptionBudgets
+        judged, nothing evicted; False on 429. A missing pod is True (what eviction wants).
+
+        Raises ClusterActionError, AuthError.
+        """
+        ...
+
     def evict(self, namespace: str, name: str) -> None:
         """Evict through the Eviction API (PodDisruptionBudgets apply). A missing pod is success.
 

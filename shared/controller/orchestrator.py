@@ -34,7 +34,14 @@ from shared.controller.provisioning import answer_requests
 from shared.controller.repair import cordon_unhealthy
 from shared.controller.report import PodEvents, ReconcileResult, RunInfo, RunStatus, finish, log_plan, notify
 from shared.controller.status import StatusFacts, publish_status
-from shared.domain.errors import AuthError, LeaseHeldError, ReadError, ScalerError, ThrottledError
+from shared.domain.errors import (
+    AuthError,
+    ClusterActionError,
+    LeaseHeldError,
+    ReadError,
+    ScalerError,
+    ThrottledError,
+)
 from shared.domain.model import GroupState, Node, Pod, PodMemory, ScalerState, Snapshot
 from shared.domain.plan import Plan
 from shared.domain.safety import cordon_blocker, desired_to_set, termination_blocker
@@ -205,9 +212,26 @@ def _migrate(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
         # Loaded only when the plan moves jobs (migration is off by default): not at every cold start.
         from shared.controller.migration import apply_migrations
 
-        reads = (partial(_fresh, deps, run.applier), partial(_fresh_snapshot, deps, run.applier, gathered))
+        reads = (
+            partial(_fresh, deps, run.applier),
+            partial(_fresh_snapshot, deps, run.applier, gathered),
+            partial(_eviction_refused, deps, run.applier),
+        )
         store = (deps.ports.state, run.tally)
         apply_migrations(run.applier, plan, deps.config, run.started_at, gathered.draining, reads, store)
+
+
+def _eviction_refused(deps: Deps, applier: Applier, pod: Pod) -> str | None:
+    """Why the API server would not evict `pod` now (an eviction dry run), or None."""
+    try:
+        if deps.ports.cluster.can_evict(pod.namespace, pod.name):
+            return None
+        return f"a PodDisruptionBudget refuses evicting {pod.key} now (dry run)"
+    except AuthError as exc:
+        applier.forbid_destructive(exc)
+        return f"could not check the eviction of {pod.key}: {exc}"
+    except ClusterActionError as exc:
+        return f"could not check the eviction of {pod.key}: {exc}"
 
 
 def _fresh_snapshot(deps: Deps, applier: Applier, gathered: Gathered) -> Snapshot | str:

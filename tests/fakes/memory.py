@@ -438,6 +438,13 @@ class FakeCluster(Faults):
                 self._touch(obj)
 
     @_recorded
+    def can_evict(self, namespace: str, name: str) -> bool:
+        """A dry run: what `evict` would do now, with nothing evicted and no refusal used up."""
+        with self._lock:
+            remaining = self._blocked.get(f"{namespace}/{name}", 0)
+            return remaining is not None and remaining <= 0
+
+    @_recorded
     def evict(self, namespace: str, name: str) -> None:
         key = f"{namespace}/{name}"
         with self._lock:

@@ -61,6 +61,7 @@ CALLS: dict[str, Callable[[KubernetesCluster], object]] = {
     "uncordon": lambda c: c.uncordon(NODE),
     "taint_node": lambda c: c.taint_node(NODE, MARK),
     "untaint_node": lambda c: c.untaint_node(NODE, "nvidia.com/gpu"),  # the builder's node has it
+    "can_evict": lambda c: c.can_evict(NAMESPACE, POD),
     "evict": lambda c: c.evict(NAMESPACE, POD),
     "delete_pod": lambda c: c.delete_pod(NAMESPACE, POD, grace_seconds=0),
     "delete_node": lambda c: c.delete_node(NODE),

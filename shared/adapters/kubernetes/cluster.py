@@ -57,6 +57,7 @@ from shared.adapters.kubernetes.reads import CoreReader
 from shared.adapters.kubernetes.transport import RestTransport, transport_from_kubeconfig
 from shared.adapters.kubernetes.writes import ClusterWriter, taints_with, taints_without
 from shared.domain.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
+from shared.domain.errors import EvictionBlockedError
 from shared.domain.model import DaemonSet, Node, Pod, Taint
 from shared.domain.operations import ClusterEvent
 from shared.domain.provisioning import ConditionUpdate, PodGroup, PodTemplate, ProvisioningRequest
@@ -200,6 +201,14 @@ class KubernetesCluster:
     def set_provisioning_request_conditions(self, update: ConditionUpdate) -> None:
         """Merge-patch `status.conditions` through the status subresource, the uid as precondition."""
         self._writes.set_provisioning_request_conditions(update)
+
+    def can_evict(self, namespace: str, name: str) -> bool:
+        """An eviction dry run (dryRun=All): False when a PodDisruptionBudget refuses it now (429)."""
+        try:
+            self._writes.evict(namespace, name, dry_run=True)
+        except EvictionBlockedError:
+            return False
+        return True
 
     def evict(self, namespace: str, name: str) -> None:
         """Evict through the Eviction API; a missing pod is success; 429 is EvictionBlockedError."""

@@ -53,7 +53,7 @@ PERMISSIONS: tuple[Permission, ...] = (
     Permission(CORE_GROUP, "persistentvolumes", "list", ("list_persistent_volumes",)),
     Permission(CORE_GROUP, "pods", "delete", ("delete_pod",)),  # forced drains, past PodDisruptionBudgets
     Permission(CORE_GROUP, "pods", "list", ("list_pods", "list_pods_on_node")),
-    Permission(CORE_GROUP, "pods/eviction", "create", ("evict",)),
+    Permission(CORE_GROUP, "pods/eviction", "create", ("can_evict", "evict")),
     Permission(CORE_GROUP, "podtemplates", "list", ("list_pod_templates",)),  # ProvisioningRequests' pods
     Permission("apps", "daemonsets", "list", ("list_daemonsets",)),
     Permission(PROVISIONING_GROUP, "provisioningrequests", "list", ("list_provisioning_requests",)),

@@ -154,14 +154,15 @@ class ClusterWriter:
             content_type=MERGE_PATCH,
         )
 
-    def evict(self, namespace: str, name: str) -> None:
-        """Evict through the Eviction API; a missing pod is success; 429 is EvictionBlockedError."""
+    def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> None:
+        """Evict through the Eviction API; a missing pod is success; 429 is EvictionBlockedError.
+        `dry_run`: the API server judges the eviction (PodDisruptionBudgets too) and evicts nothing."""
         body = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
         }
-        path = _pod_path(namespace, name) + "/eviction"
+        path = _pod_path(namespace, name) + "/eviction" + ("?dryRun=All" if dry_run else "")
         with contextlib.suppress(NotFoundError):  # the pod is gone already: what eviction wanted
             self._caller.call(
                 f"evict pod {namespace}/{name}",
