@@ -9,6 +9,7 @@ idle_seconds 600, scale_down_delay_after_add 600, cordon_settle 30, delete delay
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from shared.local.sim.engine import Replay, SimOptions, SimResult, simulate
 from shared.local.sim.report import build_report
 from shared.local.sim.scheduler import Scoring
 from shared.local.sim.trace import TRACE_ORIGIN, Job, Trace, load_trace
+from shared.local.sim.workload import default_sizing
 from tests.builders import config
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
@@ -196,6 +198,30 @@ def test_instances_that_never_register_stop_the_replay_after_the_stall_limit() -
     assert result.stalled
     assert result.started == 0
     assert result.groups[0].replaced > 0
+
+
+@pytest.mark.parametrize("gap", [10 * HOUR, 10 * 24 * HOUR])
+def test_a_job_after_a_quiet_spell_longer_than_the_stall_limit_is_planned_and_started(gap: int) -> None:
+    # Given a job, then nothing for longer than the 6 h stall limit, then another job
+    result = run(jobs((0, HOUR, 1), (gap, 100, 2)))
+
+    # Then the late job is planned and started like the first one, and the replay does not stall
+    assert result.started == 2
+    assert result.not_started == {}
+    assert not result.stalled
+    assert result.end > T0 + gap
+
+
+def test_a_late_job_no_node_can_hold_is_reported_by_the_planners_reason_not_as_never_planned() -> None:
+    # Given a late job whose cpu no node has (100 cores per GPU on 95-core nodes)
+    cfg = scaler()
+    sizing = replace(default_sizing(cfg), cpu_per_gpu=100_000)
+
+    result = run(jobs((0, 60, 1), (10 * HOUR, 100, 1)), cfg, sizing=sizing)
+
+    # Then both are reported with the planner's reason, and the replay ends without a stall
+    assert result.not_started == {"LargerThanAnyNode": 2}
+    assert not result.stalled
 
 
 def test_right_size_routes_each_job_to_the_smallest_nodes_that_hold_it() -> None:

@@ -218,6 +218,8 @@ class Replay:
         self._state.last_active = now
         if kind == ARRIVE:
             self._state.arrived.append(payload)
+            # A job that arrives is live: the stall limit counts from here, however quiet the trace was.
+            self._state.last_progress = now
             if self.options.webhook and (self._webhook_at is None or self._webhook_at < now):
                 self._webhook_at = now + self._webhook_delay
         elif kind == FINISH:

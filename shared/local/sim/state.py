@@ -42,7 +42,7 @@ class SimState:
         self.dirty = True
         self.unseen = 0
         self.epoch = 0  # plans run so far: which plan last saw a job pending
-        self.last_progress = 0  # last job start or finish, node registration or scale-down
+        self.last_progress = 0  # last job arrival, start or finish, node registration or scale-down
         self.last_active = 0
 
     def untally(self, node: SimNode, now: int) -> None:
