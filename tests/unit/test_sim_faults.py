@@ -16,7 +16,7 @@ import pytest
 
 from shared.formats.kubernetes import nodes_from_list
 from shared.local.cli import main
-from shared.local.sim.engine import Replay, SimOptions, simulate
+from shared.local.sim.engine import Replay, SimOptions, SimResult, simulate
 from shared.local.sim.faults import FAULT_CONDITION, fault_rng, reports_fault
 from shared.local.sim.report import build_report
 from tests.builders import node
@@ -82,6 +82,11 @@ def test_a_busy_broken_node_is_cordoned_for_health_and_replaced_once_empty() -> 
     # and it is replaced at the first tick after the job finished (10600): 10620
     assert faults.repaired == 1
     assert faults.broken_gpu_seconds == 8 * (10620 - FAULT_AT)
+    # Its GPUs the job does not use are idle on a broken node (the withdrawn one included), not
+    # held by an attrition mark: 8 from the fault to 3400, 7 beside the job to 10600, 8 to 10620
+    group = result.groups[0]
+    assert group.broken_idle_gpu_seconds == 8 * (3400 - FAULT_AT) + 7 * 7200 + 8 * 20
+    assert group.held_gpu_seconds == 0
 
 
 def test_without_repair_the_broken_node_stays_to_the_end() -> None:
@@ -170,3 +175,34 @@ def test_skipping_reconciles_gives_the_same_faults_and_repairs_as_every_tick() -
     slow.pop("simulation")
     assert fast["faults"]["repaired"] > 0
     assert fast == slow
+
+
+def _idle_gpu_seconds(result: SimResult) -> int:
+    return sum(
+        g.booting_gpu_seconds
+        + g.empty_gpu_seconds
+        + g.fragmented_gpu_seconds
+        + g.held_gpu_seconds
+        + g.broken_idle_gpu_seconds
+        for g in result.groups
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 4])
+def test_gpu_time_adds_up_with_faults(seed: int) -> None:
+    # Given a mixed trace with frequent faults (runs killed, busy broken nodes cordoned, GPUs withdrawn)
+    rng = random.Random(5)
+    cfg, trace = _mixed_config(rng), _mixed_trace(rng)
+    result = simulate(trace, cfg, SimOptions(gpu_failures_per_gpu_day=2.0, fault_seed=seed))
+    faults = result.faults
+    assert faults is not None and faults.jobs_restarted > 0 and faults.repair_cordons > 0
+    assert result.started == result.jobs
+    # Then the GPU time used is the groups' and holds the lost work beyond the ideal
+    assert result.used_gpu_seconds == sum(g.busy_gpu_seconds for g in result.groups)
+    assert result.used_gpu_seconds == result.ideal_gpu_seconds + faults.lost_work_gpu_seconds
+    # and provisioned is used plus every idle cause, the withdrawn GPUs of broken nodes included
+    assert result.provisioned_gpu_seconds == result.used_gpu_seconds + _idle_gpu_seconds(result)
+    assert sum(g.broken_idle_gpu_seconds for g in result.groups) > 0
+    report = build_report(result)["gpu_hours"]
+    idle = sum(v for k, v in report.items() if k.startswith("idle_"))
+    assert abs(report["idle"] - idle) < 0.05  # rounding of each figure to 0.01

@@ -44,6 +44,7 @@ _FIGURES: tuple[Figure, ...] = (
     ("pods lost", ("safety", "pods_lost"), "count"),
 )
 _FAULTS: tuple[Figure, ...] = (
+    ("idle GPU-h broken nodes", ("gpu_hours", "idle_broken_nodes"), "number"),
     ("GPU faults", ("faults", "faults"), "count"),
     ("nodes repaired", ("faults", "repaired"), "count"),
     ("jobs restarted", ("faults", "jobs_restarted"), "count"),

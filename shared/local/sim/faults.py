@@ -62,7 +62,7 @@ class FaultFigures:
     repaired: int = 0  # broken nodes terminated (their replacement launched when the group needed it)
     repair_cordons: int = 0  # busy broken nodes cordoned and tainted for health
     jobs_restarted: int = 0  # runs killed by a fault, resubmitted and started again from scratch
-    lost_work_gpu_seconds: int = 0  # GPU time those runs had done, redone
+    lost_work_gpu_seconds: int = 0  # GPU time those runs had done, redone (counted in the GPU time used)
     broken_gpu_seconds: int = 0  # GPUs of broken nodes x time from the fault to termination (or the end)
 
 
@@ -144,6 +144,7 @@ class FaultInjector:
         free = list(node.slot.allocatable)
         free[0] -= 1
         state.scheduler.change(node.slot, allocatable=tuple(free))
+        node.broken = True
         state.tally(node)
         node.reported = lambda domain: reports_fault(domain, now)
         node.forget_domain()
@@ -171,7 +172,9 @@ class FaultInjector:
             node.pods -= 1
             state.tally(node)
             node.group.busy_gpus -= vec[0]
-            node.group.result.busy_gpu_seconds += vec[0] * ran  # busy, for work that is lost
+            # Used, for work that is lost: GPU time the pods ran, as the report's `used` counts it.
+            node.group.result.busy_gpu_seconds += vec[0] * ran
+            self._binder.used_gpu_seconds += vec[0] * ran
             self.figures.lost_work_gpu_seconds += vec[0] * ran
             if node.pods == 0 and node.seen_idle is not None:
                 state.unseen += -1 if node.seen_idle else 1

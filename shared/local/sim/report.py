@@ -6,9 +6,12 @@ Schema (all times in seconds, GPU-hours as floats rounded to 0.01):
     jobs_not_started: {total, by_reason: {ReasonCode or "NeverPlanned": n}}
     wait_seconds: {mean, p50, p95, p99, max}      wait = start - submit; nearest-rank percentiles
     gpu_hours: {provisioned, used, ideal, idle,    provisioned: launch to termination x GPUs/node
-                idle_booting, idle_empty_nodes,     idle = provisioned - used, split into: booting,
-                idle_fragmented, idle_held_by_marks} nodes running no pod, free GPUs beside pods, and
-                                                    free GPUs beside pods on nodes marked for attrition
+                idle_booting, idle_empty_nodes,     used: GPU time of pods that ran (runs a move or
+                idle_fragmented, idle_held_by_marks, a fault cut short included); idle = provisioned
+                idle_broken_nodes}                  - used, split into: booting, nodes running no pod,
+                                                    free GPUs beside pods, free GPUs beside pods on
+                                                    nodes marked for attrition, and GPUs of broken
+                                                    nodes running nothing (with faults only)
     provisioned_over_ideal                          null when ideal is 0
     node_hours, cost                                cost null unless every group has price_per_hour
     scale_ups, nodes_launched, scale_downs          scale_ups: reconciles that raised a desired
@@ -33,7 +36,7 @@ Schema (all times in seconds, GPU-hours as floats rounded to 0.01):
     faults: {rate_per_gpu_day, seed, faults,        only with --gpu-failures-per-gpu-day: GPU faults
              repaired, repair_cordons,              injected, broken nodes terminated, busy ones
              jobs_restarted, gpu_hours_lost_work,    cordoned for health, runs killed and redone,
-             gpu_hours_on_broken_nodes}              their lost GPU time, GPUs x time broken
+             gpu_hours_on_broken_nodes}              their lost GPU time (in used), GPUs x time broken
 
 `--compare` writes `{"baseline": <report>, "candidate": <report>, "difference": {figure: {baseline,
 candidate, difference, percent}}}`; percent is null when the baseline figure is 0.
@@ -187,7 +190,7 @@ def _wait_figures(waits: list[int]) -> dict[str, Any]:
 def _gpu_hours(result: SimResult) -> dict[str, Any]:
     """Provisioned, used, ideal and idle GPU-hours, the idle by cause."""
     provisioned = result.provisioned_gpu_seconds
-    return {
+    figures: dict[str, Any] = {
         "provisioned": _hours(provisioned),
         "used": _hours(result.used_gpu_seconds),
         "ideal": _hours(result.ideal_gpu_seconds),
@@ -197,6 +200,9 @@ def _gpu_hours(result: SimResult) -> dict[str, Any]:
         "idle_fragmented": _hours(sum(g.fragmented_gpu_seconds for g in result.groups)),
         "idle_held_by_marks": _hours(sum(g.held_gpu_seconds for g in result.groups)),
     }
+    if result.faults is not None:  # as the faults section: only a replay with faults has broken nodes
+        figures["idle_broken_nodes"] = _hours(sum(g.broken_idle_gpu_seconds for g in result.groups))
+    return figures
 
 
 def _simulation_figures(result: SimResult) -> dict[str, Any]:
@@ -247,6 +253,7 @@ COMPARED: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 FAULTS_COMPARED: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("idle_broken_nodes", ("gpu_hours", "idle_broken_nodes")),
     ("gpu_faults", ("faults", "faults")),
     ("nodes_repaired", ("faults", "repaired")),
     ("jobs_restarted", ("faults", "jobs_restarted")),
@@ -347,15 +354,16 @@ def _rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("planner runs / skipped", f"{sim['planner_runs']:,} / {sim['reconciles_skipped']:,}"),
     ]
     if "faults" in report:
-        rows += _fault_rows(report["faults"])
+        rows += _fault_rows(report["faults"], gpu)
     return rows
 
 
-def _fault_rows(faults: dict[str, Any]) -> list[tuple[str, str]]:
+def _fault_rows(faults: dict[str, Any], gpu: dict[str, Any]) -> list[tuple[str, str]]:
     return [
+        ("idle: on broken nodes", _number(gpu["idle_broken_nodes"])),
         ("GPU faults / nodes repaired", f"{faults['faults']:,} / {faults['repaired']:,}"),
         ("jobs restarted", f"{faults['jobs_restarted']:,}"),
-        ("GPU-hours lost work", _number(faults["gpu_hours_lost_work"])),
+        ("GPU-hours lost work (in used)", _number(faults["gpu_hours_lost_work"])),
         ("GPU-hours on broken nodes", _number(faults["gpu_hours_on_broken_nodes"])),
     ]
 

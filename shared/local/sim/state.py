@@ -36,7 +36,7 @@ class SimState:
         # With attrition the plan reads every node's free GPUs, not only its idleness: any bind or
         # finish may change the marks, so the reconcile after it is not skipped.
         self.steers = policy.attrition.enabled or policy.migration.enabled
-        self.idle = [0, 0, 0, 0]  # idle GPUs right now by cause (BOOTING, EMPTY, FRAGMENTED, HELD)
+        self.idle = [0, 0, 0, 0, 0]  # idle GPUs right now by cause (BOOTING, EMPTY, FRAGMENTED, HELD, BROKEN)
         self.pending_gpus = 0
         self.capacity_grew = False
         self.dirty = True
