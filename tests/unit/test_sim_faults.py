@@ -19,8 +19,9 @@ from shared.local.cli import main
 from shared.local.sim.engine import Replay, SimOptions, SimResult, simulate
 from shared.local.sim.faults import FAULT_CONDITION, fault_rng, reports_fault
 from shared.local.sim.report import build_report
+from shared.local.sim.scheduler import Scoring
 from tests.builders import node
-from tests.unit.test_sim_engine import _mixed_config, _mixed_trace, jobs, scaler
+from tests.unit.test_sim_engine import _fragmented_pair, _mixed_config, _mixed_trace, jobs, scaler
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = str(ROOT / "examples" / "sim-config.yaml")
@@ -206,3 +207,21 @@ def test_gpu_time_adds_up_with_faults(seed: int) -> None:
     report = build_report(result)["gpu_hours"]
     idle = sum(v for k, v in report.items() if k.startswith("idle_"))
     assert abs(report["idle"] - idle) < 0.05  # rounding of each figure to 0.01
+
+
+def test_a_moved_job_that_a_fault_kills_starts_again_and_counts_one_start() -> None:
+    # Given every job checkpointing and migration on; at 0.5 faults per GPU-day, seed 1, a node
+    # fails under a job that was moved there (its run's start is its restart, not its first start)
+    cfg = scaler(attrition={"enabled": False, "spare_gpus": 0}, migration={"enabled": True})
+    options = SimOptions(
+        checkpointable=1.0, scoring=Scoring.LEAST_ALLOCATED, gpu_failures_per_gpu_day=0.5, fault_seed=1
+    )
+    result = simulate(_fragmented_pair(), cfg, options)
+    faults = result.faults
+    assert faults is not None and faults.jobs_restarted >= 1
+    assert result.moves_per_job
+    # Then every job ran to its end, each started once and with one wait
+    assert result.started == result.jobs == len(result.waits) == 3
+    # and the GPU time used is the ideal, the moves' losses and the runs the fault killed
+    moved = sum(g.migration_lost_gpu_seconds for g in result.groups)
+    assert result.used_gpu_seconds == result.ideal_gpu_seconds + moved + faults.lost_work_gpu_seconds

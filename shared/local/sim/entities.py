@@ -388,6 +388,7 @@ class SimJob:
         "seen",
         "start",
         "vecs",
+        "wait",
     )
 
     def __init__(self, index: int, job: Job) -> None:
@@ -405,6 +406,7 @@ class SimJob:
         self.done = 0  # work saved by checkpoints before it was moved
         self.moves = 0
         self.evicted_at: int | None = None  # moved and not running again yet
+        self.wait: int | None = None  # the wait counted when it started (a move does not start it again)
 
 
 class SimPod:

@@ -13,8 +13,8 @@ What a fault does, as on a real node:
   generator seeded by (seed, node name), so a replay is reproducible and a node's fault does not
   move when another node comes or goes.
 - The jobs running on the node fail, every pod of them (a gang fails whole, as NCCL does), and are
-  resubmitted: they wait again as pending pods and restart from scratch (the GPU time they had run
-  is lost work).
+  resubmitted: they wait again as pending pods and restart from scratch, a moved job from the
+  checkpoint its last move kept (the GPU time of the run killed is lost work).
 - The node reports it the way the EKS node monitoring agent and the NVIDIA device plugin do:
   `AcceleratedHardwareReady=False` from the fault on, and the faulty GPU withdrawn from
   `status.allocatable` (`status.capacity` keeps it). Its other GPUs still take pods: kube-scheduler
@@ -181,7 +181,9 @@ class FaultInjector:
             if node.schedulable:
                 state.capacity_grew = True
         self._binder.started -= 1
-        self._binder.waits.remove(job.start - job.job.submit)
+        # The wait counted when it first started: a moved job's start is that of its run since the move.
+        assert job.wait is not None
+        self._binder.waits.remove(job.wait)
         job.start = job.finish = None
         state.pending_gpus += job.gpus
         state.unseen += 1  # the backlog grew
