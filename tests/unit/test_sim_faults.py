@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from shared.config import load_config
 from shared.formats.kubernetes import nodes_from_list
 from shared.local.cli import main
 from shared.local.sim.engine import Replay, SimOptions, SimResult, simulate
 from shared.local.sim.faults import FAULT_CONDITION, fault_rng, reports_fault
-from shared.local.sim.report import build_report
+from shared.local.sim.report import build_report, report_table
 from shared.local.sim.scheduler import Scoring
 from tests.builders import node
-from tests.unit.test_sim_engine import _fragmented_pair, _mixed_config, _mixed_trace, jobs, scaler
+from tests.unit.test_sim_engine import HOUR, _fragmented_pair, _mixed_config, _mixed_trace, jobs, scaler
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = str(ROOT / "examples" / "sim-config.yaml")
@@ -225,3 +226,24 @@ def test_a_moved_job_that_a_fault_kills_starts_again_and_counts_one_start() -> N
     # and the GPU time used is the ideal, the moves' losses and the runs the fault killed
     moved = sum(g.migration_lost_gpu_seconds for g in result.groups)
     assert result.used_gpu_seconds == result.ideal_gpu_seconds + moved + faults.lost_work_gpu_seconds
+
+
+def test_a_repair_paused_by_too_many_unhealthy_nodes_is_reported_with_its_reason() -> None:
+    # Given a 1-GPU job of 10 days (its node fails at 22 h; kube-scheduler restarts the job on the
+    # broken node's other GPUs, so repair cordons it and waits for the job), then hourly 8-GPU jobs
+    # whose nodes come and go; the tenth node fails idle at 56 h: 2 of 3 nodes unhealthy, above
+    # policy.repair.max_unhealthy_fraction (20 %, rounded up: 1 node)
+    trace = jobs((0, 240 * HOUR, 1), *((48 * HOUR + i * HOUR, HOUR, 8) for i in range(20)))
+    result = simulate(trace, load_config(BASELINE), SimOptions(gpu_failures_per_gpu_day=0.1))
+    report = build_report(result)
+    faults = report["faults"]
+    # Then no broken node is repaired, and the report says why and for how long
+    assert (faults["faults"], faults["repaired"]) == (2, 0)
+    assert faults["repair_paused_nodes"] == 2
+    assert faults["repair_paused_seconds"] > 8 * 24 * HOUR
+    reason = faults["repair_paused"]["v100"]["reason"]
+    assert "repair paused: more than 1 of the group's 3 node(s) are unhealthy" in reason
+    table = report_table([("c", report)]).splitlines()
+    row = next(line for line in table if line.startswith("repair paused"))
+    assert "2 broken node(s) kept: more than 20% of the group's nodes unhealthy" in row
+    assert "policy.repair.max_unhealthy_fraction" in row

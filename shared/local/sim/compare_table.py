@@ -50,6 +50,7 @@ _FAULTS: tuple[Figure, ...] = (
     ("jobs restarted", ("faults", "jobs_restarted"), "count"),
     ("GPU-h lost work", ("faults", "gpu_hours_lost_work"), "number"),
     ("GPU-h on broken nodes", ("faults", "gpu_hours_on_broken_nodes"), "number"),
+    ("repair paused", ("faults", "repair_paused_seconds"), "duration"),
 )
 _CLOSING: tuple[Figure, ...] = (
     ("simulated span", ("span", "seconds"), "duration"),

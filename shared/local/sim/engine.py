@@ -133,7 +133,7 @@ class Replay:
                 self._jobs,
                 options.gpu_failures_per_gpu_day,
                 options.fault_seed,
-                config.policy.repair.toleration_seconds,
+                config.policy.repair,
             )
             self._control.faults = self._faults
 

@@ -34,8 +34,9 @@ from __future__ import annotations
 import heapq
 import random
 from bisect import insort
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from shared.config import RepairConfig
 from shared.domain.model import Node, NodeCondition
 from shared.domain.plan import Plan, RepairAction
 from shared.domain.resources import GPU, Resources
@@ -64,6 +65,12 @@ class FaultFigures:
     jobs_restarted: int = 0  # runs killed by a fault, resubmitted and started again from scratch
     lost_work_gpu_seconds: int = 0  # GPU time those runs had done, redone (counted in the GPU time used)
     broken_gpu_seconds: int = 0  # GPUs of broken nodes x time from the fault to termination (or the end)
+    # Repair's circuit breaker (policy.repair.max_unhealthy_fraction): per group, how long the plans
+    # paused its repair, and the planner's reason the first time; broken nodes it kept at least once.
+    max_unhealthy_fraction: float = 0.2
+    paused_seconds: dict[str, int] = field(default_factory=dict)
+    paused_reasons: dict[str, str] = field(default_factory=dict)
+    paused_nodes: set[str] = field(default_factory=set)
 
 
 def fault_rng(seed: int, node_name: str) -> random.Random:
@@ -90,16 +97,23 @@ class FaultInjector:
     """Draws, injects and accounts GPU faults; applies the planner's repair cordons in the replay."""
 
     def __init__(
-        self, state: SimState, binder: Binder, jobs: list[SimJob], rate: float, seed: int, toleration: int
+        self,
+        state: SimState,
+        binder: Binder,
+        jobs: list[SimJob],
+        rate: float,
+        seed: int,
+        repair: RepairConfig,
     ) -> None:
         self._state = state
         self._binder = binder
         self._jobs = jobs
-        self._toleration = toleration
+        self._toleration = repair.toleration_seconds
         self._clock: list[tuple[int, int, int, SimNode]] = []  # (when, seq, kind, node)
         self._seq = 0
         self._broken: dict[str, tuple[SimNode, int]] = {}  # node name -> (node, fault time), alive
-        self.figures = FaultFigures(rate, seed)
+        self._paused_since: dict[str, int] = {}  # group -> when its repair pause began
+        self.figures = FaultFigures(rate, seed, max_unhealthy_fraction=repair.max_unhealthy_fraction)
 
     def _push(self, when: int, kind: int, node: SimNode) -> None:
         self._seq += 1
@@ -198,9 +212,10 @@ class FaultInjector:
 
     def apply_repair_cordons(self, result: Plan, now: int) -> bool:
         """The plan's cordons of busy broken nodes (taint, then cordon, as the controller does); and
-        broken nodes the plan's terminations removed are counted repaired."""
+        broken nodes the plan's terminations removed are counted repaired, its repair pauses timed."""
         state = self._state
         changed = False
+        self._note_pauses(result, now)
         for decision in result.repair:
             node = state.nodes.get(decision.node)
             if decision.action is not RepairAction.CORDON or node is None or node.cordoned_at is not None:
@@ -219,9 +234,29 @@ class FaultInjector:
                 self.figures.broken_gpu_seconds += (now - since) * node.group.gpus_per_node
         return changed
 
+    def _note_pauses(self, result: Plan, now: int) -> None:
+        """Time the groups whose repair the plan pauses, and keep the broken nodes the pause holds."""
+        figures = self.figures
+        for decision in result.repair:
+            if decision.action is RepairAction.PAUSED:
+                figures.paused_nodes.add(decision.node)
+                figures.paused_reasons.setdefault(decision.group, decision.reason)
+        paused = result.repair_paused
+        for group in paused:
+            self._paused_since.setdefault(group, now)
+        for group in [g for g in self._paused_since if g not in paused]:
+            self._end_pause(group, now)
+
+    def _end_pause(self, group: str, now: int) -> None:
+        since = self._paused_since.pop(group)
+        seconds = self.figures.paused_seconds
+        seconds[group] = seconds.get(group, 0) + max(0, now - since)
+
     def finish(self, end: int) -> FaultFigures:
-        """The figures at the end of the replay (nodes still broken count up to `end`)."""
+        """The figures at the end of the replay (nodes still broken, pauses still on, count up to `end`)."""
         for node, since in self._broken.values():
             self.figures.broken_gpu_seconds += max(0, end - since) * node.group.gpus_per_node
         self._broken.clear()
+        for group in list(self._paused_since):
+            self._end_pause(group, end)
         return self.figures

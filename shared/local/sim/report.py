@@ -36,7 +36,12 @@ Schema (all times in seconds, GPU-hours as floats rounded to 0.01):
     faults: {rate_per_gpu_day, seed, faults,        only with --gpu-failures-per-gpu-day: GPU faults
              repaired, repair_cordons,              injected, broken nodes terminated, busy ones
              jobs_restarted, gpu_hours_lost_work,    cordoned for health, runs killed and redone,
-             gpu_hours_on_broken_nodes}              their lost GPU time (in used), GPUs x time broken
+             gpu_hours_on_broken_nodes,              their lost GPU time (in used), GPUs x time broken;
+             repair_paused_seconds,                  repair's circuit breaker: how long groups had
+             repair_paused_nodes,                    repair paused (policy.repair.max_unhealthy_fraction),
+             repair_paused: {group: {seconds,        the broken nodes it kept, per group with the
+                             reason}},               planner's reason, and the fraction configured
+             max_unhealthy_fraction}
 
 `--compare` writes `{"baseline": <report>, "candidate": <report>, "difference": {figure: {baseline,
 candidate, difference, percent}}}`; percent is null when the baseline figure is 0.
@@ -145,6 +150,13 @@ def _fault_figures(f: FaultFigures) -> dict[str, Any]:
         "jobs_restarted": f.jobs_restarted,
         "gpu_hours_lost_work": _hours(f.lost_work_gpu_seconds),
         "gpu_hours_on_broken_nodes": _hours(f.broken_gpu_seconds),
+        "repair_paused_seconds": sum(f.paused_seconds.values()),
+        "repair_paused_nodes": len(f.paused_nodes),
+        "repair_paused": {
+            group: {"seconds": seconds, "reason": f.paused_reasons.get(group, "")}
+            for group, seconds in sorted(f.paused_seconds.items())
+        },
+        "max_unhealthy_fraction": f.max_unhealthy_fraction,
     }
 
 
@@ -259,6 +271,7 @@ FAULTS_COMPARED: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("jobs_restarted", ("faults", "jobs_restarted")),
     ("gpu_hours_lost_work", ("faults", "gpu_hours_lost_work")),
     ("gpu_hours_on_broken_nodes", ("faults", "gpu_hours_on_broken_nodes")),
+    ("repair_paused_seconds", ("faults", "repair_paused_seconds")),
 )
 
 
@@ -365,7 +378,20 @@ def _fault_rows(faults: dict[str, Any], gpu: dict[str, Any]) -> list[tuple[str, 
         ("jobs restarted", f"{faults['jobs_restarted']:,}"),
         ("GPU-hours lost work (in used)", _number(faults["gpu_hours_lost_work"])),
         ("GPU-hours on broken nodes", _number(faults["gpu_hours_on_broken_nodes"])),
+        ("repair paused", _repair_paused(faults)),
     ]
+
+
+def _repair_paused(faults: dict[str, Any]) -> str:
+    """How long repair's circuit breaker held broken nodes, and why (it is not a replay's fault)."""
+    if not faults["repair_paused"]:
+        return "never"
+    groups = ", ".join(f"{name} {_duration(p['seconds'])}" for name, p in faults["repair_paused"].items())
+    return (
+        f"{groups}, {faults['repair_paused_nodes']:,} broken node(s) kept: more than "
+        f"{faults['max_unhealthy_fraction']:.0%} of the group's nodes unhealthy at once "
+        "(policy.repair.max_unhealthy_fraction)"
+    )
 
 
 def _attrition(report: dict[str, Any]) -> str:
