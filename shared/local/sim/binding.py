@@ -120,6 +120,7 @@ class Binder:
         job.evicted_at = now
         job.finish = None
         job.start = None
+        job.created = now
         for pod in job.pods:
             pod.pending = replace(pod.pending, created_at=at(now), uid=f"{pod.pending.name}-{job.moves}")
         self._state.arrived.append(job)

@@ -30,7 +30,8 @@ copies. A reconcile whose plan cannot differ from the last one is skipped: the p
 the snapshot and the clock, so when no planner-visible fact changed (the backlog, a node's idleness,
 nodes, instances, cordons, marks; with attrition on, any pod bound or finished), the last plan
 changed nothing, and no time threshold of the policy (idle, cordon settle, delay after scale-up,
-provisioning deadline, pod delay, backoff end) has been crossed, the plan would be the same no-op.
+provisioning deadline, pod delay, backoff end; with migration on, the migration rule's own:
+`SimMigrator.next_due`) has been crossed, the plan would be the same no-op.
 `every_tick=True` turns the skipping off (tests compare).
 """
 
@@ -117,7 +118,10 @@ class Replay:
         self._fleet = SimFleet(state, store)
         self._binder = Binder(state)
         self._control = SimController(state, store, self._fleet, config, planner)
-        self._control.migrate = SimMigrator(state, self._binder).apply
+        migrator = SimMigrator(state, self._binder)
+        self._control.migrate = migrator.apply
+        if config.policy.migration.enabled:
+            self._control.migration_due = migrator.next_due
         self._recorder = SeriesRecorder(state) if options.record_series else None
         # Reconcile bookkeeping.
         self._now = 0

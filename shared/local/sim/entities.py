@@ -375,6 +375,8 @@ class SimJob:
 
     __slots__ = (
         "allowed",
+        "checkpoints",
+        "created",
         "done",
         "evicted_at",
         "finish",
@@ -406,6 +408,8 @@ class SimJob:
         self.done = 0  # work saved by checkpoints before it was moved
         self.moves = 0
         self.evicted_at: int | None = None  # moved and not running again yet
+        self.checkpoints = False  # its pods opt in to migration (--checkpointable)
+        self.created = job.submit  # its pods' creation time: the submit, or its last move
         self.wait: int | None = None  # the wait counted when it started (a move does not start it again)
 
 
