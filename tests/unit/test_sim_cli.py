@@ -295,6 +295,23 @@ def test_out_is_validated_before_the_replay_starts(
     assert replay.calls == 0
 
 
+def test_out_whose_plot_is_a_directory_is_refused_before_the_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given --out holding a directory named plot.png
+    (tmp_path / "plot.png").mkdir()
+    replay = _RecordingSimulate()
+    monkeypatch.setattr("shared.local.sim.cli.simulate", replay)
+    # When simulating, Then it fails at once naming the file, and no replay ran
+    assert main(["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--out", str(tmp_path)]) == 2
+    assert f"--out {tmp_path}: plot.png is a directory" in capsys.readouterr().err
+    assert replay.calls == 0
+    # And without the plot it is no obstacle
+    monkeypatch.undo()
+    args = ["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--out", str(tmp_path), "--no-plot"]
+    assert main(args) == 0
+
+
 def test_out_that_does_not_exist_yet_is_created(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Given --out two levels below an existing directory
     out = tmp_path / "runs" / "one"
