@@ -312,6 +312,22 @@ def test_out_whose_plot_is_a_directory_is_refused_before_the_replay(
     assert main(args) == 0
 
 
+def test_a_reader_that_stops_reading_ends_the_process_quietly() -> None:
+    # Given `simulate ... | head`: the reader of its output is gone before it prints
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shared.local.cli", "simulate", "--trace", TWO_JOBS, "--config", BASELINE],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    # Then it exits as CPython does when stdout cannot be flushed, without a traceback
+    assert proc.wait() == 120
+    assert err == ""
+
+
 def test_out_that_does_not_exist_yet_is_created(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Given --out two levels below an existing directory
     out = tmp_path / "runs" / "one"
