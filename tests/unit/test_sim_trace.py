@@ -285,3 +285,11 @@ def test_default_sizing_needs_a_gpu_shape() -> None:
     )
     with pytest.raises(ConfigError, match=r"no node group has an allocatable with nvidia\.com/gpu"):
         default_sizing(cpu_only)
+
+
+def test_default_sizing_names_the_group_without_an_allocatable() -> None:
+    # Given the one group of a config, without `allocatable` (the simulator reads no EC2 data)
+    shapeless = config(node_groups=[{"name": "a100", "asg_name": "a", "instance_type": "p4d.24xlarge"}])
+    # Then the error names it, as it does when another group has a shape
+    with pytest.raises(ConfigError, match="node group 'a100' needs `allocatable`"):
+        default_sizing(shapeless)

@@ -70,7 +70,7 @@ from shared.local.sim.migration import SimMigrator
 from shared.local.sim.state import SimState
 from shared.local.sim.store import SimStateStore
 from shared.local.sim.trace import Trace
-from shared.local.sim.workload import default_sizing
+from shared.local.sim.workload import default_sizing, missing_allocatable
 from shared.planner import plan as plan_fn
 
 __all__ = [
@@ -291,10 +291,7 @@ def _groups(config: ScalerConfig, options: SimOptions) -> list[SimGroup]:
     for index, group_config in enumerate(config.node_groups):
         shape = group_config.shape
         if shape is None:
-            raise ConfigError(
-                f"simulate: node group {group_config.name!r} needs `allocatable` (in production the "
-                "shape comes from EC2 instance type data, which the simulator does not read)"
-            )
+            raise missing_allocatable(group_config.name)
         groups.append(SimGroup(index, group_config, shape, options, config.policy))
     names = {g.name for g in groups}
     unknown = set(options.capacity) - names
