@@ -375,16 +375,26 @@ def test_the_compare_table_fits_120_columns_with_long_names_and_large_figures(
     )
 
 
-def test_checkpointable_jobs_are_reported_with_migration(tmp_path: Path) -> None:
+def test_checkpointable_jobs_are_reported_with_migration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # When every job checkpoints (the config leaves migration off: nothing moves, and it says so)
     args = ["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--out", str(tmp_path), "--no-plot"]
     code = main(
         [*args, "--checkpointable", "1", "--checkpoint-interval-seconds", "600", "--restart-seconds", "60"]
     )
 
-    # Then the report has the migration figures
+    # Then a note says that no job moves, the settings are recorded, and the report has the figures
     assert code == 0
-    moved = json.loads((tmp_path / "report.json").read_text())["migration"]
+    assert (
+        f"backlog-scaler: note: --checkpointable 1: policy.migration.enabled is off in {BASELINE}, "
+        "so no job is moved"
+    ) in capsys.readouterr().err
+    report = json.loads((tmp_path / "report.json").read_text())
+    simulation = report["simulation"]
+    assert (simulation["checkpointable"], simulation["checkpoint_interval_seconds"]) == (1.0, 600)
+    assert simulation["restart_seconds"] == 60
+    moved = report["migration"]
     assert moved == {
         "enabled": False,
         "migrations": 0,

@@ -447,6 +447,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     # Pod sizes come from the baseline config for both runs, so both replay the same pods.
     sizing = _sizing(args, config)
     configs = [(args.config, config)] + ([(args.compare, candidate)] if candidate is not None else [])
+    _note_checkpointable(args.checkpointable, configs)
     results = replay_all(args, trace, configs, sizing)
     reports = [build_report(result, trace) for result in results]
     if args.compare:
@@ -469,6 +470,17 @@ def run_simulate(args: argparse.Namespace) -> int:
         plotted = None if args.no_plot else list(zip(titles, results, strict=True))
         _write_out(Path(args.out), document, plotted)
     return 0
+
+
+def _note_checkpointable(fraction: float, configs: list[tuple[str, ScalerConfig]]) -> None:
+    """--checkpointable moves nothing unless a config switches migration on: say so before the replay."""
+    if fraction > 0 and not any(config.policy.migration.enabled for _, config in configs):
+        names = " and ".join(path for path, _ in configs)
+        print(
+            f"backlog-scaler: note: --checkpointable {fraction:g}: policy.migration.enabled is off in "
+            f"{names}, so no job is moved (its jobs only carry the checkpoint annotation)",
+            file=sys.stderr,
+        )
 
 
 def _write_out(out: Path, document: dict[str, Any], plotted: list[tuple[str, SimResult]] | None) -> None:

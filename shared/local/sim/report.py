@@ -31,7 +31,10 @@ Schema (all times in seconds, GPU-hours as floats rounded to 0.01):
     simulation: {config, wall_seconds, jobs_per_second, planner_runs, reconciles_skipped, stalled,
                  boot_seconds, gpu_delay_seconds, tick_seconds, webhook_delay_seconds,
                  cpu_per_gpu_millicores, memory_per_gpu_mib, capacity, right_size,
-                 scheduler_scoring}                 least-allocated | most-allocated | first-fit
+                 scheduler_scoring,                 least-allocated | most-allocated | first-fit;
+                 checkpointable,                    --checkpointable (0: none; moves need the
+                 checkpoint_interval_seconds,       config's policy.migration.enabled)
+                 restart_seconds}
     trace: {source, format, notes}                  when the trace is known
     faults: {rate_per_gpu_day, seed, faults,        only with --gpu-failures-per-gpu-day: GPU faults
              repaired, repair_cordons,              injected, broken nodes terminated, busy ones
@@ -236,6 +239,9 @@ def _simulation_figures(result: SimResult) -> dict[str, Any]:
         "capacity": dict(options.capacity),
         "right_size": options.right_size,
         "scheduler_scoring": str(options.scoring),
+        "checkpointable": options.checkpointable,
+        "checkpoint_interval_seconds": options.checkpoint_interval_seconds,
+        "restart_seconds": options.restart_seconds,
     }
 
 
