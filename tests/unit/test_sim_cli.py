@@ -17,7 +17,7 @@ from shared.local.cli import build_parser, main
 from shared.local.sim.cli import Progress, _sizing, eta_seconds, replay_all
 from shared.local.sim.compare_table import compare_table
 from shared.local.sim.engine import SimResult
-from shared.local.sim.report import build_report
+from shared.local.sim.report import build_report, compare_document, report_table
 from shared.local.sim.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -406,6 +406,34 @@ def test_checkpointable_jobs_are_reported_with_migration(
         "restart_delay_p95": None,
         "evicted_not_movable": 0,
     }
+
+
+def test_a_replay_that_starts_no_job_has_no_efficiency_and_compares_its_jobs_not_started(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a candidate whose group EC2 never gives an instance: no job starts, and it stalls
+    args = ["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--format", "json", "--capacity", "v100=0"]
+    assert main(args) == 0
+    alone = json.loads(capsys.readouterr().out)
+    # Then its provisioned/ideal is unknown, not 0 (better than perfect), and the table says it stalled
+    assert alone["jobs_started"] == 0 and alone["provisioned_over_ideal"] is None
+    assert alone["simulation"]["stalled"]
+    table = report_table([("c", alone)]).splitlines()
+    assert next(line for line in table if line.startswith("stalled")).split()[1] == "yes:"
+    # And against a baseline that ran both jobs, the compare shows the jobs not started and no -100 %
+    assert main(["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--format", "json"]) == 0
+    base = json.loads(capsys.readouterr().out)
+    document = compare_document(base, alone)["difference"]
+    assert document["jobs_not_started"] == {"baseline": 0, "candidate": 2, "difference": 2, "percent": None}
+    assert document["provisioned_over_ideal"]["percent"] is None
+    lines = compare_table(("base", base), ("cand", alone)).splitlines()
+
+    def row(label: str) -> list[str]:
+        return next(line for line in lines if line.startswith(label)).split()
+
+    assert row("jobs not started")[-3:] == ["0", "2", "+2"]
+    assert row("provisioned / ideal")[-2:] == ["-", "-"]
+    assert row("stalled")[1:] == ["no", "yes", "-"]
 
 
 def test_a_checkpointable_share_outside_0_to_1_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

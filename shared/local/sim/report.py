@@ -12,7 +12,7 @@ Schema (all times in seconds, GPU-hours as floats rounded to 0.01):
                                                     free GPUs beside pods, free GPUs beside pods on
                                                     nodes marked for attrition, and GPUs of broken
                                                     nodes running nothing (with faults only)
-    provisioned_over_ideal                          null when ideal is 0
+    provisioned_over_ideal                          null when ideal is 0 or no job started
     node_hours, cost                                cost null unless every group has price_per_hour
     scale_ups, nodes_launched, scale_downs          scale_ups: reconciles that raised a desired
     attrition: {enabled, effect, marks, unmarks}    consolidation by attrition (policy.attrition)
@@ -94,8 +94,11 @@ def build_report(result: SimResult, trace: Trace | None = None) -> dict[str, Any
         "fractional_gpu_jobs": result.fractional_jobs,
         "wait_seconds": _wait_figures(result.waits),
         "gpu_hours": _gpu_hours(result),
+        # No job started: the fleet did nothing for the jobs; a ratio of 0 would read as better than perfect.
         "provisioned_over_ideal": (
-            round(provisioned / result.ideal_gpu_seconds, 4) if result.ideal_gpu_seconds else None
+            round(provisioned / result.ideal_gpu_seconds, 4)
+            if result.ideal_gpu_seconds and result.started
+            else None
         ),
         "node_hours": _hours(sum(g.node_seconds for g in result.groups)),
         "cost": round(total_cost, 2) if priced else None,
@@ -248,6 +251,7 @@ def _simulation_figures(result: SimResult) -> dict[str, Any]:
 # The figures `--compare` puts a difference and a percent on: (name, path in the report).
 COMPARED: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("jobs_started", ("jobs_started",)),
+    ("jobs_not_started", ("jobs_not_started", "total")),
     ("wait_mean", ("wait_seconds", "mean")),
     ("wait_p50", ("wait_seconds", "p50")),
     ("wait_p95", ("wait_seconds", "p95")),
@@ -371,10 +375,17 @@ def _rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("simulated span", f"{_duration(report['span']['seconds'])} from {report['span']['start']}"),
         ("wall time", f"{sim['wall_seconds']:.2f}s ({_number(sim['jobs_per_second'])} jobs/s)"),
         ("planner runs / skipped", f"{sim['planner_runs']:,} / {sim['reconciles_skipped']:,}"),
+        ("stalled", _stalled(sim["stalled"])),
     ]
     if "faults" in report:
         rows += _fault_rows(report["faults"], gpu)
     return rows
+
+
+def _stalled(stalled: bool) -> str:
+    if not stalled:
+        return "no"
+    return "yes: gave up, no job running or to arrive and no progress for the stall limit"
 
 
 def _fault_rows(faults: dict[str, Any], gpu: dict[str, Any]) -> list[tuple[str, str]]:
