@@ -345,6 +345,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _documents.clear()
 
 
+# What CPython exits with when it cannot flush stdout at exit: the reader of our output is gone.
+STDOUT_GONE = 120
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
@@ -353,6 +357,22 @@ def _run(args: argparse.Namespace) -> int:
         for line in str(exc).splitlines() or [""]:
             print(f"backlog-scaler: error: {line}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `plan ... | head`, `simulate ... | head`: the reader stopped reading
+        return stdout_gone()
+
+
+def stdout_gone() -> int:
+    """Leave quietly once stdout's reader is gone (CPython's advice, the signal module's "Note on
+    SIGPIPE"): what is left in stdout's buffer goes to /dev/null, so the interpreter's last flush
+    cannot raise and print a traceback either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (a caller replaced it): nothing left to flush
+        pass
+    finally:
+        os.close(devnull)
+    return STDOUT_GONE
 
 
 def _exit_without_teardown(code: int) -> NoReturn:
@@ -367,8 +387,8 @@ def _exit_without_teardown(code: int) -> NoReturn:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except OSError:  # stdout closed early (`| head`): what CPython exits with when its flush fails
-        code = code or 120
+    except OSError:  # stdout closed early (`| head`)
+        code = code or stdout_gone()
     os._exit(code)
 
 

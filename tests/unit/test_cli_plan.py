@@ -86,6 +86,22 @@ def test_a_plan_process_with_a_bad_input_exits_2_with_its_one_line_error(tmp_pat
     assert done.stdout == ""
 
 
+def test_a_plan_process_whose_reader_stops_reading_ends_quietly() -> None:
+    # Given `plan ... | head`: the reader of its output is gone before it prints
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shared.local.cli", *ARGS],
+        cwd=EXAMPLES.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    # Then it exits as CPython does when stdout cannot be flushed, without a traceback
+    assert proc.wait() == cli.STDOUT_GONE == 120
+    assert err == ""
+
+
 def test_plan_in_process_leaves_the_collector_as_it_was_and_holds_no_document(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -17,7 +17,7 @@ from shared.local.cli import build_parser, main
 from shared.local.sim.cli import Progress, _sizing, eta_seconds, replay_all
 from shared.local.sim.compare_table import compare_table
 from shared.local.sim.engine import SimResult
-from shared.local.sim.report import build_report
+from shared.local.sim.report import build_report, compare_document, report_table
 from shared.local.sim.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -295,6 +295,39 @@ def test_out_is_validated_before_the_replay_starts(
     assert replay.calls == 0
 
 
+def test_out_whose_plot_is_a_directory_is_refused_before_the_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given --out holding a directory named plot.png
+    (tmp_path / "plot.png").mkdir()
+    replay = _RecordingSimulate()
+    monkeypatch.setattr("shared.local.sim.cli.simulate", replay)
+    # When simulating, Then it fails at once naming the file, and no replay ran
+    assert main(["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--out", str(tmp_path)]) == 2
+    assert f"--out {tmp_path}: plot.png is a directory" in capsys.readouterr().err
+    assert replay.calls == 0
+    # And without the plot it is no obstacle
+    monkeypatch.undo()
+    args = ["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--out", str(tmp_path), "--no-plot"]
+    assert main(args) == 0
+
+
+def test_a_reader_that_stops_reading_ends_the_process_quietly() -> None:
+    # Given `simulate ... | head`: the reader of its output is gone before it prints
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shared.local.cli", "simulate", "--trace", TWO_JOBS, "--config", BASELINE],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    # Then it exits as CPython does when stdout cannot be flushed, without a traceback
+    assert proc.wait() == 120
+    assert err == ""
+
+
 def test_out_that_does_not_exist_yet_is_created(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Given --out two levels below an existing directory
     out = tmp_path / "runs" / "one"
@@ -342,16 +375,26 @@ def test_the_compare_table_fits_120_columns_with_long_names_and_large_figures(
     )
 
 
-def test_checkpointable_jobs_are_reported_with_migration(tmp_path: Path) -> None:
+def test_checkpointable_jobs_are_reported_with_migration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # When every job checkpoints (the config leaves migration off: nothing moves, and it says so)
     args = ["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--out", str(tmp_path), "--no-plot"]
     code = main(
         [*args, "--checkpointable", "1", "--checkpoint-interval-seconds", "600", "--restart-seconds", "60"]
     )
 
-    # Then the report has the migration figures
+    # Then a note says that no job moves, the settings are recorded, and the report has the figures
     assert code == 0
-    moved = json.loads((tmp_path / "report.json").read_text())["migration"]
+    assert (
+        f"backlog-scaler: note: --checkpointable 1: policy.migration.enabled is off in {BASELINE}, "
+        "so no job is moved"
+    ) in capsys.readouterr().err
+    report = json.loads((tmp_path / "report.json").read_text())
+    simulation = report["simulation"]
+    assert (simulation["checkpointable"], simulation["checkpoint_interval_seconds"]) == (1.0, 600)
+    assert simulation["restart_seconds"] == 60
+    moved = report["migration"]
     assert moved == {
         "enabled": False,
         "migrations": 0,
@@ -363,6 +406,34 @@ def test_checkpointable_jobs_are_reported_with_migration(tmp_path: Path) -> None
         "restart_delay_p95": None,
         "evicted_not_movable": 0,
     }
+
+
+def test_a_replay_that_starts_no_job_has_no_efficiency_and_compares_its_jobs_not_started(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a candidate whose group EC2 never gives an instance: no job starts, and it stalls
+    args = ["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--format", "json", "--capacity", "v100=0"]
+    assert main(args) == 0
+    alone = json.loads(capsys.readouterr().out)
+    # Then its provisioned/ideal is unknown, not 0 (better than perfect), and the table says it stalled
+    assert alone["jobs_started"] == 0 and alone["provisioned_over_ideal"] is None
+    assert alone["simulation"]["stalled"]
+    table = report_table([("c", alone)]).splitlines()
+    assert next(line for line in table if line.startswith("stalled")).split()[1] == "yes:"
+    # And against a baseline that ran both jobs, the compare shows the jobs not started and no -100 %
+    assert main(["simulate", "--trace", TWO_JOBS, "--config", BASELINE, "--format", "json"]) == 0
+    base = json.loads(capsys.readouterr().out)
+    document = compare_document(base, alone)["difference"]
+    assert document["jobs_not_started"] == {"baseline": 0, "candidate": 2, "difference": 2, "percent": None}
+    assert document["provisioned_over_ideal"]["percent"] is None
+    lines = compare_table(("base", base), ("cand", alone)).splitlines()
+
+    def row(label: str) -> list[str]:
+        return next(line for line in lines if line.startswith(label)).split()
+
+    assert row("jobs not started")[-3:] == ["0", "2", "+2"]
+    assert row("provisioned / ideal")[-2:] == ["-", "-"]
+    assert row("stalled")[1:] == ["no", "yes", "-"]
 
 
 def test_a_checkpointable_share_outside_0_to_1_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

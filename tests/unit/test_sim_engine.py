@@ -9,6 +9,7 @@ idle_seconds 600, scale_down_delay_after_add 600, cordon_settle 30, delete delay
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from shared.local.sim.engine import Replay, SimOptions, SimResult, simulate
 from shared.local.sim.report import build_report
 from shared.local.sim.scheduler import Scoring
 from shared.local.sim.trace import TRACE_ORIGIN, Job, Trace, load_trace
+from shared.local.sim.workload import default_sizing
 from tests.builders import config
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
@@ -198,6 +200,30 @@ def test_instances_that_never_register_stop_the_replay_after_the_stall_limit() -
     assert result.groups[0].replaced > 0
 
 
+@pytest.mark.parametrize("gap", [10 * HOUR, 10 * 24 * HOUR])
+def test_a_job_after_a_quiet_spell_longer_than_the_stall_limit_is_planned_and_started(gap: int) -> None:
+    # Given a job, then nothing for longer than the 6 h stall limit, then another job
+    result = run(jobs((0, HOUR, 1), (gap, 100, 2)))
+
+    # Then the late job is planned and started like the first one, and the replay does not stall
+    assert result.started == 2
+    assert result.not_started == {}
+    assert not result.stalled
+    assert result.end > T0 + gap
+
+
+def test_a_late_job_no_node_can_hold_is_reported_by_the_planners_reason_not_as_never_planned() -> None:
+    # Given a late job whose cpu no node has (100 cores per GPU on 95-core nodes)
+    cfg = scaler()
+    sizing = replace(default_sizing(cfg), cpu_per_gpu=100_000)
+
+    result = run(jobs((0, 60, 1), (10 * HOUR, 100, 1)), cfg, sizing=sizing)
+
+    # Then both are reported with the planner's reason, and the replay ends without a stall
+    assert result.not_started == {"LargerThanAnyNode": 2}
+    assert not result.stalled
+
+
 def test_right_size_routes_each_job_to_the_smallest_nodes_that_hold_it() -> None:
     # Given 1-GPU and 8-GPU groups at the same price per GPU, told apart by a label
     def group(gpus: int, cpu: str, memory: str) -> dict[str, Any]:
@@ -257,7 +283,7 @@ def test_unknown_group_in_the_trace_and_groups_without_a_shape_are_config_errors
         Replay(jobs((0, 60, 1)), no_shape)
 
 
-def _mixed_config(rng: random.Random) -> ScalerConfig:
+def _mixed_config(rng: random.Random, migration: dict[str, Any] | None = None) -> ScalerConfig:
     shape = {"cpu": "95", "memory": "1100Gi", "nvidia.com/gpu": "8"}
     return parse_config(
         {
@@ -287,19 +313,22 @@ def _mixed_config(rng: random.Random) -> ScalerConfig:
                 "scale_down_delay_after_add_seconds": rng.choice([0, 600]),
                 "new_pod_delay_seconds": rng.choice([0, 20]),
                 "max_scale_in_fraction": rng.choice([0.1, 1.0]),
+                "migration": migration or {},
             },
         }
     )
 
 
-def _mixed_trace(rng: random.Random, count: int = 40) -> Trace:
+def _mixed_trace(
+    rng: random.Random, count: int = 40, durations: tuple[int, ...] = (30, 200, 900, 3600)
+) -> Trace:
     specs: list[Job] = []
     t = T0 + 20
     for i in range(count):
         t += rng.choice([0, 5, 30, 90, 400, 1200])
         gpus = rng.choice([1, 1, 2, 4, 8, 12, 16])
         selector = rng.choice([(), (("gpu", "a100"),), (("gpu", "l4"),)]) if gpus <= 4 else ()
-        specs.append(Job(f"j{i}", t, rng.choice([30, 200, 900, 3600]), gpus, selector=selector))
+        specs.append(Job(f"j{i}", t, rng.choice(durations), gpus, selector=selector))
     return Trace("mixed", "csv", tuple(specs))
 
 
@@ -324,6 +353,76 @@ def test_skipping_reconciles_gives_the_same_replay_as_running_every_tick(seed: i
     assert fast_report.pop("simulation")["planner_runs"] < slow_report.pop("simulation")["planner_runs"]
     assert fast_report == slow_report
     assert fast.series == slow.series
+
+
+@pytest.mark.parametrize(("seed", "estimates"), [(1, False), (3, True)])
+def test_skipping_reconciles_gives_the_same_replay_as_running_every_tick_with_migration(
+    seed: int, estimates: bool
+) -> None:
+    # Given the mixed trace with longer jobs, most of them checkpointing, and migration on: moves
+    # wait for a group's delay after a scale-up, a job's first checkpoint, the per-hour budget and
+    # the saving to beat min_gain x the loss, all of which time crosses without any event
+    rng = random.Random(seed)
+    migration = {
+        "enabled": True,
+        "restart_seconds": 60,
+        "min_gain": rng.choice([1.1, 2.0]),
+        "max_nodes_per_hour": rng.choice([1, 4]),
+    }
+    cfg = _mixed_config(rng, migration)
+    trace = _mixed_trace(rng, 50, durations=(200, 900, 3600, 4 * HOUR, 12 * HOUR))
+    options = {
+        "checkpointable": 0.7,
+        "checkpoint_interval_seconds": 600,
+        "restart_seconds": 60,
+        "runtime_estimates": estimates,
+        "gpu_delay_seconds": rng.choice([0, 45]),
+    }
+
+    # When replayed with and without skipping
+    fast = Replay(trace, cfg, SimOptions(**options)).run()
+    slow = Replay(trace, cfg, SimOptions(every_tick=True, **options)).run()
+
+    # Then every figure is the same, with fewer planner runs, and jobs did move
+    fast_report, slow_report = build_report(fast), build_report(slow)
+    assert fast_report.pop("simulation")["planner_runs"] < slow_report.pop("simulation")["planner_runs"]
+    assert fast_report["migration"]["migrations"] > 0
+    assert fast_report == slow_report
+    assert fast.series == slow.series
+
+
+@pytest.mark.parametrize(
+    ("min_gain", "interval", "delay_after_add"),
+    [(50.0, 900, 600), (2.0, 5000, 600), (2.0, 900, 4500)],
+    ids=["the saving passes min_gain", "the first checkpoint", "the delay after a scale-up ends"],
+)
+def test_a_move_that_time_alone_allows_is_made_when_running_every_tick_would_make_it(
+    min_gain: float, interval: int, delay_after_add: int
+) -> None:
+    # Given a checkpointing 1-GPU job of 20 h alone on a node (job 0, the only one that checkpoints at
+    # 0.2), and from 4000 a 7-GPU job on the other node: the 1-GPU job's move empties a node, but only
+    # once its saving beats min_gain x the loss (8 GPUs x its age > 50 x 960 GPU-seconds: at 6001), it
+    # has saved once (at 5000), or the group's delay after its scale-up at 0 ended (at 4500): instants
+    # with no event near them
+    trace = jobs((0, 20 * HOUR, 1), (0, HOUR, 8), (4000, 20 * HOUR, 7))
+    migration = {"enabled": True, "min_gain": min_gain, "restart_seconds": 60}
+    cfg = scaler(
+        attrition={"enabled": False, "spare_gpus": 0},
+        migration=migration,
+        scale_down_delay_after_add_seconds=delay_after_add,
+    )
+    options = {"checkpointable": 0.2, "checkpoint_interval_seconds": interval, "restart_seconds": 60}
+
+    # When replayed with and without skipping
+    fast = Replay(trace, cfg, SimOptions(**options)).run()
+    slow = Replay(trace, cfg, SimOptions(every_tick=True, **options)).run()
+
+    # Then the move is made at the same tick: the same figures
+    fast_report, slow_report = build_report(fast), build_report(slow)
+    fast_report.pop("simulation")
+    slow_report.pop("simulation")
+    assert fast_report["migration"]["migrations"] == 1
+    assert fast_report == slow_report
 
 
 def test_provisioned_gpu_time_is_used_plus_booting_empty_and_fragmented() -> None:

@@ -14,13 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from shared.config import load_config
 from shared.formats.kubernetes import nodes_from_list
 from shared.local.cli import main
-from shared.local.sim.engine import Replay, SimOptions, simulate
+from shared.local.sim.engine import Replay, SimOptions, SimResult, simulate
 from shared.local.sim.faults import FAULT_CONDITION, fault_rng, reports_fault
-from shared.local.sim.report import build_report
+from shared.local.sim.report import build_report, report_table
+from shared.local.sim.scheduler import Scoring
 from tests.builders import node
-from tests.unit.test_sim_engine import _mixed_config, _mixed_trace, jobs, scaler
+from tests.unit.test_sim_engine import HOUR, _fragmented_pair, _mixed_config, _mixed_trace, jobs, scaler
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = str(ROOT / "examples" / "sim-config.yaml")
@@ -82,6 +84,11 @@ def test_a_busy_broken_node_is_cordoned_for_health_and_replaced_once_empty() -> 
     # and it is replaced at the first tick after the job finished (10600): 10620
     assert faults.repaired == 1
     assert faults.broken_gpu_seconds == 8 * (10620 - FAULT_AT)
+    # Its GPUs the job does not use are idle on a broken node (the withdrawn one included), not
+    # held by an attrition mark: 8 from the fault to 3400, 7 beside the job to 10600, 8 to 10620
+    group = result.groups[0]
+    assert group.broken_idle_gpu_seconds == 8 * (3400 - FAULT_AT) + 7 * 7200 + 8 * 20
+    assert group.held_gpu_seconds == 0
 
 
 def test_without_repair_the_broken_node_stays_to_the_end() -> None:
@@ -170,3 +177,73 @@ def test_skipping_reconciles_gives_the_same_faults_and_repairs_as_every_tick() -
     slow.pop("simulation")
     assert fast["faults"]["repaired"] > 0
     assert fast == slow
+
+
+def _idle_gpu_seconds(result: SimResult) -> int:
+    return sum(
+        g.booting_gpu_seconds
+        + g.empty_gpu_seconds
+        + g.fragmented_gpu_seconds
+        + g.held_gpu_seconds
+        + g.broken_idle_gpu_seconds
+        for g in result.groups
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 4])
+def test_gpu_time_adds_up_with_faults(seed: int) -> None:
+    # Given a mixed trace with frequent faults (runs killed, busy broken nodes cordoned, GPUs withdrawn)
+    rng = random.Random(5)
+    cfg, trace = _mixed_config(rng), _mixed_trace(rng)
+    result = simulate(trace, cfg, SimOptions(gpu_failures_per_gpu_day=2.0, fault_seed=seed))
+    faults = result.faults
+    assert faults is not None and faults.jobs_restarted > 0 and faults.repair_cordons > 0
+    assert result.started == result.jobs
+    # Then the GPU time used is the groups' and holds the lost work beyond the ideal
+    assert result.used_gpu_seconds == sum(g.busy_gpu_seconds for g in result.groups)
+    assert result.used_gpu_seconds == result.ideal_gpu_seconds + faults.lost_work_gpu_seconds
+    # and provisioned is used plus every idle cause, the withdrawn GPUs of broken nodes included
+    assert result.provisioned_gpu_seconds == result.used_gpu_seconds + _idle_gpu_seconds(result)
+    assert sum(g.broken_idle_gpu_seconds for g in result.groups) > 0
+    report = build_report(result)["gpu_hours"]
+    idle = sum(v for k, v in report.items() if k.startswith("idle_"))
+    assert abs(report["idle"] - idle) < 0.05  # rounding of each figure to 0.01
+
+
+def test_a_moved_job_that_a_fault_kills_starts_again_and_counts_one_start() -> None:
+    # Given every job checkpointing and migration on; at 0.5 faults per GPU-day, seed 1, a node
+    # fails under a job that was moved there (its run's start is its restart, not its first start)
+    cfg = scaler(attrition={"enabled": False, "spare_gpus": 0}, migration={"enabled": True})
+    options = SimOptions(
+        checkpointable=1.0, scoring=Scoring.LEAST_ALLOCATED, gpu_failures_per_gpu_day=0.5, fault_seed=1
+    )
+    result = simulate(_fragmented_pair(), cfg, options)
+    faults = result.faults
+    assert faults is not None and faults.jobs_restarted >= 1
+    assert result.moves_per_job
+    # Then every job ran to its end, each started once and with one wait
+    assert result.started == result.jobs == len(result.waits) == 3
+    # and the GPU time used is the ideal, the moves' losses and the runs the fault killed
+    moved = sum(g.migration_lost_gpu_seconds for g in result.groups)
+    assert result.used_gpu_seconds == result.ideal_gpu_seconds + moved + faults.lost_work_gpu_seconds
+
+
+def test_a_repair_paused_by_too_many_unhealthy_nodes_is_reported_with_its_reason() -> None:
+    # Given a 1-GPU job of 10 days (its node fails at 22 h; kube-scheduler restarts the job on the
+    # broken node's other GPUs, so repair cordons it and waits for the job), then hourly 8-GPU jobs
+    # whose nodes come and go; the tenth node fails idle at 56 h: 2 of 3 nodes unhealthy, above
+    # policy.repair.max_unhealthy_fraction (20 %, rounded up: 1 node)
+    trace = jobs((0, 240 * HOUR, 1), *((48 * HOUR + i * HOUR, HOUR, 8) for i in range(20)))
+    result = simulate(trace, load_config(BASELINE), SimOptions(gpu_failures_per_gpu_day=0.1))
+    report = build_report(result)
+    faults = report["faults"]
+    # Then no broken node is repaired, and the report says why and for how long
+    assert (faults["faults"], faults["repaired"]) == (2, 0)
+    assert faults["repair_paused_nodes"] == 2
+    assert faults["repair_paused_seconds"] > 8 * 24 * HOUR
+    reason = faults["repair_paused"]["v100"]["reason"]
+    assert "repair paused: more than 1 of the group's 3 node(s) are unhealthy" in reason
+    table = report_table([("c", report)]).splitlines()
+    row = next(line for line in table if line.startswith("repair paused"))
+    assert "2 broken node(s) kept: more than 20% of the group's nodes unhealthy" in row
+    assert "policy.repair.max_unhealthy_fraction" in row

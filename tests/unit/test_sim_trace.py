@@ -162,6 +162,16 @@ def test_generic_csv_reads_iso_times_groups_selectors_and_resources() -> None:
         ("submit_time,duration_seconds,gpus", "0,-5,1", "row 3: duration_seconds: negative: '-5'"),
         ("submit_time,duration_seconds,gpus,selector", "0,5,1,gpu", "row 3: selector: expected key=value"),
         ("submit_time,duration_seconds,gpus", "0,5,0", "row 3: gpus: 0 GPUs needs cpu_millicores"),
+        ("submit_time,duration_seconds,gpus", "inf,5,1", "row 3: submit_time: more than a century"),
+        ("submit_time,duration_seconds,gpus", "1e15,5,1", "row 3: submit_time: more than a century"),
+        ("submit_time,duration_seconds,gpus", "9999-01-01T00:00:00Z,5,1", "row 3: submit_time: after 2200"),
+        ("submit_time,duration_seconds,gpus", "0,1e15,1", "row 3: duration_seconds: more than a century"),
+        ("job_id,num_gpu,submit_time,duration", "7,1,1e15,60", "row 3: submit_time: more than a century"),
+        (
+            "timestamp,duration,num_gpus,gpu_time,cluster",
+            "2300-01-01 00:00:00,60,1,60,a",
+            "row 3: timestamp: after 2200-01-01",
+        ),
     ],
     ids=[
         "philly-duration",
@@ -175,6 +185,12 @@ def test_generic_csv_reads_iso_times_groups_selectors_and_resources() -> None:
         "csv-duration",
         "csv-selector",
         "csv-zero-gpus",
+        "csv-infinite-submit",
+        "csv-huge-submit",
+        "csv-year-9999",
+        "csv-huge-duration",
+        "itp-huge-submit",
+        "philly-far-future",
     ],
 )
 def test_malformed_rows_are_rejected_with_file_row_and_column(
@@ -196,6 +212,15 @@ def test_malformed_rows_are_rejected_with_file_row_and_column(
     with pytest.raises(InputError) as caught:
         load_trace(path)
     assert str(caught.value).startswith(f"{path}: {message}")
+
+
+def test_a_trace_that_is_not_utf8_is_refused_naming_its_row(tmp_path: Path) -> None:
+    # Given a trace whose third line holds bytes that are not UTF-8
+    path = tmp_path / "latin.csv"
+    path.write_bytes(b"submit_time,duration_seconds,gpus\n0,3600,1\n5,100,\xff\xfe\n")
+    # When it is loaded, Then the error names the file and the row
+    with pytest.raises(InputError, match=r"latin.csv: row 3: not UTF-8 text \(byte 0xff\)"):
+        load_trace(path)
 
 
 def test_missing_columns_and_unknown_headers_are_named(tmp_path: Path) -> None:
@@ -222,6 +247,8 @@ def test_window_bounds_accept_iso_or_seconds_from_the_origin() -> None:
     assert parse_trace_time("2020-01-01T01:00:00Z") == ORIGIN + 3600
     with pytest.raises(InputError, match="--start: neither seconds nor an ISO 8601 timestamp: 'x'"):
         parse_trace_time("x", "--start")
+    with pytest.raises(InputError, match=r"--start: more than a century .* from the trace origin: 'inf'"):
+        parse_trace_time("inf", "--start")
 
 
 def _job(gpus: int, **kwargs: object) -> Job:
@@ -258,3 +285,11 @@ def test_default_sizing_needs_a_gpu_shape() -> None:
     )
     with pytest.raises(ConfigError, match=r"no node group has an allocatable with nvidia\.com/gpu"):
         default_sizing(cpu_only)
+
+
+def test_default_sizing_names_the_group_without_an_allocatable() -> None:
+    # Given the one group of a config, without `allocatable` (the simulator reads no EC2 data)
+    shapeless = config(node_groups=[{"name": "a100", "asg_name": "a", "instance_type": "p4d.24xlarge"}])
+    # Then the error names it, as it does when another group has a shape
+    with pytest.raises(ConfigError, match="node group 'a100' needs `allocatable`"):
+        default_sizing(shapeless)

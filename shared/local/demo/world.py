@@ -47,6 +47,7 @@ from shared.local.sim.scheduler import DEFAULT_SCORING, NodeClass, PodRequest, S
 from shared.local.sim.world import BootModel, job_done
 from shared.planner.attrition import ATTRITION_TAINT_KEY
 from shared.planner.eks import node_allocatable
+from shared.planner.health import MONITORING_AGENT_CONDITIONS
 
 Json = dict[str, Any]
 NAMESPACE = "research"
@@ -181,7 +182,8 @@ class Sample:
     pending_gpus: int
     provisioned: Mapping[str, int]  # group -> GPUs of live instances (booting included)
     busy: Mapping[str, int]  # group -> GPUs of running pods
-    idle: tuple[int, int, int, int] = (0, 0, 0, 0)  # idle GPUs: booting, empty, fragmented, held by marks
+    # Idle GPUs: booting, empty, fragmented, held by marks, on broken nodes (as the replay counts them).
+    idle: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
 
 
 def group_shapes(config: ScalerConfig) -> dict[str, GroupShape]:
@@ -641,14 +643,16 @@ class World:
                     on_node[node] += gpus
         return Sample(now, pending, provisioned, busy, self._idle(on_node))
 
-    def _idle(self, on_node: Mapping[str, int]) -> tuple[int, int, int, int]:
-        """Idle GPUs by cause, as the replay counts them (engine.BOOTING, EMPTY, FRAGMENTED, HELD)."""
+    def _idle(self, on_node: Mapping[str, int]) -> tuple[int, int, int, int, int]:
+        """Idle GPUs by cause, as the replay counts them (entities.BOOTING ... BROKEN)."""
+        nodes = self._kube.nodes()
         marked = {
             n["metadata"]["name"]
-            for n in self._kube.nodes()
+            for n in nodes
             if any(t.get("key") == ATTRITION_TAINT_KEY for t in (n.get("spec") or {}).get("taints") or ())
         }
-        idle = [0, 0, 0, 0]
+        broken = {n["metadata"]["name"] for n in nodes if _reports_gpu_fault(n)}
+        idle = [0, 0, 0, 0, 0]
         for instance in self.instances.values():
             if instance.terminated_at is not None:
                 continue
@@ -656,12 +660,14 @@ class World:
             used = on_node.get(instance.node_name, 0)
             if instance.gpus_at is None:
                 idle[0] += gpus
+            elif instance.node_name in broken:
+                idle[4] += gpus - used
             elif not used:
                 idle[1] += gpus
             else:
                 idle[3 if instance.node_name in marked else 2] += gpus - used
-        booting, empty, fragmented, held = idle
-        return (booting, empty, fragmented, held)
+        booting, empty, fragmented, held, on_broken = idle
+        return (booting, empty, fragmented, held, on_broken)
 
     @property
     def group_names(self) -> tuple[str, ...]:
@@ -703,6 +709,13 @@ def _scheduler(
             )
         )
     return scheduler
+
+
+def _reports_gpu_fault(node: Json) -> bool:
+    """The node's EKS monitoring agent reports a GPU fault (AcceleratedHardwareReady=False, faults.py)."""
+    conditions = (node.get("status") or {}).get("conditions") or ()
+    fault = MONITORING_AGENT_CONDITIONS[0]
+    return any(c.get("type") == fault and c.get("status") == "False" for c in conditions)
 
 
 def _counts_for_busy(pod: Json, now: datetime) -> bool:

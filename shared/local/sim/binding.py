@@ -87,7 +87,8 @@ class Binder:
         job.finish = now + job.runtime
         if job.evicted_at is None:
             self.started += 1
-            self.waits.append(now - job.job.submit)
+            job.wait = now - job.job.submit
+            self.waits.append(job.wait)
         else:  # a moved job runs again: it restarts from its last checkpoint
             self.restart_delays.append(now - job.evicted_at + self._state.options.restart_seconds)
             job.evicted_at = None
@@ -119,6 +120,7 @@ class Binder:
         job.evicted_at = now
         job.finish = None
         job.start = None
+        job.created = now
         for pod in job.pods:
             pod.pending = replace(pod.pending, created_at=at(now), uid=f"{pod.pending.name}-{job.moves}")
         self._state.arrived.append(job)

@@ -405,14 +405,21 @@ def _usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
-def check_out_dir(raw: str) -> Path:
-    """--out must be a writable directory or one that can be created: found before a long replay."""
+OUT_FILES = ("report.json", "plot.png")
+
+
+def check_out_dir(raw: str, files: tuple[str, ...] = OUT_FILES) -> Path:
+    """--out must be a writable directory or one that can be created, where `files` can be written:
+    found before a long replay."""
     out = Path(raw)
     if out.exists():
         if not out.is_dir():
             raise InputError(f"--out {out}: not a directory")
         if not os.access(out, os.W_OK | os.X_OK):
             raise InputError(f"--out {out}: directory is not writable")
+        for name in files:
+            if (out / name).is_dir():
+                raise InputError(f"--out {out}: {name} is a directory, not a file it can write")
         return out
     parent = out.absolute().parent
     while not parent.exists():
@@ -427,7 +434,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.no_plot and not args.out:
         raise InputError("--no-plot: only with --out (the plot is written to --out DIR)")
     if args.out:
-        check_out_dir(args.out)
+        check_out_dir(args.out, OUT_FILES[:1] if args.no_plot else OUT_FILES)
     start = parse_trace_time(args.start, "--start") if args.start else None
     end = parse_trace_time(args.end, "--end") if args.end else None
     trace = load_trace(
@@ -440,6 +447,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     # Pod sizes come from the baseline config for both runs, so both replay the same pods.
     sizing = _sizing(args, config)
     configs = [(args.config, config)] + ([(args.compare, candidate)] if candidate is not None else [])
+    _note_checkpointable(args.checkpointable, configs)
     results = replay_all(args, trace, configs, sizing)
     reports = [build_report(result, trace) for result in results]
     if args.compare:
@@ -459,19 +467,35 @@ def run_simulate(args: argparse.Namespace) -> int:
         else:
             print(report_table([(titles[0], reports[0])]))
     if args.out:
-        out = Path(args.out)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "report.json").write_text(json_io.dumps_indented(document) + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"--out {out}: cannot write: {exc.strerror or exc}") from exc
-        if not args.no_plot:
-            from shared.local.sim.plot import write_plot
-
-            runs = [
-                (title, result.series)
-                for title, result in zip(titles, results, strict=True)
-                if result.series is not None
-            ]
-            write_plot(out / "plot.png", runs if len(runs) > 1 else runs[0][1])
+        plotted = None if args.no_plot else list(zip(titles, results, strict=True))
+        _write_out(Path(args.out), document, plotted)
     return 0
+
+
+def _note_checkpointable(fraction: float, configs: list[tuple[str, ScalerConfig]]) -> None:
+    """--checkpointable moves nothing unless a config switches migration on: say so before the replay."""
+    if fraction > 0 and not any(config.policy.migration.enabled for _, config in configs):
+        names = " and ".join(path for path, _ in configs)
+        print(
+            f"backlog-scaler: note: --checkpointable {fraction:g}: policy.migration.enabled is off in "
+            f"{names}, so no job is moved (its jobs only carry the checkpoint annotation)",
+            file=sys.stderr,
+        )
+
+
+def _write_out(out: Path, document: dict[str, Any], plotted: list[tuple[str, SimResult]] | None) -> None:
+    """DIR/report.json, and DIR/plot.png unless `plotted` is None; a write that fails names its file."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.json").write_text(json_io.dumps_indented(document) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot write: {exc.strerror or exc}") from exc
+    if plotted is None:
+        return
+    from shared.local.sim.plot import write_plot
+
+    runs = [(title, result.series) for title, result in plotted if result.series is not None]
+    try:
+        write_plot(out / "plot.png", runs if len(runs) > 1 else runs[0][1])
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot write plot.png: {exc.strerror or exc}") from exc

@@ -19,6 +19,7 @@ Figure = tuple[str, tuple[str, ...], str]  # label, path in the report, kind (ho
 
 _FIGURES: tuple[Figure, ...] = (
     ("jobs started", ("jobs_started",), "count"),
+    ("jobs not started", ("jobs_not_started", "total"), "count"),
     ("jobs", ("jobs",), "count"),
     ("wait mean", ("wait_seconds", "mean"), "duration"),
     ("wait p50", ("wait_seconds", "p50"), "duration"),
@@ -44,16 +45,19 @@ _FIGURES: tuple[Figure, ...] = (
     ("pods lost", ("safety", "pods_lost"), "count"),
 )
 _FAULTS: tuple[Figure, ...] = (
+    ("idle GPU-h broken nodes", ("gpu_hours", "idle_broken_nodes"), "number"),
     ("GPU faults", ("faults", "faults"), "count"),
     ("nodes repaired", ("faults", "repaired"), "count"),
     ("jobs restarted", ("faults", "jobs_restarted"), "count"),
     ("GPU-h lost work", ("faults", "gpu_hours_lost_work"), "number"),
     ("GPU-h on broken nodes", ("faults", "gpu_hours_on_broken_nodes"), "number"),
+    ("repair paused", ("faults", "repair_paused_seconds"), "duration"),
 )
 _CLOSING: tuple[Figure, ...] = (
     ("simulated span", ("span", "seconds"), "duration"),
     ("wall time", ("simulation", "wall_seconds"), "seconds"),
     ("planner runs", ("simulation", "planner_runs"), "count"),
+    ("stalled", ("simulation", "stalled"), "flag"),
 )
 
 
@@ -68,6 +72,7 @@ _VALUE: dict[str, Callable[[float], str]] = {
     "money": lambda v: f"${v:,.2f}",
     "duration": short_duration,
     "seconds": lambda v: f"{v:.2f}s",
+    "flag": lambda v: "yes" if v else "no",
 }
 _CHANGE: dict[str, Callable[[float], str]] = {
     "count": lambda v: f"{v:+,.0f}",
@@ -93,6 +98,8 @@ def _row(figure: Figure, baseline: dict[str, Any], candidate: dict[str, Any]) ->
     label, path, kind = figure
     base, cand = _at_path(baseline, path), _at_path(candidate, path)
     diff, percent = difference(base, cand)
+    if kind == "flag":  # yes or no: no difference to print
+        diff = percent = None
     change = "-" if diff is None else _CHANGE[kind](diff)
     if percent is not None:
         change += f" ({percent:+.1f}%)"

@@ -24,8 +24,6 @@ from shared.local.sim.fleet import SimFleet
 from shared.local.sim.state import SimState
 from shared.local.sim.store import SimStateStore
 
-MIGRATION_RECHECK_SECONDS = 600
-
 
 class SimController:
     """The controller in the replay: plan, re-validate, apply, store; and when the next plan can differ."""
@@ -49,6 +47,7 @@ class SimController:
         self.last_changed = False  # the last plan changed the world
         self.deadline: float = INF  # when a policy threshold is next crossed (after a no-op plan)
         self.migrate: Callable[[Plan, int], bool] | None = None  # applies the plan's migrations
+        self.migration_due: Callable[[int], float] | None = None  # when the migration rule may decide anew
         self.faults: FaultInjector | None = None  # with GPU faults: applies repair's cordons
 
     def snapshot(self) -> Snapshot:
@@ -243,10 +242,8 @@ class SimController:
                 due = node.created_at + provision
                 if due > now:
                     soonest = min(soonest, due)
-        if policy.migration.enabled and state.live_pods:
-            # A move pays once its jobs have run long enough: the saving grows with their age while no
-            # event happens, so the plan is asked again after a while (not every tick: replay speed).
-            soonest = min(soonest, now + MIGRATION_RECHECK_SECONDS)
+        if self.migration_due is not None:
+            soonest = min(soonest, self.migration_due(now))
         return min(soonest, self._scale_down_delays(now, has_idle), self._pending_deadlines(now))
 
     def _scale_down_delays(self, now: int, has_idle: set[int]) -> float:

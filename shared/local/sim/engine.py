@@ -30,7 +30,8 @@ copies. A reconcile whose plan cannot differ from the last one is skipped: the p
 the snapshot and the clock, so when no planner-visible fact changed (the backlog, a node's idleness,
 nodes, instances, cordons, marks; with attrition on, any pod bound or finished), the last plan
 changed nothing, and no time threshold of the policy (idle, cordon settle, delay after scale-up,
-provisioning deadline, pod delay, backoff end) has been crossed, the plan would be the same no-op.
+provisioning deadline, pod delay, backoff end; with migration on, the migration rule's own:
+`SimMigrator.next_due`) has been crossed, the plan would be the same no-op.
 `every_tick=True` turns the skipping off (tests compare).
 """
 
@@ -69,7 +70,7 @@ from shared.local.sim.migration import SimMigrator
 from shared.local.sim.state import SimState
 from shared.local.sim.store import SimStateStore
 from shared.local.sim.trace import Trace
-from shared.local.sim.workload import default_sizing
+from shared.local.sim.workload import default_sizing, missing_allocatable
 from shared.planner import plan as plan_fn
 
 __all__ = [
@@ -117,7 +118,10 @@ class Replay:
         self._fleet = SimFleet(state, store)
         self._binder = Binder(state)
         self._control = SimController(state, store, self._fleet, config, planner)
-        self._control.migrate = SimMigrator(state, self._binder).apply
+        migrator = SimMigrator(state, self._binder)
+        self._control.migrate = migrator.apply
+        if config.policy.migration.enabled:
+            self._control.migration_due = migrator.next_due
         self._recorder = SeriesRecorder(state) if options.record_series else None
         # Reconcile bookkeeping.
         self._now = 0
@@ -133,7 +137,7 @@ class Replay:
                 self._jobs,
                 options.gpu_failures_per_gpu_day,
                 options.fault_seed,
-                config.policy.repair.toleration_seconds,
+                config.policy.repair,
             )
             self._control.faults = self._faults
 
@@ -218,6 +222,8 @@ class Replay:
         self._state.last_active = now
         if kind == ARRIVE:
             self._state.arrived.append(payload)
+            # A job that arrives is live: the stall limit counts from here, however quiet the trace was.
+            self._state.last_progress = now
             if self.options.webhook and (self._webhook_at is None or self._webhook_at < now):
                 self._webhook_at = now + self._webhook_delay
         elif kind == FINISH:
@@ -285,10 +291,7 @@ def _groups(config: ScalerConfig, options: SimOptions) -> list[SimGroup]:
     for index, group_config in enumerate(config.node_groups):
         shape = group_config.shape
         if shape is None:
-            raise ConfigError(
-                f"simulate: node group {group_config.name!r} needs `allocatable` (in production the "
-                "shape comes from EC2 instance type data, which the simulator does not read)"
-            )
+            raise missing_allocatable(group_config.name)
         groups.append(SimGroup(index, group_config, shape, options, config.policy))
     names = {g.name for g in groups}
     unknown = set(options.capacity) - names

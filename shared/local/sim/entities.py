@@ -37,7 +37,9 @@ STALL_SECONDS = 6 * 3600  # give up after this long without progress once no job
 ARRIVE, FINISH, REGISTER, GPUS_READY = range(4)
 NO_STRINGS: Mapping[str, str] = MappingProxyType({})
 DIMS = (GPU, CPU, MEMORY, PODS)  # the scheduler's vector order: [gpus, millicores, bytes, pod slots]
-BOOTING, EMPTY, FRAGMENTED, HELD = range(4)  # why provisioned GPUs are idle (HELD: by attrition marks)
+# Why provisioned GPUs are idle (HELD: by attrition marks; BROKEN: on a node with a GPU fault, the
+# withdrawn GPU included, whatever else holds the node).
+BOOTING, EMPTY, FRAGMENTED, HELD, BROKEN = range(5)
 
 
 def at(seconds: int) -> datetime:
@@ -104,6 +106,7 @@ class GroupResult:
     empty_gpu_seconds: int = 0  # on nodes running no pod (idle, or cordoned before termination)
     fragmented_gpu_seconds: int = 0  # free GPUs of nodes that run some pod (unmarked)
     held_gpu_seconds: int = 0  # free GPUs beside running pods on nodes marked for attrition
+    broken_idle_gpu_seconds: int = 0  # GPUs of broken nodes that run nothing (the faulty one included)
     marks: int = 0  # attrition taints put on
     unmarks: int = 0  # attrition taints lifted
     busy_terminations_refused: int = 0  # planned terminations of nodes running pods, not applied
@@ -122,7 +125,8 @@ class Series:
     pending: list[int] = field(default_factory=list)
     provisioned: list[list[int]] = field(default_factory=list)  # per group
     busy: list[list[int]] = field(default_factory=list)  # per group
-    idle: list[tuple[int, int, int, int]] = field(default_factory=list)  # booting, empty, fragm., held
+    # Idle GPUs by cause: booting, empty, fragmented, held by marks, on broken nodes.
+    idle: list[tuple[int, int, int, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -263,6 +267,7 @@ class SimNode:
     __slots__ = (
         "_domain",
         "accounted",
+        "broken",
         "cordoned_at",
         "created_at",
         "free",
@@ -293,11 +298,14 @@ class SimNode:
         self.seen_idle: bool | None = None  # idleness the last plan saw (None: not seen yet)
         self._domain: Node | None = None
         self.reported: Callable[[Node], Node] | None = None  # how a faulty node reports itself (faults.py)
+        self.broken = False  # a GPU failed (faults.py): its idle GPUs are BROKEN, whatever else holds it
 
     def idle_gpus(self) -> tuple[int, int]:
         """(why, how many) of this node's GPUs run nothing right now."""
         if not self.gpus_ready:
             return BOOTING, self.group.gpus_per_node
+        if self.broken:  # the withdrawn GPU is not in the scheduler's room: GPUs per node less those busy
+            return BROKEN, self.group.gpus_per_node - self.slot.allocatable[0] + self.free[0]
         if self.pods == 0:
             return EMPTY, self.group.gpus_per_node
         return (HELD if self.taint is not None else FRAGMENTED), self.free[0]
@@ -314,6 +322,8 @@ class SimNode:
                 result.empty_gpu_seconds += elapsed * gpus
             elif cause == HELD:
                 result.held_gpu_seconds += elapsed * gpus
+            elif cause == BROKEN:
+                result.broken_idle_gpu_seconds += elapsed * gpus
             else:
                 result.fragmented_gpu_seconds += elapsed * gpus
             self.accounted = now
@@ -365,6 +375,8 @@ class SimJob:
 
     __slots__ = (
         "allowed",
+        "checkpoints",
+        "created",
         "done",
         "evicted_at",
         "finish",
@@ -378,6 +390,7 @@ class SimJob:
         "seen",
         "start",
         "vecs",
+        "wait",
     )
 
     def __init__(self, index: int, job: Job) -> None:
@@ -395,6 +408,9 @@ class SimJob:
         self.done = 0  # work saved by checkpoints before it was moved
         self.moves = 0
         self.evicted_at: int | None = None  # moved and not running again yet
+        self.checkpoints = False  # its pods opt in to migration (--checkpointable)
+        self.created = job.submit  # its pods' creation time: the submit, or its last move
+        self.wait: int | None = None  # the wait counted when it started (a move does not start it again)
 
 
 class SimPod:

@@ -13,8 +13,8 @@ What a fault does, as on a real node:
   generator seeded by (seed, node name), so a replay is reproducible and a node's fault does not
   move when another node comes or goes.
 - The jobs running on the node fail, every pod of them (a gang fails whole, as NCCL does), and are
-  resubmitted: they wait again as pending pods and restart from scratch (the GPU time they had run
-  is lost work).
+  resubmitted: they wait again as pending pods and restart from scratch, a moved job from the
+  checkpoint its last move kept (the GPU time of the run killed is lost work).
 - The node reports it the way the EKS node monitoring agent and the NVIDIA device plugin do:
   `AcceleratedHardwareReady=False` from the fault on, and the faulty GPU withdrawn from
   `status.allocatable` (`status.capacity` keeps it). Its other GPUs still take pods: kube-scheduler
@@ -34,8 +34,9 @@ from __future__ import annotations
 import heapq
 import random
 from bisect import insort
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from shared.config import RepairConfig
 from shared.domain.model import Node, NodeCondition
 from shared.domain.plan import Plan, RepairAction
 from shared.domain.resources import GPU, Resources
@@ -62,8 +63,14 @@ class FaultFigures:
     repaired: int = 0  # broken nodes terminated (their replacement launched when the group needed it)
     repair_cordons: int = 0  # busy broken nodes cordoned and tainted for health
     jobs_restarted: int = 0  # runs killed by a fault, resubmitted and started again from scratch
-    lost_work_gpu_seconds: int = 0  # GPU time those runs had done, redone
+    lost_work_gpu_seconds: int = 0  # GPU time those runs had done, redone (counted in the GPU time used)
     broken_gpu_seconds: int = 0  # GPUs of broken nodes x time from the fault to termination (or the end)
+    # Repair's circuit breaker (policy.repair.max_unhealthy_fraction): per group, how long the plans
+    # paused its repair, and the planner's reason the first time; broken nodes it kept at least once.
+    max_unhealthy_fraction: float = 0.2
+    paused_seconds: dict[str, int] = field(default_factory=dict)
+    paused_reasons: dict[str, str] = field(default_factory=dict)
+    paused_nodes: set[str] = field(default_factory=set)
 
 
 def fault_rng(seed: int, node_name: str) -> random.Random:
@@ -90,16 +97,23 @@ class FaultInjector:
     """Draws, injects and accounts GPU faults; applies the planner's repair cordons in the replay."""
 
     def __init__(
-        self, state: SimState, binder: Binder, jobs: list[SimJob], rate: float, seed: int, toleration: int
+        self,
+        state: SimState,
+        binder: Binder,
+        jobs: list[SimJob],
+        rate: float,
+        seed: int,
+        repair: RepairConfig,
     ) -> None:
         self._state = state
         self._binder = binder
         self._jobs = jobs
-        self._toleration = toleration
+        self._toleration = repair.toleration_seconds
         self._clock: list[tuple[int, int, int, SimNode]] = []  # (when, seq, kind, node)
         self._seq = 0
         self._broken: dict[str, tuple[SimNode, int]] = {}  # node name -> (node, fault time), alive
-        self.figures = FaultFigures(rate, seed)
+        self._paused_since: dict[str, int] = {}  # group -> when its repair pause began
+        self.figures = FaultFigures(rate, seed, max_unhealthy_fraction=repair.max_unhealthy_fraction)
 
     def _push(self, when: int, kind: int, node: SimNode) -> None:
         self._seq += 1
@@ -144,6 +158,7 @@ class FaultInjector:
         free = list(node.slot.allocatable)
         free[0] -= 1
         state.scheduler.change(node.slot, allocatable=tuple(free))
+        node.broken = True
         state.tally(node)
         node.reported = lambda domain: reports_fault(domain, now)
         node.forget_domain()
@@ -171,14 +186,18 @@ class FaultInjector:
             node.pods -= 1
             state.tally(node)
             node.group.busy_gpus -= vec[0]
-            node.group.result.busy_gpu_seconds += vec[0] * ran  # busy, for work that is lost
+            # Used, for work that is lost: GPU time the pods ran, as the report's `used` counts it.
+            node.group.result.busy_gpu_seconds += vec[0] * ran
+            self._binder.used_gpu_seconds += vec[0] * ran
             self.figures.lost_work_gpu_seconds += vec[0] * ran
             if node.pods == 0 and node.seen_idle is not None:
                 state.unseen += -1 if node.seen_idle else 1
             if node.schedulable:
                 state.capacity_grew = True
         self._binder.started -= 1
-        self._binder.waits.remove(job.start - job.job.submit)
+        # The wait counted when it first started: a moved job's start is that of its run since the move.
+        assert job.wait is not None
+        self._binder.waits.remove(job.wait)
         job.start = job.finish = None
         state.pending_gpus += job.gpus
         state.unseen += 1  # the backlog grew
@@ -193,9 +212,10 @@ class FaultInjector:
 
     def apply_repair_cordons(self, result: Plan, now: int) -> bool:
         """The plan's cordons of busy broken nodes (taint, then cordon, as the controller does); and
-        broken nodes the plan's terminations removed are counted repaired."""
+        broken nodes the plan's terminations removed are counted repaired, its repair pauses timed."""
         state = self._state
         changed = False
+        self._note_pauses(result, now)
         for decision in result.repair:
             node = state.nodes.get(decision.node)
             if decision.action is not RepairAction.CORDON or node is None or node.cordoned_at is not None:
@@ -214,9 +234,29 @@ class FaultInjector:
                 self.figures.broken_gpu_seconds += (now - since) * node.group.gpus_per_node
         return changed
 
+    def _note_pauses(self, result: Plan, now: int) -> None:
+        """Time the groups whose repair the plan pauses, and keep the broken nodes the pause holds."""
+        figures = self.figures
+        for decision in result.repair:
+            if decision.action is RepairAction.PAUSED:
+                figures.paused_nodes.add(decision.node)
+                figures.paused_reasons.setdefault(decision.group, decision.reason)
+        paused = result.repair_paused
+        for group in paused:
+            self._paused_since.setdefault(group, now)
+        for group in [g for g in self._paused_since if g not in paused]:
+            self._end_pause(group, now)
+
+    def _end_pause(self, group: str, now: int) -> None:
+        since = self._paused_since.pop(group)
+        seconds = self.figures.paused_seconds
+        seconds[group] = seconds.get(group, 0) + max(0, now - since)
+
     def finish(self, end: int) -> FaultFigures:
-        """The figures at the end of the replay (nodes still broken count up to `end`)."""
+        """The figures at the end of the replay (nodes still broken, pauses still on, count up to `end`)."""
         for node, since in self._broken.values():
             self.figures.broken_gpu_seconds += max(0, end - since) * node.group.gpus_per_node
         self._broken.clear()
+        for group in list(self._paused_since):
+            self._end_pause(group, end)
         return self.figures

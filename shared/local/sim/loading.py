@@ -95,6 +95,7 @@ class JobLoader:
         found = {ANNOTATION_EXPECTED_RUNTIME: str(job.duration)} if options.runtime_estimates else {}
         if is_checkpointable(index, options.checkpointable):
             found[ANNOTATION_CHECKPOINT_INTERVAL] = str(options.checkpoint_interval_seconds)
+            sim_job.checkpoints = True
         annotations = MappingProxyType(found) if found else NO_STRINGS
         for k, size in enumerate(sizes):
             name = f"{base}-{k}" if gang else base

@@ -21,8 +21,8 @@ class SeriesRecorder:
         series = self.series
         provisioned = [g.alive * g.gpus_per_node for g in state.groups]
         busy = [g.busy_gpus for g in state.groups]
-        booting, empty, fragmented, held = state.idle
-        idle = (booting, empty, fragmented, held)
+        booting, empty, fragmented, held, broken = state.idle
+        idle = (booting, empty, fragmented, held, broken)
         pending = state.pending_gpus
         if (
             series.times

@@ -6,14 +6,25 @@ once empty) and each job of the move is evicted whole (`Binder.evict`: the work 
 simulated checkpoint is lost, its pods are re-created at once and need the restart delay on top of
 what is left). A pod evicted without having opted in is counted (`evicted_not_movable`: the planner
 must never ask for one).
+
+When the plan can decide anew with nothing else happening (`next_due`, for the replay's skipping of
+reconciles that cannot change the plan): the migration rule (shared.planner.migration) reads the
+clock through a group's delay after a scale-up, its per-hour budget, a pod's first checkpoint (it
+may not move before it saved: `checkpoint.not_saved_yet`, its lost work grows until then) and the
+saving of emptying a node, which grows with the age of its oldest pod without a runtime estimate
+while the loss stays (`attrition.expected_remaining_seconds` against `lost_seconds` + restarts, by
+`min_gain`). Each is an instant computed here from the replay's pods, which carry the checkpoint
+interval and no last-checkpoint time.
 """
 
 from __future__ import annotations
 
+import math
+
 from shared.domain.checkpoint import MIGRATION_WINDOW, job_key, not_movable, remember_moves
 from shared.domain.plan import Plan
 from shared.local.sim.binding import Binder
-from shared.local.sim.entities import SimJob, at
+from shared.local.sim.entities import INF, SimJob, SimNode, at
 from shared.local.sim.state import SimState
 
 _WINDOW_SECONDS = int(MIGRATION_WINDOW.total_seconds())
@@ -50,6 +61,78 @@ class SimMigrator:
             self._state.dirty = True
             changed = True
         return changed
+
+    def next_due(self, now: int) -> float:
+        """The first instant after `now` when the migration rule may decide otherwise than it did at
+        `now` though nothing else changed (INF: never); see the module docstring."""
+        return min(self._windows(now), self._nodes_due(now))
+
+    def _windows(self, now: int) -> float:
+        """When a group's delay after its last scale-up ends (no node is emptied while the group grows,
+        busy nodes or not), or a migration leaves its per-hour budget."""
+        delay = self._state.policy.scale_down_delay_after_add_seconds
+        soonest: float = INF
+        for group in self._state.groups:
+            if group.last_scale_up is not None and group.last_scale_up + delay > now:
+                soonest = min(soonest, group.last_scale_up + delay)
+            for moved in group.migrated_at:
+                if moved + _WINDOW_SECONDS > now:
+                    soonest = min(soonest, moved + _WINDOW_SECONDS)
+        return soonest
+
+    def _nodes_due(self, now: int) -> float:
+        """When a node whose busy pods all may move becomes worth emptying: once every job of it has
+        saved, when the saving passes `min_gain` x the loss."""
+        state = self._state
+        max_moves = state.policy.migration.max_moves_per_job
+        gangs = bool(state.policy.gang_label)  # a job of several pods moves whole (its gang)
+        jobs_on: dict[str, dict[int, SimJob]] = {}
+        moved_gpus: dict[str, int] = {}
+        unmovable: set[str] = set()
+        for key, pod in state.live_pods.items():
+            name = pod.node_name
+            if name is None or name in unmovable:
+                continue
+            job = state.job_of[key]
+            if not job.checkpoints or job.moves >= max_moves:
+                unmovable.add(name)
+                continue
+            on_node = jobs_on.setdefault(name, {})
+            if not gangs or job.index not in on_node:
+                moved_gpus[name] = moved_gpus.get(name, 0) + (job.gpus if gangs else pod.requests.gpus)
+            on_node[job.index] = job
+        soonest: float = INF
+        for name, jobs in jobs_on.items():
+            node = state.nodes[name]
+            if name not in unmovable and node.schedulable and not node.broken:
+                due = self._worth_from(node, list(jobs.values()), moved_gpus[name])
+                if due > now:
+                    soonest = min(soonest, due)
+        return soonest
+
+    def _worth_from(self, node: SimNode, jobs: list[SimJob], moved_gpus: int) -> float:
+        """When emptying `node` of `jobs` (`moved_gpus`: their gangs whole) becomes worth it by the
+        passing of time alone.
+
+        Every job has saved at its creation + interval, and from then on a move loses the interval plus
+        the restart, per GPU. The saving is the node's GPUs x the age of its oldest pod without a
+        runtime estimate (pods with one only expect less as time passes: no such node gets worth it).
+        """
+        state = self._state
+        policy = state.policy.migration
+        interval = state.options.checkpoint_interval_seconds
+        saved_from = max(job.created for job in jobs) + interval
+        gpus = node.group.gpus_per_node
+        if state.options.runtime_estimates or gpus <= 0:
+            return saved_from
+        need = float(moved_gpus * (interval + policy.restart_seconds)) * policy.min_gain
+        # The first whole second of age at which gpus x age > need, as the planner compares them.
+        age = max(0, math.floor(need / gpus))
+        while age > 0 and gpus * float(age - 1) > need:
+            age -= 1
+        while not gpus * float(age) > need:
+            age += 1
+        return max(saved_from, min(job.created for job in jobs) + age)
 
     def _revalidated(self, name: str, keys: tuple[str, ...]) -> list[SimJob] | None:
         """The jobs of the move, or None when the world no longer matches it."""

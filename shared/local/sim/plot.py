@@ -40,6 +40,7 @@ IDLE_CAUSES = (
     ("empty nodes", "tab:gray"),
     ("fragmented (beside pods)", "tab:purple"),
     ("held by attrition marks", "tab:olive"),
+    ("broken nodes (GPU fault)", "tab:red"),
 )
 
 

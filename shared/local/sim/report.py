@@ -6,10 +6,13 @@ Schema (all times in seconds, GPU-hours as floats rounded to 0.01):
     jobs_not_started: {total, by_reason: {ReasonCode or "NeverPlanned": n}}
     wait_seconds: {mean, p50, p95, p99, max}      wait = start - submit; nearest-rank percentiles
     gpu_hours: {provisioned, used, ideal, idle,    provisioned: launch to termination x GPUs/node
-                idle_booting, idle_empty_nodes,     idle = provisioned - used, split into: booting,
-                idle_fragmented, idle_held_by_marks} nodes running no pod, free GPUs beside pods, and
-                                                    free GPUs beside pods on nodes marked for attrition
-    provisioned_over_ideal                          null when ideal is 0
+                idle_booting, idle_empty_nodes,     used: GPU time of pods that ran (runs a move or
+                idle_fragmented, idle_held_by_marks, a fault cut short included); idle = provisioned
+                idle_broken_nodes}                  - used, split into: booting, nodes running no pod,
+                                                    free GPUs beside pods, free GPUs beside pods on
+                                                    nodes marked for attrition, and GPUs of broken
+                                                    nodes running nothing (with faults only)
+    provisioned_over_ideal                          null when ideal is 0 or no job started
     node_hours, cost                                cost null unless every group has price_per_hour
     scale_ups, nodes_launched, scale_downs          scale_ups: reconciles that raised a desired
     attrition: {enabled, effect, marks, unmarks}    consolidation by attrition (policy.attrition)
@@ -28,12 +31,20 @@ Schema (all times in seconds, GPU-hours as floats rounded to 0.01):
     simulation: {config, wall_seconds, jobs_per_second, planner_runs, reconciles_skipped, stalled,
                  boot_seconds, gpu_delay_seconds, tick_seconds, webhook_delay_seconds,
                  cpu_per_gpu_millicores, memory_per_gpu_mib, capacity, right_size,
-                 scheduler_scoring}                 least-allocated | most-allocated | first-fit
+                 scheduler_scoring,                 least-allocated | most-allocated | first-fit;
+                 checkpointable,                    --checkpointable (0: none; moves need the
+                 checkpoint_interval_seconds,       config's policy.migration.enabled)
+                 restart_seconds}
     trace: {source, format, notes}                  when the trace is known
     faults: {rate_per_gpu_day, seed, faults,        only with --gpu-failures-per-gpu-day: GPU faults
              repaired, repair_cordons,              injected, broken nodes terminated, busy ones
              jobs_restarted, gpu_hours_lost_work,    cordoned for health, runs killed and redone,
-             gpu_hours_on_broken_nodes}              their lost GPU time, GPUs x time broken
+             gpu_hours_on_broken_nodes,              their lost GPU time (in used), GPUs x time broken;
+             repair_paused_seconds,                  repair's circuit breaker: how long groups had
+             repair_paused_nodes,                    repair paused (policy.repair.max_unhealthy_fraction),
+             repair_paused: {group: {seconds,        the broken nodes it kept, per group with the
+                             reason}},               planner's reason, and the fraction configured
+             max_unhealthy_fraction}
 
 `--compare` writes `{"baseline": <report>, "candidate": <report>, "difference": {figure: {baseline,
 candidate, difference, percent}}}`; percent is null when the baseline figure is 0.
@@ -83,8 +94,11 @@ def build_report(result: SimResult, trace: Trace | None = None) -> dict[str, Any
         "fractional_gpu_jobs": result.fractional_jobs,
         "wait_seconds": _wait_figures(result.waits),
         "gpu_hours": _gpu_hours(result),
+        # No job started: the fleet did nothing for the jobs; a ratio of 0 would read as better than perfect.
         "provisioned_over_ideal": (
-            round(provisioned / result.ideal_gpu_seconds, 4) if result.ideal_gpu_seconds else None
+            round(provisioned / result.ideal_gpu_seconds, 4)
+            if result.ideal_gpu_seconds and result.started
+            else None
         ),
         "node_hours": _hours(sum(g.node_seconds for g in result.groups)),
         "cost": round(total_cost, 2) if priced else None,
@@ -142,6 +156,13 @@ def _fault_figures(f: FaultFigures) -> dict[str, Any]:
         "jobs_restarted": f.jobs_restarted,
         "gpu_hours_lost_work": _hours(f.lost_work_gpu_seconds),
         "gpu_hours_on_broken_nodes": _hours(f.broken_gpu_seconds),
+        "repair_paused_seconds": sum(f.paused_seconds.values()),
+        "repair_paused_nodes": len(f.paused_nodes),
+        "repair_paused": {
+            group: {"seconds": seconds, "reason": f.paused_reasons.get(group, "")}
+            for group, seconds in sorted(f.paused_seconds.items())
+        },
+        "max_unhealthy_fraction": f.max_unhealthy_fraction,
     }
 
 
@@ -187,7 +208,7 @@ def _wait_figures(waits: list[int]) -> dict[str, Any]:
 def _gpu_hours(result: SimResult) -> dict[str, Any]:
     """Provisioned, used, ideal and idle GPU-hours, the idle by cause."""
     provisioned = result.provisioned_gpu_seconds
-    return {
+    figures: dict[str, Any] = {
         "provisioned": _hours(provisioned),
         "used": _hours(result.used_gpu_seconds),
         "ideal": _hours(result.ideal_gpu_seconds),
@@ -197,6 +218,9 @@ def _gpu_hours(result: SimResult) -> dict[str, Any]:
         "idle_fragmented": _hours(sum(g.fragmented_gpu_seconds for g in result.groups)),
         "idle_held_by_marks": _hours(sum(g.held_gpu_seconds for g in result.groups)),
     }
+    if result.faults is not None:  # as the faults section: only a replay with faults has broken nodes
+        figures["idle_broken_nodes"] = _hours(sum(g.broken_idle_gpu_seconds for g in result.groups))
+    return figures
 
 
 def _simulation_figures(result: SimResult) -> dict[str, Any]:
@@ -218,12 +242,16 @@ def _simulation_figures(result: SimResult) -> dict[str, Any]:
         "capacity": dict(options.capacity),
         "right_size": options.right_size,
         "scheduler_scoring": str(options.scoring),
+        "checkpointable": options.checkpointable,
+        "checkpoint_interval_seconds": options.checkpoint_interval_seconds,
+        "restart_seconds": options.restart_seconds,
     }
 
 
 # The figures `--compare` puts a difference and a percent on: (name, path in the report).
 COMPARED: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("jobs_started", ("jobs_started",)),
+    ("jobs_not_started", ("jobs_not_started", "total")),
     ("wait_mean", ("wait_seconds", "mean")),
     ("wait_p50", ("wait_seconds", "p50")),
     ("wait_p95", ("wait_seconds", "p95")),
@@ -247,11 +275,13 @@ COMPARED: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 FAULTS_COMPARED: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("idle_broken_nodes", ("gpu_hours", "idle_broken_nodes")),
     ("gpu_faults", ("faults", "faults")),
     ("nodes_repaired", ("faults", "repaired")),
     ("jobs_restarted", ("faults", "jobs_restarted")),
     ("gpu_hours_lost_work", ("faults", "gpu_hours_lost_work")),
     ("gpu_hours_on_broken_nodes", ("faults", "gpu_hours_on_broken_nodes")),
+    ("repair_paused_seconds", ("faults", "repair_paused_seconds")),
 )
 
 
@@ -345,19 +375,40 @@ def _rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         ("simulated span", f"{_duration(report['span']['seconds'])} from {report['span']['start']}"),
         ("wall time", f"{sim['wall_seconds']:.2f}s ({_number(sim['jobs_per_second'])} jobs/s)"),
         ("planner runs / skipped", f"{sim['planner_runs']:,} / {sim['reconciles_skipped']:,}"),
+        ("stalled", _stalled(sim["stalled"])),
     ]
     if "faults" in report:
-        rows += _fault_rows(report["faults"])
+        rows += _fault_rows(report["faults"], gpu)
     return rows
 
 
-def _fault_rows(faults: dict[str, Any]) -> list[tuple[str, str]]:
+def _stalled(stalled: bool) -> str:
+    if not stalled:
+        return "no"
+    return "yes: gave up, no job running or to arrive and no progress for the stall limit"
+
+
+def _fault_rows(faults: dict[str, Any], gpu: dict[str, Any]) -> list[tuple[str, str]]:
     return [
+        ("idle: on broken nodes", _number(gpu["idle_broken_nodes"])),
         ("GPU faults / nodes repaired", f"{faults['faults']:,} / {faults['repaired']:,}"),
         ("jobs restarted", f"{faults['jobs_restarted']:,}"),
-        ("GPU-hours lost work", _number(faults["gpu_hours_lost_work"])),
+        ("GPU-hours lost work (in used)", _number(faults["gpu_hours_lost_work"])),
         ("GPU-hours on broken nodes", _number(faults["gpu_hours_on_broken_nodes"])),
+        ("repair paused", _repair_paused(faults)),
     ]
+
+
+def _repair_paused(faults: dict[str, Any]) -> str:
+    """How long repair's circuit breaker held broken nodes, and why (it is not a replay's fault)."""
+    if not faults["repair_paused"]:
+        return "never"
+    groups = ", ".join(f"{name} {_duration(p['seconds'])}" for name, p in faults["repair_paused"].items())
+    return (
+        f"{groups}, {faults['repair_paused_nodes']:,} broken node(s) kept: more than "
+        f"{faults['max_unhealthy_fraction']:.0%} of the group's nodes unhealthy at once "
+        "(policy.repair.max_unhealthy_fraction)"
+    )
 
 
 def _attrition(report: dict[str, Any]) -> str:

@@ -36,13 +36,13 @@ class SimState:
         # With attrition the plan reads every node's free GPUs, not only its idleness: any bind or
         # finish may change the marks, so the reconcile after it is not skipped.
         self.steers = policy.attrition.enabled or policy.migration.enabled
-        self.idle = [0, 0, 0, 0]  # idle GPUs right now by cause (BOOTING, EMPTY, FRAGMENTED, HELD)
+        self.idle = [0, 0, 0, 0, 0]  # idle GPUs right now by cause (BOOTING, EMPTY, FRAGMENTED, HELD, BROKEN)
         self.pending_gpus = 0
         self.capacity_grew = False
         self.dirty = True
         self.unseen = 0
         self.epoch = 0  # plans run so far: which plan last saw a job pending
-        self.last_progress = 0  # last job start or finish, node registration or scale-down
+        self.last_progress = 0  # last job arrival, start or finish, node registration or scale-down
         self.last_active = 0
 
     def untally(self, node: SimNode, now: int) -> None:

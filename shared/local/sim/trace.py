@@ -21,6 +21,11 @@ from shared.domain.errors import InputError
 FORMATS = ("philly", "itp", "openb", "csv")
 TRACE_ORIGIN = datetime(2020, 1, 1, tzinfo=UTC)  # where relative trace times start
 _ORIGIN_SECONDS = int(TRACE_ORIGIN.timestamp())
+# The replay's clock is a datetime (years 1 to 9999): a duration, or a time from the origin, is at most
+# a century, and no job is submitted after LATEST_SUBMIT, so every instant of a replay is a datetime.
+MAX_TRACE_SECONDS = 100 * 365 * 86400
+LATEST_SUBMIT = datetime(2200, 1, 1, tzinfo=UTC)
+_LATEST_SECONDS = int(LATEST_SUBMIT.timestamp())
 
 # Columns that identify a format (auto-detection) and that it needs.
 _REQUIRED: Mapping[str, tuple[str, ...]] = {
@@ -129,22 +134,50 @@ class _Rows:
         return int(value)
 
     def seconds(self, column: str) -> int:
-        """A duration in whole seconds, rounded up."""
+        """A duration in whole seconds, rounded up (at most a century)."""
         value = self.number(column)
         assert value is not None
-        return math.ceil(value)
+        return math.ceil(self.bounded(column, value))
+
+    def bounded(self, column: str, seconds: float) -> float:
+        """`seconds` (a duration, or a time from the origin) when within MAX_TRACE_SECONDS."""
+        if seconds > MAX_TRACE_SECONDS:
+            raise self.error(column, f"more than a century ({MAX_TRACE_SECONDS:,} s): {self.text(column)!r}")
+        return seconds
+
+    def offset(self, column: str) -> int:
+        """Seconds from the start of the trace (a number), as epoch seconds."""
+        value = self.number(column)
+        assert value is not None
+        return _ORIGIN_SECONDS + math.floor(self.bounded(column, value))
 
     def time(self, column: str) -> int:
         """ISO 8601 (naive = UTC) or seconds from the start of the trace; whole seconds."""
-        raw = self.required(column)
         try:
-            return _ORIGIN_SECONDS + math.floor(float(raw))
-        except ValueError:
-            pass
+            return parse_time(self.required(column))
+        except ValueError as exc:
+            raise self.error(column, str(exc)) from None
+
+
+def parse_time(raw: str) -> int:
+    """ISO 8601 (naive = UTC) or seconds from the trace origin, as epoch seconds; ValueError saying why
+    (not a time, nan or infinite, more than a century from the origin, or after LATEST_SUBMIT)."""
+    try:
+        value: float | None = float(raw)
+    except ValueError:
+        value = None
+    if value is None or math.isnan(value):
         try:
-            return parse_timestamp(raw)
+            seconds = parse_timestamp(raw)
         except ValueError:
-            raise self.error(column, f"neither seconds nor an ISO 8601 timestamp: {raw!r}") from None
+            raise ValueError(f"neither seconds nor an ISO 8601 timestamp: {raw!r}") from None
+    elif abs(value) > MAX_TRACE_SECONDS:
+        raise ValueError(f"more than a century ({MAX_TRACE_SECONDS:,} s) from the trace origin: {raw!r}")
+    else:
+        seconds = _ORIGIN_SECONDS + math.floor(value)
+    if seconds >= _LATEST_SECONDS:
+        raise ValueError(f"after {LATEST_SUBMIT:%Y-%m-%d}: {raw!r}")
+    return seconds
 
 
 def parse_timestamp(raw: str) -> int:
@@ -158,13 +191,9 @@ def parse_timestamp(raw: str) -> int:
 def parse_trace_time(raw: str, what: str = "time") -> int:
     """A window bound (`--start/--end`): ISO 8601, or seconds from the trace origin; InputError."""
     try:
-        return _ORIGIN_SECONDS + math.floor(float(raw))
-    except ValueError:
-        pass
-    try:
-        return parse_timestamp(raw)
-    except ValueError:
-        raise InputError(f"{what}: neither seconds nor an ISO 8601 timestamp: {raw!r}") from None
+        return parse_time(raw)
+    except ValueError as exc:
+        raise InputError(f"{what}: {exc}") from None
 
 
 def _philly(rows: _Rows) -> Iterator[Job]:
@@ -173,6 +202,8 @@ def _philly(rows: _Rows) -> Iterator[Job]:
             submit = parse_timestamp(row.required("timestamp"))
         except ValueError:
             raise row.error("timestamp", f"not a timestamp: {row.text('timestamp')!r}") from None
+        if submit >= _LATEST_SECONDS:
+            raise row.error("timestamp", f"after {LATEST_SUBMIT:%Y-%m-%d}: {row.text('timestamp')!r}")
         gpus = row.count("num_gpus")
         assert gpus is not None
         if gpus == 0:
@@ -183,13 +214,12 @@ def _philly(rows: _Rows) -> Iterator[Job]:
 def _itp(rows: _Rows) -> Iterator[Job]:
     column = "submission_time" if rows.has("submission_time") else "submit_time"
     for row in rows:
-        submit = row.number(column)
-        assert submit is not None
+        submit = row.offset(column)
         gpus = row.count("num_gpu")
         assert gpus is not None
         if gpus == 0:
             raise row.error("num_gpu", "a GPU trace job needs at least one GPU")
-        yield Job(row.required("job_id"), _ORIGIN_SECONDS + math.floor(submit), row.seconds("duration"), gpus)
+        yield Job(row.required("job_id"), submit, row.seconds("duration"), gpus)
 
 
 @dataclass
@@ -219,8 +249,8 @@ def _openb(rows: _Rows, counts: _OpenbCounts) -> Iterator[Job]:
         counts.fractional += fractional
         yield Job(
             name,
-            _ORIGIN_SECONDS + math.floor(created),
-            math.ceil(deleted - scheduled),
+            _ORIGIN_SECONDS + math.floor(row.bounded("creation_time", created)),
+            math.ceil(row.bounded("deletion_time", deleted - scheduled)),
             gpus,
             cpu_millicores=row.count("cpu_milli", optional=True),
             memory_mib=row.count("memory_mib", optional=True),
@@ -290,18 +320,34 @@ def load_trace(
         handle = open(path, newline="", encoding="utf-8-sig")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise InputError(f"{source}: cannot read: {exc.strerror or exc}") from exc
-    with handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None:
-            raise InputError(f"{source}: empty file (expected a CSV header)")
-        fmt = _format_of(source, header, fmt)
-        rows = _Rows(source, header, reader, lambda: reader.line_num)
-        counts = _OpenbCounts()
-        parsed = _parse(fmt, rows, counts)
+    try:
+        with handle:
+            reader = csv.reader(handle)
+            header = next(reader, None)
+            if header is None:
+                raise InputError(f"{source}: empty file (expected a CSV header)")
+            fmt = _format_of(source, header, fmt)
+            rows = _Rows(source, header, reader, lambda: reader.line_num)
+            counts = _OpenbCounts()
+            parsed = _parse(fmt, rows, counts)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{source}: {_undecodable(path)}") from exc
     has_clusters = "cluster" in {h.strip() for h in header}
     jobs = _select(source, fmt, parsed, has_clusters, cluster, start, end, limit)
     return Trace(source, fmt, tuple(jobs), tuple(_notes(counts)), has_clusters)
+
+
+def _undecodable(path: str | Path) -> str:
+    """Where a trace is not UTF-8, as a row (line) number: the reader decodes ahead of the row it
+    parses, so the line is found again, byte by byte, once decoding has failed."""
+    with open(path, "rb") as raw:
+        for line_number, line in enumerate(raw, start=1):
+            try:
+                line.decode("utf-8-sig" if line_number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                byte = line[exc.start]
+                return f"row {line_number}: not UTF-8 text (byte {byte:#04x}); save the trace as UTF-8"
+    return "not UTF-8 text; save the trace as UTF-8"
 
 
 def _format_of(source: str, header: list[str], fmt: str) -> str:

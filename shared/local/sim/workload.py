@@ -67,6 +67,14 @@ class Sizing:
         return tuple(pods)
 
 
+def missing_allocatable(group: str) -> ConfigError:
+    """The error of a group the simulator cannot size: it has no `allocatable`."""
+    return ConfigError(
+        f"simulate: node group {group!r} needs `allocatable` (in production the shape comes from EC2 "
+        "instance type data, which the simulator does not read)"
+    )
+
+
 def default_sizing(config: ScalerConfig) -> Sizing:
     """90 % of the smallest per-GPU cpu and memory share among the GPU groups (rounded down).
 
@@ -81,6 +89,9 @@ def default_sizing(config: ScalerConfig) -> Sizing:
         cpu_shares.append(shape.get(CPU) / shape.gpus)
         memory_shares.append(shape.get(MEMORY) / shape.gpus)
     if not cpu_shares:
+        without = [group.name for group in config.node_groups if group.shape is None]
+        if without:
+            raise missing_allocatable(without[0])
         raise ConfigError("simulate: no node group has an allocatable with nvidia.com/gpu")
     cpu = int(min(cpu_shares) * DEFAULT_SHARE) // 100 * 100  # whole 100m
     memory = int(min(memory_shares) * DEFAULT_SHARE) // MIB * MIB  # whole MiB
