@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from shared.config import ScalerConfig
+from shared.constants import TAG_CLUSTER
 from shared.domain.dra import NO_DRA, DraObjects
 from shared.domain.model import (
     ANNOTATION_CORDONED_AT,
@@ -51,6 +52,7 @@ class Gathered:
     dra: DraObjects = NO_DRA  # resource.k8s.io/v1 objects; empty without the API
     instance_statuses: Mapping[str, InstanceStatus] | None = None  # EC2 status checks, by instance id
     launch_templates: Mapping[str, LaunchTemplateVersions] = field(default_factory=dict)  # by id
+    foreign: tuple[str, ...] = ()  # configured ASGs without the cluster's tag: left alone (ours)
 
     @property
     def draining(self) -> frozenset[str]:
@@ -110,7 +112,9 @@ def gather(
         stored = pool.submit(state.load)
         intents = pool.submit(state.drain_intents)
         instance_types = pool.submit(_instance_types, config, fleet)
-        asgs = fleet.describe_groups([g.asg_name for g in config.node_groups])
+        asgs, foreign = ours(
+            fleet.describe_groups([g.asg_name for g in config.node_groups]), config.cluster_name
+        )
         failures = {
             g.name: pool.submit(fleet.failed_activities, asgs[g.asg_name], since)
             for g in config.node_groups
@@ -138,7 +142,25 @@ def gather(
             ),
             instance_statuses=lifecycle.result()[0],
             launch_templates=lifecycle.result()[1],
+            foreign=foreign,
         )
+
+
+def ours(asgs: Mapping[str, AsgState], cluster: str) -> tuple[dict[str, AsgState], tuple[str, ...]]:
+    """The ASGs tagged TAG_CLUSTER=<cluster> (the ones IAM lets this scaler change), and the names of
+    the others. A group whose ASG is not tagged is left alone whole: none of its nodes is cordoned,
+    marked or drained, since its instances could never be terminated (IAM would refuse) and the
+    cordons would stay."""
+    kept = {name: asg for name, asg in asgs.items() if asg.tags.get(TAG_CLUSTER) == cluster}
+    return kept, tuple(sorted(set(asgs) - set(kept)))
+
+
+def foreign_reason(asg_name: str, cluster: str) -> str:
+    """Why a configured group whose ASG lacks the cluster's tag is left alone."""
+    return (
+        f"Auto Scaling group {asg_name} is not tagged {TAG_CLUSTER}={cluster}: the scaler leaves its"
+        " group alone (IAM refuses changes to an ASG without the tag; see docs/deploy.md)"
+    )
 
 
 def _lifecycle(

@@ -29,7 +29,7 @@ from shared.controller.applier import Applier
 from shared.controller.attrition import apply_marks
 from shared.controller.deps import Deps
 from shared.controller.force_scale_down import drain  # every reconcile continues the stored drains
-from shared.controller.gather import Gathered, gather
+from shared.controller.gather import Gathered, foreign_reason, gather
 from shared.controller.provisioning import answer_requests
 from shared.controller.repair import cordon_unhealthy
 from shared.controller.report import PodEvents, ReconcileResult, RunInfo, RunStatus, finish, log_plan, notify
@@ -79,6 +79,10 @@ def _reconcile(deps: Deps, events: PodEvents, run: RunInfo) -> ReconcileResult:
             error_type=type(exc).__name__,
         )
         raise
+    for asg_name in gathered.foreign:
+        group = next(g.name for g in deps.config.node_groups if g.asg_name == asg_name)
+        reason = foreign_reason(asg_name, deps.config.cluster_name)
+        run.applier.note(ActionKind.SET_DESIRED, asg_name, group, reason, ActionStatus.FAILED, reason)
     plan: Plan | None = None
     lost = False
     state = gathered.state

@@ -39,7 +39,7 @@ from shared.adapters.aws import clients
 from shared.adapters.aws.state_store import DynamoDbStateStore, create_table
 from shared.adapters.kubernetes.rbac import status_config_map
 from shared.config import PolicyConfig
-from shared.constants import DEFAULT_STATUS_NAMESPACE, STATUS_CONFIGMAP, STATUS_DATA_KEY
+from shared.constants import DEFAULT_STATUS_NAMESPACE, STATUS_CONFIGMAP, STATUS_DATA_KEY, TAG_CLUSTER
 from shared.domain.errors import ClusterReadError, FleetReadError, ThrottledError
 from shared.local import cli
 from shared.local.kube_api_server import FakeKubeApiServer
@@ -121,6 +121,8 @@ class Cluster:
                 DesiredCapacity=0,
                 LaunchTemplate={"LaunchTemplateName": "gpu"},
                 AvailabilityZones=[f"{REGION}a"],
+                # the tag the stack's IAM conditions key on, and that marks a group as the scaler's
+                Tags=[{"Key": TAG_CLUSTER, "Value": name, "PropagateAtLaunch": False}],
             )
         environment = {
             "SCALER_CONFIG": json.dumps(scaler_config(name)),

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from shared.constants import TAG_CLUSTER
 from shared.controller import Controller, InterruptionKind, ReconcileResult, RunStatus
 from shared.controller.force_scale_down import INTERRUPTION_REQUESTER
 from shared.domain.errors import (
@@ -18,6 +19,7 @@ from shared.domain.errors import (
     ClusterReadError,
     FleetActionError,
     FleetReadError,
+    InvalidRequestError,
     ReadError,
 )
 from shared.domain.model import AsgInstance, AsgState, DaemonSet, PodMemory, Snapshot
@@ -71,6 +73,38 @@ def idle_world(*, cordoned: bool = False, extra_pods: list[dict[str, Any]] | Non
 
 def statuses(result: ReconcileResult, kind: ActionKind) -> list[tuple[str, ActionStatus]]:
     return [(a.target, a.status) for a in result.actions if a.kind is kind]
+
+
+# ------------------------------------------------------------------------------------------ ownership
+
+
+def test_a_group_whose_asg_lacks_the_cluster_tag_is_left_alone_and_said_so() -> None:
+    # Given an idle node long past the idle threshold, in a group whose ASG is tagged for another
+    # cluster (IAM would refuse its termination), and a pending pod for the group
+    w = world(
+        [pod("plugin", gpus=0, node="n1", owner_kind="DaemonSet"), pod("train", gpus=8)],
+        [node("n1", "i-1")],
+        [asg(A100, desired=1, instances=["i-1"], cluster="someone-else")],
+    )
+    w.state.idle_since = {"n1": NOW - timedelta(minutes=30)}
+    # When the scaler runs
+    result = w.controller().reconcile("schedule")
+    # Then none of the group's nodes is touched (no cordon that a refused termination would leave
+    # behind), its desired stays, and a failed action names the missing tag (the ActionFailures alarm)
+    assert w.cluster.calls_of("cordon") == [] and not w.cluster.is_cordoned("n1")
+    assert w.fleet.desired(A100) == 1
+    (failed,) = [a for a in result.actions if a.status is ActionStatus.FAILED]
+    assert failed.target == A100 and "not tagged backlog-scaler/cluster=research" in failed.detail
+
+
+def test_a_forced_scale_down_of_a_group_whose_asg_lacks_the_cluster_tag_is_refused_before_any_write() -> None:
+    # Given a group whose ASG is tagged for another cluster
+    w = world([], [node("n1", "i-1")], [asg(A100, desired=1, instances=["i-1"], cluster="someone-else")])
+    # When an operator forces it down
+    with pytest.raises(InvalidRequestError, match="not tagged backlog-scaler/cluster=research"):
+        w.controller().force_scale_down({"group": "a100", "target": 0})
+    # Then nothing was written but the lease taken and given back
+    assert [c for c in w.write_calls() if "lease" not in c] == []
 
 
 # ------------------------------------------------------------------------------------------ scale-up
@@ -909,7 +943,7 @@ def test_spot_interruption_cordons_the_node_and_holds_it_without_evicting() -> N
     assert w.cluster.evicted == [] and w.cluster.calls_of("uncordon") == []
     assert result.trigger == "spot-interruption i-1"
     # When EC2 reclaims the instance: the hold ends
-    w.fleet.groups[A100] = AsgState(A100, 0, 16, 1, ())
+    w.fleet.groups[A100] = AsgState(A100, 0, 16, 1, (), tags={TAG_CLUSTER: "research"})
     w.cluster.remove_pod("research/job")
     w.clock.advance(120)
     w.controller().reconcile("schedule")

@@ -32,6 +32,7 @@ from shared.controller.force_scale_down.request import (
     InvalidRequestError,
     parse_force_scale_down,
 )
+from shared.controller.gather import foreign_reason, ours
 from shared.controller.report import RunInfo, notify
 from shared.domain.errors import AuthError, LeaseHeldError, ScalerError
 from shared.domain.model import AsgState, Node, Pod
@@ -83,6 +84,12 @@ def _read(deps: Deps, request: ForceScaleDownRequest) -> _Read:
     asg = deps.ports.fleet.describe_groups([asg_name]).get(asg_name)
     if asg is None:
         raise InvalidRequestError(f"request: group: Auto Scaling group {asg_name} not found", ("group",))
+    if not ours({asg_name: asg}, deps.config.cluster_name)[0]:
+        # Before any Kubernetes write: its nodes would be cordoned and drained, then IAM refuse to
+        # terminate them.
+        raise InvalidRequestError(
+            f"request: group: {foreign_reason(asg_name, deps.config.cluster_name)}", ("group",)
+        )
     nodes = deps.ports.cluster.list_nodes()
     pods = deps.ports.cluster.list_pods()
     existing = next((i for i in deps.ports.state.drain_intents() if i.group == request.group), None)
