@@ -6,6 +6,8 @@ invocation, routes other than the webhook's never reach the function, and access
 
 from __future__ import annotations
 
+import json
+
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_apigateway as apigateway
@@ -24,6 +26,18 @@ THROTTLE_RATE_LIMIT = 50
 THROTTLE_BURST_LIMIT = 100
 
 
+_ACCESS_LOG_FIELDS = {
+    "requestId": "$context.requestId",
+    "ip": "$context.identity.sourceIp",
+    "requestTime": "$context.requestTime",
+    "httpMethod": "$context.httpMethod",
+    "routeKey": "$context.routeKey",
+    "status": "$context.status",
+    "protocol": "$context.protocol",
+    "responseLength": "$context.responseLength",
+}
+
+
 @jsii.implements(apigwv2.IAccessLogSettings)
 class _AccessLogSettings:
     """JSON access log lines (IAccessLogSettings is a jsii interface, so a class rather than a dict)."""
@@ -37,17 +51,11 @@ class _AccessLogSettings:
 
     @property
     def format(self) -> apigateway.AccessLogFormat:
-        return apigateway.AccessLogFormat.json_with_standard_fields(
-            caller=False,
-            http_method=True,
-            ip=True,
-            protocol=True,
-            request_time=True,
-            resource_path=True,
-            response_length=True,
-            status=True,
-            user=False,
-        )
+        # HTTP API variables (API Gateway developer guide, "Customizing HTTP API access logs"); the
+        # REST API's standard fields would log $context.resourcePath, which an HTTP API does not set.
+        # The route key names the route by its template (/webhook/admission/{token}), never the path,
+        # which carries the admission token.
+        return apigateway.AccessLogFormat.custom(json.dumps(_ACCESS_LOG_FIELDS, separators=(",", ":")))
 
 
 class WebhookApi(Construct):

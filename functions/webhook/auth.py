@@ -22,13 +22,15 @@ is accepted on the admission route only, and only when the request carries no ot
 
 When both are present the signature decides. Comparisons use `hmac.compare_digest`. The secret is the
 SecretString of the Secrets Manager secret (the value itself, or JSON `{"secret": "..."}`), read once
-per cold start and re-read after a failed check when the cached copy is older than
-`SECRET_REFRESH_SECONDS`, so a rotation is picked up within a minute while a flood of bad requests
-costs at most one read a minute.
+per cold start, re-read after a failed check when the cached copy is older than
+`SECRET_REFRESH_SECONDS` (a new key works within a minute, while a flood of bad requests costs at
+most one read a minute), and re-read once older than `SECRET_MAX_AGE_SECONDS` (an old key rotated
+out stops working within five minutes on every warm instance).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import re
 from collections.abc import Callable, Mapping
@@ -45,6 +47,10 @@ __all__ = ["Authenticator", "SecretCache", "admission_path_token", "read_credent
 AUTHORIZATION_HEADER = "authorization"
 BEARER_SCHEME = "bearer"
 SECRET_REFRESH_SECONDS = 60.0
+# A warm instance re-reads the secret at least this often even while every request passes: a key
+# rotated out because it leaked must stop working everywhere, not only where a request with the new
+# key happened to fail first (Secrets Manager's own caching client refreshes on a TTL the same way).
+SECRET_MAX_AGE_SECONDS = 300.0
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
 
 Scheme = Literal["signature", "bearer", "path-token"]
@@ -117,17 +123,24 @@ class SecretCache:
         read: Callable[[], str],
         clock: Callable[[], float],
         refresh_after_seconds: float = SECRET_REFRESH_SECONDS,
+        max_age_seconds: float = SECRET_MAX_AGE_SECONDS,
     ) -> None:
         self._read = read
         self._clock = clock
         self._refresh_after = refresh_after_seconds
+        self._max_age = max_age_seconds
         self._value: bytes | None = None
         self._read_at = 0.0
 
     def get(self) -> bytes:
-        """The cached secret (read now if never read). ServiceUnavailableError when it cannot be read."""
+        """The cached secret: read now if never read, or read again once older than the max age
+        (the cached one is kept if that read fails). ServiceUnavailableError when none can be read."""
         if self._value is None:
             self._value = self._load()
+        elif self._clock() - self._read_at >= self._max_age:
+            # A failed read keeps the secret we have; _load set the time: the next try is a max age away.
+            with contextlib.suppress(ServiceUnavailableError):
+                self._value = self._load()
         return self._value
 
     def refresh(self) -> bool:

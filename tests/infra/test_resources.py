@@ -256,6 +256,12 @@ def test_webhook_is_a_throttled_http_api_with_access_logs(synthesized: Synthesiz
         r["Properties"]["RouteKey"] for r in synthesized.resources("AWS::ApiGatewayV2::Route").values()
     )
     assert routes == [f"POST {WEBHOOK_PATH}", f"POST {WEBHOOK_PATH}/{{proxy+}}"]
+    # The access log names the route by its key (an HTTP API variable), never by the request's path,
+    # which carries the admission path token; and no REST API variable an HTTP API leaves empty
+    (stage,) = synthesized.resources("AWS::ApiGatewayV2::Stage").values()
+    fields = json.loads(stage["Properties"]["AccessLogSettings"]["Format"])
+    assert fields["routeKey"] == "$context.routeKey"
+    assert not any("path" in v.lower() for v in fields.values())
 
 
 def test_webhook_secret_is_generated(synthesized: Synthesized) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from functions.webhook import auth
 from functions.webhook.auth import (
+    SECRET_MAX_AGE_SECONDS,
     SECRET_REFRESH_SECONDS,
     Authenticator,
     SecretCache,
@@ -180,6 +181,23 @@ def test_secret_is_read_once_per_cold_start() -> None:
 
     # Then the secret was read once
     assert source.reads == 1
+
+
+def test_a_secret_rotated_out_stops_working_on_a_warm_instance_within_the_max_age() -> None:
+    # Given a warm webhook that read its secret, and the secret rotated (the old key leaked)
+    source = SecretSource()
+    webhook, clock = authenticator(source)
+    webhook.authenticate(sign(SECRET, NOW, BODY), BODY)
+    source.value = "a-new-secret-a-new-secret-a-new-secret"
+    # When the old key keeps signing requests that pass, until the cached secret is a max age old
+    clock.now = NOW + int(SECRET_MAX_AGE_SECONDS) - 1
+    webhook.authenticate(sign(SECRET, clock.now, BODY), BODY)
+    # Then past the max age the secret is read again and the old key is refused, with no failed
+    # request needed to trigger the re-read
+    clock.now = NOW + int(SECRET_MAX_AGE_SECONDS)
+    with pytest.raises(UnauthorizedError):
+        webhook.authenticate(sign(SECRET, clock.now, BODY), BODY)
+    assert source.reads == 2
 
 
 def test_failed_checks_reread_the_secret_at_most_once_per_interval() -> None:
