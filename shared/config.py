@@ -221,9 +221,12 @@ class RepairConfig(_Model):
     their toleration they are replaced when idle and cordoned when busy (never evicted)."""
 
     enabled: bool = True
-    # Karpenter's repair toleration for the EKS node monitoring agent's conditions
-    # (AcceleratedHardwareReady and the others): 10 minutes; for Ready False/Unknown: 30 minutes.
+    # Karpenter's repair tolerations (karpenter-provider-aws DefaultRepairPolicies, as EKS node auto
+    # repair): the EKS node monitoring agent's AcceleratedHardwareReady=False, 10 minutes (lost GPUs
+    # and impaired EC2 status checks use it too); its NetworkingReady, StorageReady, KernelReady and
+    # ContainerRuntimeReady=False, 30 minutes; Ready False/Unknown, 30 minutes.
     toleration_seconds: NonNegativeInt = 600
+    system_toleration_seconds: NonNegativeInt = 1800
     ready_toleration_seconds: NonNegativeInt = 1800
     # Above this share of a group's nodes unhealthy at once, nothing is terminated for health
     # (a bad AMI, driver or zone; an alarm says so). Karpenter stops repair above 20 %.

@@ -4,10 +4,11 @@ it is tolerated.
 Signals, each with its toleration (`policy.repair`):
 - `Ready` False or Unknown (the kubelet stopped reporting, or reports itself unhealthy):
   `ready_toleration_seconds`, counted from the condition's lastTransitionTime.
-- The EKS node monitoring agent's conditions `AcceleratedHardwareReady`, `NetworkingReady`,
-  `StorageReady`, `KernelReady`, `ContainerRuntimeReady` = False (EKS user guide, "Detect node
-  health issues"; Karpenter's node repair watches the same set): `toleration_seconds`. Unknown is
-  the agent not having judged yet, no signal.
+- The EKS node monitoring agent's conditions = False (EKS user guide, "Detect node health issues";
+  Karpenter's node repair watches the same set): `AcceleratedHardwareReady`, `toleration_seconds`
+  (10 minutes); `NetworkingReady`, `StorageReady`, `KernelReady`, `ContainerRuntimeReady`,
+  `system_toleration_seconds` (30 minutes), as Karpenter's default repair policies. Unknown is the
+  agent not having judged yet, no signal.
 - Conditions the operator lists (`extra_conditions`, e.g. node-problem-detector's or a DCGM
   exporter's `GpuXidError=True`): their own toleration, else `toleration_seconds`.
 - GPUs lost: `status.capacity` of nvidia.com/gpu or aws.amazon.com/neuron above `status.allocatable`
@@ -37,8 +38,9 @@ from shared.domain.resources import ACCELERATORS
 from shared.planner.memo import identity_memo
 
 # The EKS node monitoring agent's conditions (False: the subsystem is broken).
+ACCELERATED_HARDWARE = "AcceleratedHardwareReady"
 MONITORING_AGENT_CONDITIONS = (
-    "AcceleratedHardwareReady",
+    ACCELERATED_HARDWARE,
     "NetworkingReady",
     "StorageReady",
     "KernelReady",
@@ -92,7 +94,10 @@ def _toleration(condition: NodeCondition, policy: RepairConfig) -> int | None:
     if condition.type == "Ready" and condition.status in ("False", "Unknown"):
         return policy.ready_toleration_seconds
     if condition.type in MONITORING_AGENT_CONDITIONS and condition.status == "False":
-        return policy.toleration_seconds
+        # Accelerated hardware at 10 minutes, the node's other systems at 30 (Karpenter's defaults)
+        if condition.type == ACCELERATED_HARDWARE:
+            return policy.toleration_seconds
+        return policy.system_toleration_seconds
     for extra in policy.extra_conditions:
         if extra.type == condition.type and extra.status == condition.status:
             return (
