@@ -13,7 +13,9 @@ checkpoints and nothing forbids evicting it:
 
 The work a move loses is the time since the last save: the last-checkpoint annotation while it is
 fresh (no older than the interval, or any age when no interval is given), else the full interval
-(the worst case of a job that saves that often); never more than the pod has run.
+(the worst case of a job that saves that often); never more than the pod has run. A last-checkpoint
+more than five minutes ahead of the scaler's clock is not trusted (it would make a move look free):
+the interval counts, and without one the pod has not saved.
 """
 
 from __future__ import annotations
@@ -78,13 +80,24 @@ def not_movable(pod: Pod) -> str | None:
     return None
 
 
+# A save stamped this far ahead of the scaler's clock is not trusted: clocks drift by seconds, and a
+# time in the future is a writer's bug (it would make every move look free).
+MAX_CLOCK_SKEW = timedelta(minutes=5)
+
+
+def _saved_at(pod: Pod, now: datetime) -> datetime | None:
+    """The pod's last save, when valid and not ahead of `now` by more than the clock skew."""
+    last = last_checkpoint(pod)
+    return last if isinstance(last, datetime) and last <= now + MAX_CLOCK_SKEW else None
+
+
 def not_saved_yet(pod: Pod, now: datetime) -> str | None:
     """Why the pod should not move now although it opted in: it has not saved since it started (a
     move would throw away all it did and pay another restart; it also keeps a job that was just moved
     from moving again before it made progress). None: it has saved, or has run a whole interval."""
-    interval, last = checkpoint_interval(pod), last_checkpoint(pod)
+    interval, last = checkpoint_interval(pod), _saved_at(pod, now)
     started = pod.created_at
-    if isinstance(last, datetime) and (started is None or last >= started):
+    if last is not None and (started is None or last >= started):
         return None
     if isinstance(interval, int) and (started is None or (now - started).total_seconds() >= interval):
         return None
@@ -94,15 +107,17 @@ def not_saved_yet(pod: Pod, now: datetime) -> str | None:
 def lost_seconds(pod: Pod, now: datetime) -> float:
     """Seconds of work a move of the pod loses now (see the module docstring); 0 for a pod that
     is not movable is never asked: callers check `not_movable` first."""
-    interval, last = checkpoint_interval(pod), last_checkpoint(pod)
+    interval, last = checkpoint_interval(pod), _saved_at(pod, now)
     interval = interval if isinstance(interval, int) else None
     lost: float | None = None
-    if isinstance(last, datetime):
-        since = max(0.0, (now - last).total_seconds())  # a save stamped ahead of our clock: just saved
+    if last is not None:
+        since = max(0.0, (now - last).total_seconds())  # a save a little ahead of our clock: just saved
         if interval is None or since <= interval:
             lost = since
     if lost is None:
-        lost = float(interval or 0)
+        if interval is None:  # only a save time that cannot be trusted: all the work so far is at risk
+            return max(0.0, (now - pod.created_at).total_seconds()) if pod.created_at else float("inf")
+        lost = float(interval)
     if pod.created_at is not None:
         lost = min(lost, max(0.0, (now - pod.created_at).total_seconds()))
     return lost

@@ -343,3 +343,13 @@ def test_the_store_forgets_a_job_that_is_gone_after_a_day() -> None:
     moves = remember_moves(previous, ["a/Job/x"], NOW, present={"a/Job/x"})
     # Then only the gone job is forgotten
     assert moves == {"a/Job/restarting": (1, NOW - timedelta(hours=2)), "a/Job/x": (1, NOW)}
+
+
+def test_a_last_checkpoint_stamped_in_the_future_is_not_trusted() -> None:
+    # Given the small job whose last-checkpoint says 2099 (a writer's bug), and no interval
+    future = {ANNOTATION_LAST_CHECKPOINT: "2099-01-01T00:00:00Z"}
+    # When planned: the save time cannot be trusted, so the job has not saved, and is not moved
+    assert run([*background(), small_job(future)]).migrate == ()
+    # And with an interval too, the move costs the whole interval, not nothing
+    [move] = run([*background(), small_job({**EVERY_30_MIN, **future})]).migrate
+    assert move.lost_gpu_seconds == 1800 + 300
