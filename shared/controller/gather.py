@@ -172,7 +172,11 @@ def _lifecycle(
     for asg in asgs.values():
         instances, templates = by_region.setdefault(asg.region, (set(), set()))
         instances.update(i.instance_id for i in asg.live_instances)
-        refs = [asg.launch_template, *(i.launch_template for i in asg.live_instances)]
+        refs = [
+            asg.launch_template,
+            *asg.type_templates.values(),
+            *(i.launch_template for i in asg.live_instances),
+        ]
         templates.update(ref.template_id for ref in refs if ref is not None)
     statuses: dict[str, InstanceStatus] = {}
     versions: dict[str, LaunchTemplateVersions] = {}

@@ -464,6 +464,9 @@ class AsgState:
     # What the group launches new instances from now (drift is an instance launched from another).
     launch_template: LaunchTemplateRef | None = None
     launch_configuration: str = ""
+    # MixedInstancesPolicy overrides with a launch template of their own (LaunchTemplateOverrides.
+    # LaunchTemplateSpecification): the instances of that type launch from it, not from the group's.
+    type_templates: Mapping[str, LaunchTemplateRef] = field(default_factory=lambda: MappingProxyType({}))
     # Derived once at construction: the planner reads them for every node of every run.
     live_instances: tuple[AsgInstance, ...] = field(init=False, repr=False, compare=False)
     protected_instance_ids: frozenset[str] = field(init=False, repr=False, compare=False)

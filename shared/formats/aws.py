@@ -20,7 +20,7 @@ from shared.domain.model import (
 )
 from shared.domain.resources import CPU, GAUDI, GPU, MEMORY, NEURON, NEURONCORE, PODS, Resources
 from shared.formats.describe import described_items
-from shared.formats.lifecycle import launch_template_ref
+from shared.formats.lifecycle import launch_template_ref, type_launch_templates
 
 # DesiredCapacityType values that count each instance by its size, not by one (attribute-based
 # instance type selection); "units" counts WeightedCapacity (1 per instance without weights).
@@ -71,6 +71,7 @@ def asg_from_json(obj: Mapping[str, Any], region: str = "") -> AsgState:
         new_instances_protected=obj.get("NewInstancesProtectedFromScaleIn") is True,
         launch_template=launch_template_ref(obj),
         launch_configuration=str(obj.get("LaunchConfigurationName") or ""),
+        type_templates=type_launch_templates(obj),
     )
     capacity_type = str(obj.get("DesiredCapacityType") or "units")
     if asg.type_weights or capacity_type in SIZE_CAPACITY_TYPES:

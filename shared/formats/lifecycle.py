@@ -19,6 +19,25 @@ from shared.domain.model import (
 from shared.formats.describe import described_items
 
 
+def type_launch_templates(obj: Mapping[str, Any]) -> dict[str, LaunchTemplateRef]:
+    """The MixedInstancesPolicy overrides that name a launch template of their own, by instance type
+    (Auto Scaling API Reference, LaunchTemplateOverrides: "LaunchTemplateSpecification ... the launch
+    template to use for an instance type"; the other types use the group's)."""
+    policy = obj.get("MixedInstancesPolicy")
+    template = policy.get("LaunchTemplate") if isinstance(policy, Mapping) else None
+    overrides = template.get("Overrides") if isinstance(template, Mapping) else None
+    found: dict[str, LaunchTemplateRef] = {}
+    for override in overrides if isinstance(overrides, list) else ():
+        spec = override.get("LaunchTemplateSpecification") if isinstance(override, Mapping) else None
+        if override.get("InstanceType") and isinstance(spec, Mapping) and spec.get("LaunchTemplateId"):
+            found[str(override["InstanceType"])] = LaunchTemplateRef(
+                template_id=str(spec["LaunchTemplateId"]),
+                version=str(spec.get("Version") or "$Default"),
+                name=str(spec.get("LaunchTemplateName") or ""),
+            )
+    return found
+
+
 def launch_template_ref(obj: Mapping[str, Any]) -> LaunchTemplateRef | None:
     """The launch template of an ASG or one of its instances (`LaunchTemplate`, or the
     MixedInstancesPolicy's `LaunchTemplateSpecification`); None when it uses none."""

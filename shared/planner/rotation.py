@@ -95,7 +95,9 @@ def drift(
             )
             return f"launched from {was}, the group now uses {is_now}"
         return None
-    group, own = asg.launch_template, instance.launch_template
+    # An override with a template of its own is what the group launches for that type now
+    group = asg.type_templates.get(instance.instance_type) or asg.launch_template
+    own = instance.launch_template
     if group is None or own is None:
         return None
     if group.template_id != own.template_id:

@@ -229,3 +229,50 @@ def test_without_templates_lifetime_or_statuses_only_marked_nodes_are_judged(mon
         assert rotations(fast)["n0"] == ("rebalance", "replace")
         assert [m.node for m in fast.unmark] == ["n1"]
     assert rotations(run(fleet, asgs=configured))["n2"][0] == "drift"
+
+
+def test_an_instance_launched_from_its_types_override_template_has_not_drifted() -> None:
+    # Given a mixed-instances group whose p4de override launches from a template of its own (version
+    # 7 its default), and an idle p4de instance launched from that template's version 7
+    override = "lt-0p4de00000000000"
+    described = group(1, launched="3")[0]
+    spec = described.pop("LaunchTemplate")
+    described["MixedInstancesPolicy"] = {
+        "LaunchTemplate": {
+            "LaunchTemplateSpecification": spec,
+            "Overrides": [
+                {"InstanceType": "p4d.24xlarge"},
+                {
+                    "InstanceType": "p4de.24xlarge",
+                    "LaunchTemplateSpecification": {"LaunchTemplateId": override, "Version": "$Default"},
+                },
+            ],
+        }
+    }
+    instance = described["Instances"][0]
+    instance["InstanceType"] = "p4de.24xlarge"
+    instance["LaunchTemplate"] = {"LaunchTemplateId": override, "LaunchTemplateName": "p4de", "Version": "7"}
+    known = {
+        **templates(),
+        **launch_templates_from_describe(
+            {
+                "LaunchTemplates": [
+                    {
+                        "LaunchTemplateId": override,
+                        "LaunchTemplateName": "p4de",
+                        "CreateTime": "2026-11-01T00:00:00Z",
+                        "DefaultVersionNumber": 7,
+                        "LatestVersionNumber": 7,
+                    }
+                ]
+            }
+        ),
+    }
+    # When planned
+    result = run([node("n0", "i-0")], asgs=[described], known=known)
+    # Then it is current: the group launches p4de from that template now (no rotation, no churn)
+    assert rotations(result) == {}
+    # And once the override moves to version 8, it has drifted
+    known[override] = replace(known[override], default_version=8, latest_version=8)
+    drifted = run([node("n0", "i-0")], asgs=[described], known=known)
+    assert rotations(drifted) == {"n0": ("drift", "replace")}
