@@ -31,6 +31,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from shared.config import ScalerConfig
+from shared.domain.constraints import HOSTNAME
+from shared.domain.labels import Requirement
 from shared.domain.model import (
     AsgInstance,
     AsgState,
@@ -175,12 +177,18 @@ def with_replacement_pods(snapshot: Snapshot, config: ScalerConfig, now: datetim
         return snapshot
     gang_label = config.policy.gang_label
     cutoff = config.policy.pod_priority_cutoff
+    # The replacement never runs on a node going away: its own, or another leaving one (their free
+    # room would count for it now, and the plan after their mark or hold would buy it a run late).
+    hostnames = sorted(n.labels.get(HOSTNAME, n.name) for n in snapshot.nodes if n.name in leaving)
+    elsewhere = Requirement(HOSTNAME, "NotIn", tuple(hostnames))
     extra: list[Pod] = []
     on_leaving = [p for p in snapshot.pods if p.node_name in leaving and p.owner_kind]
     for pod in busy_pods(on_leaving, cutoff, now):
         # Recreated alone by its controller: bought as one pod, not as a gang waiting for members.
         labels = {k: v for k, v in pod.labels.items() if k != gang_label}
-        extra += stand_ins(replace(pod, labels=labels), pod.name, REPLACEMENT, 1)
+        terms = tuple((*term, elsewhere) for term in pod.scheduling.affinity_terms) or ((elsewhere,),)
+        scheduling = replace(pod.scheduling, affinity_terms=terms)
+        extra += stand_ins(replace(pod, labels=labels, scheduling=scheduling), pod.name, REPLACEMENT, 1)
     return replace(snapshot, pods=snapshot.pods + tuple(extra))
 
 

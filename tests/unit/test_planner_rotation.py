@@ -12,6 +12,8 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from shared.domain.plan import RotationCause
 from shared.formats.lifecycle import instance_statuses_from_describe, launch_templates_from_describe
 from shared.planner import plan
@@ -145,8 +147,10 @@ def test_nodes_older_than_their_lifetime_rotate() -> None:
     assert rotations(result) == {"n0": ("lifetime", "replace")}
 
 
-def test_a_scheduled_retirement_marks_the_node_and_buys_room_for_its_pods_ahead() -> None:
-    # Given EC2 scheduled the retirement of n0, which runs a Job's 8-GPU pod, in a group of one node
+@pytest.mark.parametrize("gpus", [8, 4], ids=["full", "half-free"])
+def test_a_scheduled_retirement_marks_the_node_and_buys_room_for_its_pods_ahead(gpus: int) -> None:
+    # Given EC2 scheduled the retirement of n0, which runs a Job's pod (all 8 GPUs, or 4 with 4 free:
+    # the free half of the leaving node is no room for the pod's replacement), in a group of one node
     status = {
         "InstanceStatuses": [
             {
@@ -164,7 +168,7 @@ def test_a_scheduled_retirement_marks_the_node_and_buys_room_for_its_pods_ahead(
             }
         ]
     }
-    job = pod("job", gpus=8, node="n0", tolerations=[GPU_TOLERATION])
+    job = pod("job", gpus=gpus, node="n0", tolerations=[GPU_TOLERATION])
     snap = snapshot([job], [node("n0", "i-0")], group(1, launched="3"))
     snap = replace(
         snap, launch_templates=templates(), instance_statuses=instance_statuses_from_describe(status)
