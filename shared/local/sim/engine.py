@@ -263,7 +263,10 @@ class Replay:
             pods=sum(len(j.pods) for j in jobs),
             started=binder.started,
             waits=binder.waits,
-            ideal_gpu_seconds=sum(j.job.gpu_seconds for j in jobs),
+            # The jobs that started: one that never did needed no GPU-hour of the replay's (it is
+            # counted apart, in jobs not started), and would make a config that refuses it look
+            # efficient (a gang larger than the group gave provisioned/ideal 0.002).
+            ideal_gpu_seconds=sum(j.job.gpu_seconds for j in jobs if j.wait is not None),
             used_gpu_seconds=binder.used_gpu_seconds,
             groups=[g.result for g in self._state.groups],
             start=start,

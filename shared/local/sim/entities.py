@@ -139,7 +139,7 @@ class SimResult:
     pods: int
     started: int
     waits: list[int]  # seconds, one per started job, sorted
-    ideal_gpu_seconds: int  # every job's GPUs x duration
+    ideal_gpu_seconds: int  # GPUs x duration of every job that started
     used_gpu_seconds: int  # GPU time of pods that ran
     groups: list[GroupResult]
     start: int

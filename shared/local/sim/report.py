@@ -12,7 +12,8 @@ Schema (all times in seconds, GPU-hours as floats rounded to 0.01):
                                                     free GPUs beside pods, free GPUs beside pods on
                                                     nodes marked for attrition, and GPUs of broken
                                                     nodes running nothing (with faults only)
-    provisioned_over_ideal                          null when ideal is 0 or no job started
+    provisioned_over_ideal                          ideal: GPUs x duration of the jobs that
+                                                    started; null when it is 0 or no job started
     node_hours, cost                                cost null unless every group has price_per_hour
     scale_ups, nodes_launched, scale_downs          scale_ups: reconciles that raised a desired
     attrition: {enabled, effect, marks, unmarks}    consolidation by attrition (policy.attrition)
