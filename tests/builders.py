@@ -273,3 +273,19 @@ def snapshot(
         asgs=asgs_from_describe({"AutoScalingGroups": asgs}),
         state=state or ScalerState(),
     )
+
+
+def admission_review(obj: dict[str, Any], *, uid: str = "uid-1", **request: Any) -> dict[str, Any]:
+    """The AdmissionReview (admission.k8s.io/v1) the API server sends for the CREATE of a Pod `obj`
+    (`request` fields replace or add to the request's)."""
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE",
+            "object": obj,
+            **request,
+        },
+    }

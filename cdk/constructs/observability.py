@@ -134,17 +134,11 @@ class Observability(Construct):
         # A wake-up no retry could make valid is acknowledged rather than parked (it would hold up the
         # cluster's FIFO message group meanwhile): this alarm is what tells the operator, and the
         # reconcile function's error log line names the message.
-        self._alarm(
+        self._alarm_on_any(
             "DiscardedWakeUps",
-            alarm_description=(
-                f"backlog-scaler {self.cluster_name}: a wake-up message was malformed or meant for another "
-                "cluster and was discarded; the reconcile function's logs name it"
-            ),
-            metric=self.cluster_metric(METRIC_DISCARDED_WAKE_UPS, "Sum", FIVE_MINUTES),
-            threshold=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            METRIC_DISCARDED_WAKE_UPS,
+            "a wake-up message was malformed or meant for another cluster and was discarded; the reconcile "
+            "function's logs name it",
         )
 
     def _build_backlog_alarms(self, oldest_pending_seconds: int) -> None:
@@ -163,13 +157,19 @@ class Observability(Construct):
         # One write that failed on one object (AccessDenied on an ASG without the cluster tag, a 403 or
         # NamespaceTerminating eviction, a throttled write) is isolated and the run goes on, so the
         # function succeeds: this alarm is what tells the operator (the notification says which).
-        self._alarm(
+        self._alarm_on_any(
             "ActionFailures",
-            alarm_description=(
-                f"backlog-scaler {self.cluster_name}: a write failed on an object (ASG, node or pod) and "
-                "was skipped; the run's notification and logs name it"
-            ),
-            metric=self.cluster_metric(METRIC_ACTION_FAILURES, "Sum", FIVE_MINUTES),
+            METRIC_ACTION_FAILURES,
+            "a write failed on an object (ASG, node or pod) and was skipped; the run's notification and "
+            "logs name it",
+        )
+
+    def _alarm_on_any(self, id: str, metric_name: str, description: str) -> None:
+        """An alarm as soon as the cluster's metric counts one in five minutes."""
+        self._alarm(
+            id,
+            alarm_description=f"backlog-scaler {self.cluster_name}: {description}",
+            metric=self.cluster_metric(metric_name, "Sum", FIVE_MINUTES),
             threshold=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             evaluation_periods=1,

@@ -21,6 +21,7 @@ from cdk.manifests import (
 from functions.webhook.payloads import admission_reason, parse_admission
 from shared.adapters.kubernetes.rbac import PERMISSIONS, cluster_role, policy_rules
 from shared.constants import PROVISIONING_API_GROUP, RBAC_GROUP, SERVICE_NAME, STATUS_CONFIGMAP, WEBHOOK_PATH
+from tests.builders import admission_review
 from tests.infra.conftest import Synthesized
 
 
@@ -151,16 +152,7 @@ def test_the_admission_match_condition_sends_exactly_the_pods_the_webhook_wakes_
     # Given a pod's creation, as the API server evaluates the matchCondition and as the webhook reads it
     spec = _PODS[name]
     pod = {"metadata": {"name": "train-0", "namespace": "research"}, "spec": spec}
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "u",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "operation": "CREATE",
-            "object": pod,
-        },
-    }
+    review = admission_review(pod)
     # When the API server decides whether to call the webhook
     sent = _match_condition().eval(data={"object": pod, "request": {"resource": {"group": ""}}})
     # Then it calls it exactly for the pods the webhook enqueues a wake-up for (one rule, one home)

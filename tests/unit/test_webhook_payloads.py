@@ -18,6 +18,7 @@ from functions.webhook.payloads import (
     parse_poke,
 )
 from functions.webhook.request import is_known_route, read_body, route_path
+from tests.builders import admission_review
 from tests.builders_provisioning import provisioning_request
 
 
@@ -31,19 +32,7 @@ def review(
         "metadata": {"name": "train-0", "namespace": "research"},
         "spec": {"containers": containers or [{"name": "main"}], "initContainers": init_containers or []},
     }
-    document = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "uid-1",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "operation": "CREATE",
-            "namespace": "research",
-            "object": pod,
-            **request,
-        },
-    }
-    return json.dumps(document).encode()
+    return json.dumps(admission_review(pod, **{"namespace": "research", **request})).encode()
 
 
 def gpu_container(where: str = "requests", name: str = "nvidia.com/gpu") -> dict[str, Any]:
