@@ -213,6 +213,11 @@ def gang_shortfall(ctx: Context, view: GroupView, requests: list[Request]) -> st
     nodes = f"{needed} {view.name} node{'s' if needed != 1 else ''}"
     if needed > view.max_size:
         return f"needs {nodes}, more than the group's max size {view.max_size}"
+    if needed <= can_add:  # room enough by requests: the members' own rules keep them apart
+        return (
+            f"its members' own rules (anti-affinity, host ports, spread, devices) need more {view.name}"
+            f" nodes than the group can add ({can_add}, max {view.max_size})"
+        )
     return f"needs {nodes}, group can add {can_add} (max {view.max_size})"
 
 

@@ -10,7 +10,7 @@ from shared.domain.plan import Outcome, Plan, ReasonCode
 from shared.planner import plan
 from shared.planner.attrition import ATTRITION_TAINT_KEY
 from shared.planner.gangs import pending_subject
-from tests.builders import GPU_TAINT, NOW, asg, config, iso, node, pod, snapshot
+from tests.builders import GPU_TAINT, NOW, a100_group, asg, config, iso, node, pod, snapshot
 from tests.builders_provisioning import pod_group, with_objects
 
 A100 = "research-a100"
@@ -260,3 +260,31 @@ def test_succeeded_members_of_a_kueue_pod_group_count_and_a_failed_one_is_replac
     assert result.group("a100").desired == 3
     (retry,) = [p for p in result.pods if p.pod.endswith("kg-3-retry")]
     assert str(retry.outcome) == "existing", retry.reason
+
+
+def test_a_gang_whose_members_keep_apart_and_cannot_all_fit_buys_nothing_and_says_why() -> None:
+    # Given a Kueue pod group of three 1-GPU pods that must each run on a node of their own (required
+    # anti-affinity on the hostname against their own label), and a100 at 0 with max 2: by requests
+    # one node would hold them, by their rule they need three
+    members = []
+    for i in range(3):
+        member = pod(f"g-{i}", gpus=1, **_kueue("g1", 3))  # type: ignore[arg-type]
+        member["metadata"]["labels"]["job"] = "g1"
+        member["spec"]["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"job": "g1"}}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        }
+        members.append(member)
+    cfg = config(node_groups=[{**a100_group(price_per_hour=32.77), "max_size": 2}])
+    # When planning (a rolled-back attempt once left nodes of removed bins behind: IndexError)
+    result = plan(snapshot(members, [], [asg(A100, desired=0, max_size=2)]), cfg, NOW)
+    # Then nothing is bought and the reason says the members' rules need more nodes than the group adds
+    assert result.group("a100").desired == 0
+    reasons = {p.reason for p in result.pods}
+    assert reasons == {
+        "gang research/g1: its members' own rules (anti-affinity, host ports, spread, devices) need more"
+        " a100 nodes than the group can add (2, max 2)"
+    }

@@ -32,7 +32,11 @@ class GroupBins:
     places: dict[bool, PlaceOne] = field(default_factory=dict)  # single pods and gangs, built once
 
     def items(self) -> list[tuple[SimNode, Bins, int]]:
-        return [(node, self.bins, index) for index, node in enumerate(self.nodes)]
+        """The group's nodes with their bins. Only those whose bin is still there: a gang's rollback
+        removes the bins it opened, and their nodes stay in `nodes` until the next bin is opened
+        (open_bin), so a later placement must not meet them."""
+        live = len(self.bins.free)
+        return [(node, self.bins, index) for index, node in enumerate(self.nodes[:live])]
 
     def probe(self) -> SimNode:
         """A new node of the group as the filters see it before it is opened (never placed on)."""
