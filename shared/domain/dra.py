@@ -105,7 +105,7 @@ class ResourceClaim:
     name: str
     spec: ClaimSpec
     allocated: bool = False  # status.allocation is set
-    devices: tuple[DeviceId, ...] = ()  # status.allocation.devices.results
+    devices: tuple[DeviceId, ...] = ()  # status.allocation.devices.results, but adminAccess ones
     node_selector: NodeSelectorTerms | None = None  # status.allocation.nodeSelector
 
     @property

@@ -150,7 +150,14 @@ def resource_claim_from_json(obj: Mapping[str, Any]) -> ResourceClaim:
         name=str(meta["name"]),
         spec=claim_spec_from_json(obj.get("spec") or {}),
         allocated=allocation is not None,
-        devices=tuple((str(r["driver"]), str(r["pool"]), str(r["device"])) for r in results),
+        # An adminAccess result does not take its device (kube-scheduler's dynamicresources
+        # foreachAllocatedDevice skips it: "is not considered as allocated"): a monitoring claim on
+        # every GPU leaves them free for workloads.
+        devices=tuple(
+            (str(r["driver"]), str(r["pool"]), str(r["device"]))
+            for r in results
+            if r.get("adminAccess") is not True
+        ),
         node_selector=_node_selector(selector) if selector else None,
     )
 

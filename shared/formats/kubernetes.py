@@ -566,13 +566,12 @@ def _pod_resource_claims(spec: Mapping[str, Any]) -> tuple[PodResourceClaim, ...
 
 
 def _pod_claim_statuses(status: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    """status.resourceClaimStatuses: (pod claim name, the ResourceClaim generated for it)."""
+    """status.resourceClaimStatuses: (pod claim name, the ResourceClaim generated for it), "" for an
+    entry without resourceClaimName: the claim controller found none was needed."""
     statuses = status.get("resourceClaimStatuses")
     if not statuses:  # most pods claim no DRA device: no generator to run
         return ()
-    return tuple(
-        (str(s["name"]), str(s["resourceClaimName"])) for s in statuses if s.get("resourceClaimName")
-    )
+    return tuple((str(s["name"]), str(s.get("resourceClaimName") or "")) for s in statuses)
 
 
 def _controller(owners: Any) -> Mapping[str, Any] | None:

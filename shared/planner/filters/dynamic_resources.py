@@ -128,6 +128,10 @@ class DeviceWorld:
         pinned: list[tuple[str, NodeSelectorTerms]] = []
         key: list[object] = []
         for source in pod.constraints.resource_claim_sources:
+            if not source.claim_name and statuses.get(source.name) == "":
+                # Listed without a claim: generating one was not needed, and the scheduler skips it
+                # (k8s.io/dynamic-resource-allocation resourceclaim.Name returns nil, not an error).
+                continue
             found = self._resolve(pod, source, statuses.get(source.name))
             if isinstance(found, str):
                 return ClaimDemand(unresolvable=found)

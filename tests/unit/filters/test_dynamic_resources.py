@@ -144,6 +144,33 @@ def test_devices_allocated_to_claims_are_not_free() -> None:
     assert (_verdict(sim, _pod("b", [from_template()]), node) or "").startswith(CANNOT_ALLOCATE)
 
 
+def test_a_device_allocated_with_admin_access_stays_free_for_workloads() -> None:
+    # Given a node with one GPU, allocated to a monitoring claim with adminAccess (as a DCGM exporter's
+    # claim is on every GPU node)
+    monitoring = resource_claim("dcgm", allocated_on="node-a", devices=("gpu-0",))
+    monitoring["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = True
+    sim = _sim([*BASE, gpu_slice("node-a", 1), monitoring], ["node-a"])
+    # Then a pod wanting one GPU still fits: an admin-access result is not an allocated device
+    # (kube-scheduler's dynamicresources foreachAllocatedDevice skips it)
+    assert _verdict(sim, _pod("a", [from_template()]), sim.nodes["node-a"]) is None
+
+
+def test_a_claim_the_controller_found_unnecessary_is_skipped() -> None:
+    # Given a pod whose status lists its template claim with no resourceClaimName (generating one
+    # was not needed), on a node with no free device
+    objects = [
+        *BASE,
+        gpu_slice("node-a", 1),
+        resource_claim("running", allocated_on="node-a", devices=("gpu-0",)),
+    ]
+    sim = _sim(objects, ["node-a"])
+    raw = dra_pod("a", [from_template()])
+    raw["status"]["resourceClaimStatuses"] = [{"name": "gpu"}]
+    pod = pod_from_json(raw)
+    # Then the claim demands nothing (k8s.io/dynamic-resource-allocation resourceclaim.Name: nil)
+    assert _verdict(sim, pod, sim.nodes["node-a"]) is None
+
+
 def test_an_allocated_claim_pins_its_pod_to_its_node() -> None:
     # Given a claim allocated on node-a (status.allocation.nodeSelector)
     objects = [*BASE, gpu_slice("node-a", 1), gpu_slice("node-b", 1)]
