@@ -229,7 +229,7 @@ def test_hold_keeps_the_fake_kubernetes_api_up_for_kubectl_until_ctrl_c(tmp_path
         node = left.split(",")[0].split(".")[0].strip()
         cordon = subprocess.run([*base, "cordon", node], capture_output=True, text=True, timeout=30)
         drain = subprocess.run(
-            [*base, "drain", node, "--ignore-daemonsets", "--force", "--timeout=30s"],
+            [*base, "drain", node, "--ignore-daemonsets", "--timeout=30s"],  # as docs/demo.md says
             capture_output=True,
             text=True,
             timeout=60,

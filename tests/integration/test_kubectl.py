@@ -66,7 +66,8 @@ def server() -> Iterator[FakeKubeApiServer]:
             "controller": True,
         }
         fake.add_pod(pod("device-plugin-gpu-1", "kube-system", "gpu-1", owner))
-        fake.add_pod(pod("train-a", "research", "gpu-1"))
+        job = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-1", "controller": True}
+        fake.add_pod(pod("train-a", "research", "gpu-1", job))
         fake.add_pod(pod("train-b", "research", "gpu-2"))
         yield fake
 
@@ -119,18 +120,10 @@ def test_get_of_several_kinds_and_json_output(kubeconfig: Path) -> None:
 def test_cordon_then_drain_evicts_the_pods_but_not_the_daemonset_pod(
     server: FakeKubeApiServer, kubeconfig: Path
 ) -> None:
-    # When kubectl cordons gpu-1, then drains it
+    # When kubectl cordons gpu-1, then drains it as docs/demo.md says (a Job's pod, a DaemonSet's pod)
     kubectl(kubeconfig, "cordon", "gpu-1")
     cordoned = rows(kubectl(kubeconfig, "get", "nodes").stdout)
-    kubectl(
-        kubeconfig,
-        "drain",
-        "gpu-1",
-        "--ignore-daemonsets",
-        "--force",
-        "--delete-emptydir-data",
-        "--timeout=20s",
-    )
+    kubectl(kubeconfig, "drain", "gpu-1", "--ignore-daemonsets", "--timeout=20s")
     # Then the node is unschedulable, its job pod was evicted through the API, the DaemonSet pod stays
     assert cordoned[1][:2] == ["gpu-1", "Ready,SchedulingDisabled"]
     assert (server.get_node("gpu-1") or {})["spec"]["unschedulable"] is True

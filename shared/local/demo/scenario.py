@@ -167,7 +167,7 @@ def _burst(prefix: str, at: int, count: int, gpus: int, duration: int, **extra: 
 
 
 def default_scenario() -> Scenario:
-    """`make demo`: 30 jobs in six bursts, a gang, an MPIJob-shaped gang (CPU launcher + 2 GPU workers),
+    """`make demo`: 30 jobs in seven bursts, a gang, an MPIJob-shaped gang (CPU launcher + 2 GPU workers),
     an a100-only job, a GPU fault on the first idle node after 7 minutes; about 22 simulated minutes."""
     jobs = [
         *_burst("eval-1gpu", 0, 4, 1, 240),

@@ -489,6 +489,9 @@ class World:
         `kubectl cordon` and `kubectl drain` have something to act on once every node was given back.
         Not instances of the groups: nothing invokes the functions while the demo holds."""
         names = []
+        # The DaemonSet its pods name, for `kubectl drain --ignore-daemonsets` (which reads it). Only
+        # now: while the demo runs, the functions would count its pods' requests in every template.
+        self._kube.add_daemonset(_device_plugin_daemonset(timestamp(now)))
         for index, shape in enumerate(self._shapes.values()):
             zone = f"{self._config.region}a"
             instance = Instance(f"i-0hold{index:012d}", shape, zone, f"hold-{shape.name}-0", now)
@@ -812,12 +815,45 @@ def _device_plugin_pod(node_name: str, at: str) -> Json:
     }
 
 
+def _device_plugin_daemonset(at: str) -> Json:
+    """The DaemonSet of the device-plugin pods (kube-system), as `kubectl get ds -A -o json` shows it."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": DEVICE_PLUGIN, "namespace": SYSTEM_NAMESPACE, "creationTimestamp": at},
+        "spec": {
+            "selector": {"matchLabels": {"app": DEVICE_PLUGIN}},
+            "template": {
+                "metadata": {"labels": {"app": DEVICE_PLUGIN}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "plugin",
+                            "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+                            "resources": {"requests": DAEMON_REQUESTS},
+                        }
+                    ],
+                    "tolerations": [{"operator": "Exists"}],
+                },
+            },
+        },
+        "status": {},
+    }
+
+
 def _held_job_pod(node_name: str, shape: GroupShape, at: str) -> Json:
-    """A running one-GPU job on a node left for `--hold` (what `kubectl drain` evicts)."""
+    """A running one-GPU job's pod on a node left for `--hold` (what `kubectl drain` evicts): owned by
+    its Job, as drain wants (it refuses a pod no controller re-creates unless --force)."""
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": f"{node_name}-job", "uid": f"job-{node_name}"}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": f"{node_name}-job", "namespace": NAMESPACE, "creationTimestamp": at},
+        "metadata": {
+            "name": f"{node_name}-job",
+            "namespace": NAMESPACE,
+            "creationTimestamp": at,
+            "ownerReferences": [{**owner, "controller": True}],
+        },
         "spec": {
             "nodeName": node_name,
             "containers": [{"name": "train", "image": "busybox", "resources": {"requests": {GPU: "1"}}}],
