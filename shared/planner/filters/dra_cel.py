@@ -136,6 +136,10 @@ def _environment() -> Any:
     return cel.NewEnv(variables={"device": cel.Type.DYN}, functions=functions)
 
 
+# `device.attributes['<domain>']` / `device.capacity['<domain>']` in a selector: the domains it reads.
+_DOMAIN_READ = re.compile(r"""device\.(attributes|capacity)\[\s*(?:'([^']*)'|"([^"]*)")\s*\]""")
+
+
 class Selector:
     """One compiled CEL selector; `matches` answers for one device (CelError at run time)."""
 
@@ -145,8 +149,25 @@ class Selector:
             self._program = _environment().compile(expression)
         except RuntimeError as exc:
             raise CelError(f"CEL compile error: {exc}") from exc
+        # kube-scheduler's CEL environment reads any domain a device has nothing in as an empty map
+        # (dynamic-resource-allocation cel/compile.go, newStringInterfaceMapWithDefault), so
+        # `'x' in device.attributes['other.example.com']` is false rather than an error: the
+        # domains the expression names are given an empty map where the device has none.
+        self._domains = tuple(
+            sorted({(field, single or double) for field, single, double in _DOMAIN_READ.findall(expression)})
+        )
+
+    def _with_domains(self, device: Mapping[str, Any]) -> Mapping[str, Any]:
+        missing = [(f, d) for f, d in self._domains if d not in device.get(f, {})]
+        if not missing:
+            return device
+        widened = {**device, "attributes": dict(device["attributes"]), "capacity": dict(device["capacity"])}
+        for field, domain in missing:
+            widened[field][domain] = {}
+        return widened
 
     def matches(self, device: Mapping[str, Any]) -> bool:
+        device = self._with_domains(device)
         try:
             value = self._program.eval(data={"device": device})
         except RuntimeError as exc:  # raised by the binding for errors outside the expression

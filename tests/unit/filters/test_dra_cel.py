@@ -62,3 +62,17 @@ def test_errors_say_whether_compile_or_run_time(expression: str, message: str) -
 
 def test_a_domain_the_device_has_nothing_in_reads_as_empty_for_its_driver() -> None:
     assert Selector('device.attributes["gpu.nvidia.com"].size() == 2').matches(DEVICE)
+
+
+def test_a_domain_the_device_has_nothing_in_reads_as_an_empty_map() -> None:
+    # Given a selector asking about another vendor's domain, and a device with none of its attributes
+    selector = Selector(
+        "!('model' in device.attributes['other.example.com']) && device.driver == 'gpu.nvidia.com'"
+    )
+    device = {
+        "driver": "gpu.nvidia.com",
+        "attributes": {"gpu.nvidia.com": {}},
+        "capacity": {"gpu.nvidia.com": {}},
+    }
+    # Then the domain is an empty map, as in kube-scheduler's CEL environment (not a missing key)
+    assert selector.matches(device) is True
