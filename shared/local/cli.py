@@ -4,6 +4,7 @@ and the deployed scaler's status (`status`)."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -333,7 +334,7 @@ def _command_of(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     entry = argv is None  # run as the process itself (console script, python -m), not by a caller
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(_command_of(argv)).parse_args(argv)
+    args = _parse(build_parser(_command_of(argv)), argv)
     if entry and args.func is run_plan:
         # The collector stays paused until the process leaves: resumed first, its next young
         # collection would traverse every object the run made (~0.1 s of the spread case).
@@ -347,6 +348,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # What CPython exits with when it cannot flush stdout at exit: the reader of our output is gone.
 STDOUT_GONE = 120
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """parse_args, but an option the command does not know is refused by the command's own parser:
+    its usage, and the closest of its options (argparse's top-level error shows neither)."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        sub = next(
+            (
+                action.choices[args.command]
+                for action in parser._actions
+                if isinstance(action, argparse._SubParsersAction) and args.command in action.choices
+            ),
+            parser,
+        )
+        close = difflib.get_close_matches(extras[0], list(sub._option_string_actions), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        sub.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+    return args
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -717,3 +717,26 @@ def test_a_file_that_is_not_describe_instance_status_is_a_one_line_error(
         err.strip()
         == f"backlog-scaler: error: {path}: expected the output of aws ec2 describe-instance-status"
     )
+
+
+def test_a_mistyped_option_is_refused_by_the_command_with_the_closest_option(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given a plan command whose --format is mistyped
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    argv = ["plan", "--pods", str(examples / "pods.json"), "--nodes", str(examples / "nodes.json")]
+    argv += [
+        "--asgs",
+        str(examples / "asgs.json"),
+        "--config",
+        str(examples / "config.yaml"),
+        "--fromat",
+        "json",
+    ]
+    # When it runs
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    # Then the plan command's own usage says which option it means (exit 2, as argparse exits)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "backlog-scaler plan: error: unrecognized arguments: --fromat json (did you mean --format?)" in err
