@@ -491,8 +491,6 @@ class World:
         `kubectl cordon` and `kubectl drain` have something to act on once every node was given back.
         Not instances of the groups: nothing invokes the functions while the demo holds."""
         names = []
-        # The DaemonSet its pods name, for `kubectl drain --ignore-daemonsets` (which reads it). Only
-        # now: while the demo runs, the functions would count its pods' requests in every template.
         self._kube.add_daemonset(_device_plugin_daemonset(timestamp(now)))
         for index, shape in enumerate(self._shapes.values()):
             zone = f"{self._config.region}a"
@@ -818,7 +816,9 @@ def _device_plugin_pod(node_name: str, at: str) -> Json:
 
 
 def _device_plugin_daemonset(at: str) -> Json:
-    """The DaemonSet of the device-plugin pods (kube-system), as `kubectl get ds -A -o json` shows it."""
+    """The DaemonSet of the device-plugin pods (kube-system), as `kubectl get ds -A -o json` shows it.
+    Served only once the demo holds, for `kubectl drain --ignore-daemonsets` (which reads it): while
+    the demo runs, the functions would count its pods' requests in every template."""
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
