@@ -487,9 +487,8 @@ class World:
         instance.registered_at = now
 
     def leave_nodes(self, now: datetime) -> list[str]:
-        """For `--hold`: one Ready node per group, running one job pod, so the documented
-        `kubectl cordon` and `kubectl drain` have something to act on once every node was given back.
-        Not instances of the groups: nothing invokes the functions while the demo holds."""
+        """For `--hold`: one Ready node per group, running one job pod, so the documented `kubectl
+        cordon` and `drain` have something to act on (not instances: no function runs while held)."""
         names = []
         self._kube.add_daemonset(_device_plugin_daemonset(timestamp(now)))
         for index, shape in enumerate(self._shapes.values()):
