@@ -21,7 +21,7 @@ from shared.planner.filters.framework import Reason, SimNode
 from shared.planner.filters.inter_pod_affinity import inter_pod_affinity
 from shared.planner.filters.node_affinity import node_affinity
 from shared.planner.filters.node_ports import node_ports, port_key
-from shared.planner.filters.node_resources_fit import node_resources_fit
+from shared.planner.filters.node_resources_fit import every_misfit
 from shared.planner.filters.node_unschedulable import node_unschedulable
 from shared.planner.filters.pod_topology_spread import pod_topology_spread
 from shared.planner.filters.taint_toleration import taint_toleration
@@ -162,7 +162,7 @@ def _verdicts(
         "node_unschedulable": node_unschedulable(scheduling, node.unschedulable),
         "node_affinity": _launch_affinity(scheduling, node.labels, zones),
         "taint_toleration": taint_toleration(scheduling, node.taints),
-        "node_resources_fit": node_resources_fit(ctx.request(pod.requests), node.free, ctx.dims),
+        "node_resources_fit": every_misfit(ctx.request(pod.requests), node.free, ctx.dims),
         "node_ports": node_ports(pod.constraints.host_ports, node.ports),
         "inter_pod_affinity": (
             inter_pod_affinity(state.affinity, node.labels) if state.affinity is not None else None

@@ -24,3 +24,16 @@ def node_resources_fit(request: Request, free: Sequence[int], dims: Sequence[str
             name = dims[dim]
             return "Too many pods" if name == PODS else f"Insufficient {name}"
     return None
+
+
+def every_misfit(request: Request, free: Sequence[int], dims: Sequence[str]) -> Reason:
+    """Every resource that does not fit, as the plugin's status lists them ("Too many pods" first,
+    then "Insufficient <name>" each, joined as a Status message joins its reasons); None when it fits.
+    For explaining one pod: the placement paths stop at the first."""
+    names = insufficient(request, free, dims)
+    if not names:
+        return None
+    # fit.go's fitsRequest order: pods, cpu, memory, ephemeral-storage, then the extended resources
+    first = {PODS: 0, "cpu": 1, "memory": 2, "ephemeral-storage": 3}
+    ordered = sorted(names, key=lambda name: (first.get(name, 4), name))
+    return ", ".join("Too many pods" if name == PODS else f"Insufficient {name}" for name in ordered)

@@ -8,7 +8,7 @@ from typing import Any
 from shared.domain.model import Pod
 from shared.formats.kubernetes import pod_from_json
 from shared.planner.filters.framework import SimNode
-from shared.planner.filters.node_resources_fit import Request, insufficient, node_resources_fit
+from shared.planner.filters.node_resources_fit import Request, every_misfit, insufficient, node_resources_fit
 from shared.planner.filters.volume_binding import Volumes
 from shared.planner.simulation import Simulation
 
@@ -111,3 +111,15 @@ def test_recorded_placement_takes_room_and_rollback_gives_it_back() -> None:
     sim.rollback()
     assert sim.dynamic(second, sim.state(second), node, _request(second), DIMS) is None
     assert node.free == _free(cpu=96000, memory=1100 * GI, gpus=8)
+
+
+def test_explaining_a_pod_lists_every_resource_that_does_not_fit_in_the_plugins_order() -> None:
+    # Given a pod over the node's free GPUs, CPU and memory
+    pod = _pod("big", {"nvidia.com/gpu": "8", "cpu": "200", "memory": "2000Gi"})
+    # When every misfit is asked (what `plan --explain` shows), Then each is named, in fit.go's
+    # order (pods, cpu, memory, ephemeral-storage, then extended resources), as its Status joins them
+    assert every_misfit(_request(pod), _free(gpus=2), DIMS) == (
+        "Insufficient cpu, Insufficient memory, Insufficient nvidia.com/gpu"
+    )
+    # And a pod that fits has none
+    assert every_misfit(_request(_pod("small", {"nvidia.com/gpu": "1"})), _free(gpus=2), DIMS) is None
