@@ -141,7 +141,7 @@ def wake_up_latency(runs: int, pending: int, busy_nodes: int) -> tuple[float, li
     from shared.adapters.aws import clients
     from shared.adapters.aws.state_store import create_table
     from shared.adapters.kubernetes.rbac import status_config_map
-    from shared.constants import DEFAULT_STATUS_NAMESPACE
+    from shared.constants import DEFAULT_STATUS_NAMESPACE, TAG_CLUSTER
     from shared.local.kube_api_server import FakeKubeApiServer
     from tests.builders import node, pod
     from tests.fakes.memory import FakeLambdaContext
@@ -170,6 +170,8 @@ def wake_up_latency(runs: int, pending: int, busy_nodes: int) -> tuple[float, li
                 DesiredCapacity=desired,
                 LaunchTemplate={"LaunchTemplateName": "gpu"},
                 AvailabilityZones=[f"{REGION}a"],
+                # the cluster's tag, as every group the scaler changes carries (docs/deploy.md)
+                Tags=[{"Key": TAG_CLUSTER, "Value": CLUSTER, "PropagateAtLaunch": False}],
             )
         group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[BUSY_ASG])[
             "AutoScalingGroups"
