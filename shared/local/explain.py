@@ -182,7 +182,7 @@ def _zone_verdict(view: GroupView, pod: Pod, state: PodState) -> tuple[Verdict, 
     binding = zone_binding(pod, state.volumes)
     if binding is None or guarantees_zone(view.capacity.zones, view.labels):
         return ()
-    launched = launch_labels(view.capacity.zones, view.labels)
+    launched = view.launch_labels
     if len(launched) > 1 and all(node_affinity(pod.scheduling, labels) for labels in launched):
         return ()  # no zone of the group admits the pod: node_affinity says so, not the zone
     return (Verdict("zone_guarantee", unguaranteed_reason(view.capacity.zones, binding)),)
