@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared.collector import gc_paused
 
-with gc_paused():  # a cold start's objects are all long-lived: see shared/collector.py
+with gc_paused(keep=True):  # a cold start's objects are all long-lived: see shared/collector.py
     from functions.aws_events.events import (
         LaunchUnsuccessful,
         MalformedEventError,

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 from shared.collector import gc_paused
 
-with gc_paused():  # a cold start's objects are all long-lived: see shared/collector.py
+with gc_paused(keep=True):  # a cold start's objects are all long-lived: see shared/collector.py
     from functions.common.dependencies import Dependencies
     from functions.common.powertools import CORRELATION_ID_PATH, logger, tracer
     from functions.common.wiring import controller_from_environment

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared.collector import gc_paused
 
-with gc_paused():  # a cold start's objects are all long-lived: see shared/collector.py
+with gc_paused(keep=True):  # a cold start's objects are all long-lived: see shared/collector.py
     from aws_lambda_powertools import Logger
     from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
     from aws_lambda_powertools.event_handler.middlewares import NextMiddleware

@@ -54,7 +54,7 @@ def test_a_collector_that_was_off_stays_off() -> None:
 
 PROBE = """
 import gc, functions.{name}.handler
-print(gc.isenabled())
+print(gc.isenabled(), gc.get_freeze_count() > 10_000, gc.get_count()[0] < 1_000)
 """
 
 
@@ -69,5 +69,20 @@ def test_after_a_handler_is_imported_the_collector_runs(name: str) -> None:
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), "POWERTOOLS_TRACE_DISABLED": "true"},
     )
-    # Then the collector is on again for the invocations
-    assert done.stdout.strip() == "True"
+    # Then the collector is on again for the invocations, the import's objects are out of its
+    # reach (frozen: no collection walks them) and the young generation starts almost empty
+    assert done.stdout.strip() == "True True True"
+
+
+def test_kept_objects_leave_the_collectors_reach_and_the_rest_do_not() -> None:
+    gc.unfreeze()
+    try:
+        with gc_paused():
+            plain = [[] for _ in range(100)]
+        assert gc.get_freeze_count() == 0
+        with gc_paused(keep=True):
+            kept = [[] for _ in range(100)]
+        # Every object alive then is frozen (the import's and whatever was there before it)
+        assert gc.get_freeze_count() >= len(kept) + len(plain)
+    finally:
+        gc.unfreeze()
