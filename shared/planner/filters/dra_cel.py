@@ -4,7 +4,11 @@
 (k8s.io/apiserver/pkg/cel/library/quantity.go: `quantity()`, `isQuantity()`, `compareTo`,
 `isGreaterThan`, `isLessThan`, `add`, `sub`, `asInteger`, `asApproximateFloat`, `sign`,
 `isInteger`) and semantic versions (library/semver_test.go: `semver()`, `isSemver()`, `compareTo`,
-`isGreaterThan`, `isLessThan`, `major`, `minor`, `patch`).
+`isGreaterThan`, `isLessThan`, `major`, `minor`, `patch`). The rest of the environment as
+kube-scheduler builds it: `cel.bind` (compile.go adds ext.Bindings so a selector names a domain once),
+and from the base environment (k8s.io/apiserver/pkg/cel/environment/base.go) the strings extension at
+version 2 (`lowerAscii`, `split`, `replace`, `indexOf`, `join`, ...), optional types (`.?model`,
+`orValue`) and the regex library (library/regex.go: `find`, `findAll`).
 
 The runtime is cel-expr-python, the CEL project's own Python binding of cel-cpp: ~10 ms to import
 and ~20 us per evaluation (a pure-Python CEL takes ~1.7 ms). It is imported on the first compile,
@@ -87,6 +91,29 @@ def _version_part(index: int) -> Callable[[Any], int]:
     return lambda value: int(value[_V][index]) if _V in value else _fraction(None)  # type: ignore[return-value]
 
 
+@cache
+def _regex(pattern: str) -> re.Pattern[str]:
+    """A regex of the library (RE2 there; the common syntax means the same in Python's re)."""
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regex {pattern!r}: {exc}") from exc
+
+
+def _find(text: str, pattern: str) -> str:
+    """library/regex.go `find`: the first match, "" for none."""
+    found = _regex(pattern).search(text)
+    return found.group(0) if found else ""
+
+
+def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
+    """library/regex.go `findAll`: every match (at most `limit`; a negative limit is no limit)."""
+    if limit == 0:
+        return []
+    found = [m.group(0) for m in _regex(pattern).finditer(text)]
+    return found if limit < 0 else found[:limit]
+
+
 def _as_integer(value: Any) -> int:
     amount = _fraction(value)
     if amount.denominator != 1:
@@ -94,46 +121,52 @@ def _as_integer(value: Any) -> int:
     return amount.numerator
 
 
-# name -> (is_member, parameter kinds, return kind, implementation)
-_EXTENSIONS: dict[str, tuple[bool, tuple[str, ...], str, Callable[..., Any]]] = {
-    "quantity": (False, ("string",), "map", _parse_quantity),
-    "isQuantity": (False, ("string",), "bool", _is(_parse_quantity)),
-    "semver": (False, ("string",), "map", _parse_semver),
-    "isSemver": (False, ("string",), "bool", _is(_parse_semver)),
-    "compareTo": (True, ("map", "map"), "int", _compare),
-    "isGreaterThan": (True, ("map", "map"), "bool", lambda a, b: _compare(a, b) > 0),
-    "isLessThan": (True, ("map", "map"), "bool", lambda a, b: _compare(a, b) < 0),
-    "add": (True, ("map", "map"), "map", lambda a, b: _quantity(_fraction(a) + _fraction(b))),
-    "sub": (True, ("map", "map"), "map", lambda a, b: _quantity(_fraction(a) - _fraction(b))),
-    "sign": (True, ("map",), "int", lambda a: (_fraction(a) > 0) - (_fraction(a) < 0)),
-    "isInteger": (True, ("map",), "bool", lambda a: _fraction(a).denominator == 1),
-    "asInteger": (True, ("map",), "int", _as_integer),
-    "asApproximateFloat": (True, ("map",), "double", lambda a: float(_fraction(a))),
-    "major": (True, ("map",), "int", _version_part(0)),
-    "minor": (True, ("map",), "int", _version_part(1)),
-    "patch": (True, ("map",), "int", _version_part(2)),
-}
+# (name, is_member, parameter kinds, return kind, implementation): one overload each
+_EXTENSIONS: tuple[tuple[str, bool, tuple[str, ...], str, Callable[..., Any]], ...] = (
+    ("quantity", False, ("string",), "map", _parse_quantity),
+    ("isQuantity", False, ("string",), "bool", _is(_parse_quantity)),
+    ("semver", False, ("string",), "map", _parse_semver),
+    ("isSemver", False, ("string",), "bool", _is(_parse_semver)),
+    ("compareTo", True, ("map", "map"), "int", _compare),
+    ("isGreaterThan", True, ("map", "map"), "bool", lambda a, b: _compare(a, b) > 0),
+    ("isLessThan", True, ("map", "map"), "bool", lambda a, b: _compare(a, b) < 0),
+    ("add", True, ("map", "map"), "map", lambda a, b: _quantity(_fraction(a) + _fraction(b))),
+    ("sub", True, ("map", "map"), "map", lambda a, b: _quantity(_fraction(a) - _fraction(b))),
+    ("sign", True, ("map",), "int", lambda a: (_fraction(a) > 0) - (_fraction(a) < 0)),
+    ("isInteger", True, ("map",), "bool", lambda a: _fraction(a).denominator == 1),
+    ("asInteger", True, ("map",), "int", _as_integer),
+    ("asApproximateFloat", True, ("map",), "double", lambda a: float(_fraction(a))),
+    ("major", True, ("map",), "int", _version_part(0)),
+    ("minor", True, ("map",), "int", _version_part(1)),
+    ("patch", True, ("map",), "int", _version_part(2)),
+    ("find", True, ("string", "string"), "string", _find),
+    ("findAll", True, ("string", "string"), "strings", _find_all),
+    ("findAll", True, ("string", "string", "int"), "strings", _find_all),
+)
 
 
 @cache
 def _environment() -> Any:
     """The CEL environment, built on first use (the import is what pods without claims skip)."""
     from cel_expr_python import cel
+    from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
     kinds = {"string": cel.Type.STRING, "map": cel.Type.MAP, "int": cel.Type.INT}
-    kinds.update(bool=cel.Type.BOOL, double=cel.Type.DOUBLE)
-    functions = [
-        cel.FunctionDecl(
-            name,
-            [
-                cel.Overload(
-                    f"k8s_{name}", kinds[ret], [kinds[p] for p in params], is_member=member, impl=impl
-                )
-            ],
+    kinds.update(bool=cel.Type.BOOL, double=cel.Type.DOUBLE, strings=cel.Type.List(cel.Type.STRING))
+    overloads: dict[str, list[Any]] = {}
+    for name, member, params, ret, impl in _EXTENSIONS:
+        overloads.setdefault(name, []).append(
+            cel.Overload(
+                f"k8s_{name}_{len(params)}",
+                kinds[ret],
+                [kinds[p] for p in params],
+                is_member=member,
+                impl=impl,
+            )
         )
-        for name, (member, params, ret, impl) in _EXTENSIONS.items()
-    ]
-    return cel.NewEnv(variables={"device": cel.Type.DYN}, functions=functions)
+    functions = [cel.FunctionDecl(name, found) for name, found in overloads.items()]
+    extensions = [ext_bindings.ExtBindings(), ext_strings.ExtStrings(2), ext_optional.ExtOptional()]
+    return cel.NewEnv(variables={"device": cel.Type.DYN}, functions=functions, extensions=extensions)
 
 
 # `device.attributes['<domain>']` / `device.capacity['<domain>']` in a selector: the domains it reads.

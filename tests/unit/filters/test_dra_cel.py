@@ -37,6 +37,23 @@ DEVICE = device_input(
         ('isSemver("1.2.3") && !isSemver("1.2")', True),
         ('device.attributes["gpu.nvidia.com"].driverVersion.major() == 550', True),
         ('device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0', True),
+        # cel.bind: compile.go adds ext.Bindings so that a selector names its domain once
+        (
+            'cel.bind(gpu, device.attributes["gpu.nvidia.com"], gpu.index == 0 && gpu.driverVersion.major() > 500)',
+            True,
+        ),
+        # the strings extension at version 2 (base.go): lowerAscii, split, replace, join, indexOf
+        ('device.driver.upperAscii().lowerAscii() == "gpu.nvidia.com"', True),
+        ('device.driver.split(".").size() == 3 && device.driver.split(".")[0] == "gpu"', True),
+        ('device.driver.replace("nvidia", "amd") == "gpu.amd.com"', True),
+        ('["a", "b"].join("-") == "a-b" && device.driver.indexOf("nvidia") == 4', True),
+        # optional types (base.go, 1.28): a missing attribute read with a default
+        ('device.attributes["gpu.nvidia.com"].?model.orValue("none") == "none"', True),
+        # the regex library (library/regex.go): find, findAll with and without a limit
+        ('"H100-80GB".find("[0-9]+") == "100"', True),
+        ('"abc".find("x") == ""', True),
+        ('"a1b22c333".findAll("[0-9]+") == ["1", "22", "333"]', True),
+        ('"a1b22c333".findAll("[0-9]+", 2) == ["1", "22"] && "a1".findAll("[0-9]", 0) == []', True),
     ],
 )
 def test_extension_functions(expression: str, expected: bool) -> None:
@@ -53,6 +70,7 @@ def test_extension_functions(expression: str, expected: bool) -> None:
         # past 2^63-1 (ParseQuantity's bound): refused at once, never built as a 100-million-digit int
         ('quantity("1E100000000").sign() == 1', "CEL runtime error: .*'1E100000000' is out of range"),
         ('semver("1.0.0").compareTo(quantity("1")) == 0', "CEL runtime error"),
+        ('"abc".find("(") == ""', "CEL runtime error: .*invalid regex"),
     ],
 )
 def test_errors_say_whether_compile_or_run_time(expression: str, message: str) -> None:
