@@ -14,6 +14,7 @@ from shared import constants
 from shared.controller import force_scale_down
 from shared.controller.applier import Applier
 from shared.controller.deps import Deps
+from shared.controller.gather import foreign_reason, ours
 from shared.controller.orchestrator import reconcile
 from shared.controller.report import PodEvents, ReconcileResult, RunStatus
 from shared.domain.errors import LeaseHeldError
@@ -86,8 +87,11 @@ def handle_interruption(
         (a.name for a in asgs.values() if any(i.instance_id == instance_id for i in a.live_instances)), None
     )
     group = _group_of(deps, owner, None) if owner else None
-    if group is None:
+    if group is None or owner is None:
         return _ignored(deps, f"{kind} for {instance_id}, not an instance of this cluster's groups")
+    cluster = deps.config.cluster_name
+    if owner in ours(asgs, cluster)[1]:  # left alone whole: no hold, no mark that no run would lift
+        return _ignored(deps, f"{kind} for {instance_id}: {foreign_reason(owner, cluster)}")
     node = next((n for n in deps.ports.cluster.list_nodes() if n.instance_id == instance_id), None)
     records: tuple[ActionRecord, ...] = ()
     errors: tuple[str, ...] = ()

@@ -130,6 +130,34 @@ def test_rebalance_recommendation_marks_the_node_for_rotation_without_cordon_or_
     assert rotate == [] and world.fleet.terminated == []
 
 
+@pytest.mark.parametrize(
+    "name", ["spot_interruption.json", "reservation_interruption.json", "rebalance_recommendation.json"]
+)
+def test_a_warning_for_an_instance_of_an_untagged_group_leaves_its_node_alone(name: str) -> None:
+    # Given the group's ASG is tagged for another cluster (the scaler leaves such a group alone whole:
+    # no run would ever lift a hold or a mark put on its node)
+    w = FakeWorld(
+        config=make_config(
+            node_groups=[{"name": "a100", "asg_name": A100, "allocatable": SHAPE, "taints": [GPU_TAINT]}]
+        ),
+        cluster=FakeCluster([pod("job", node=NODE)], [node(NODE, INSTANCE)]),
+        fleet=FakeFleet([asg(A100, desired=1, instances=[INSTANCE], cluster="someone-else")]),
+    )
+    w.clock.set(datetime(2026, 12, 2, 12, 0, 5, tzinfo=UTC))
+    aws_events.set_dependencies(w.controller())
+    try:
+        # When a spot, reservation or rebalance warning names its instance
+        response = aws_events.handler(event(name), FakeLambdaContext())
+    finally:
+        aws_events.set_dependencies(None)
+    # Then nothing is held, cordoned or marked, and the reason names the missing tag
+    assert response["status"] == "ignored"
+    assert "is not tagged backlog-scaler/cluster=" in response["detail"]
+    assert not w.cluster.is_cordoned(NODE)
+    assert w.cluster.nodes[NODE]["spec"].get("taints", []) == node(NODE, INSTANCE)["spec"].get("taints", [])
+    assert w.state.intents == {}
+
+
 def log_lines(caplog: pytest.LogCaptureFixture, message: str) -> list[logging.LogRecord]:
     """The handler's log records with this message."""
     return [record for record in caplog.records if record.getMessage() == message]
