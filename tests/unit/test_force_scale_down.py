@@ -493,6 +493,35 @@ def test_a_hold_neither_shortens_nor_forces_a_drain_and_an_operator_turns_a_hold
     assert merge_intents(hold, drain).held == ("n2",)
 
 
+def test_an_operator_naming_a_node_held_for_a_spot_warning_drains_it() -> None:
+    # Given busy-2 held (cordoned, nothing evicted) for a spot interruption warning
+    w = fleet_world()
+    w.state.intents["a100"] = DrainIntent(
+        "a100", ("busy-2",), NOW, NOW + timedelta(minutes=10), 0, False, INTERRUPTION_REQUESTER
+    )
+    # When an operator names it in a forced scale-down
+    report = w.controller().force_scale_down({"group": "a100", "nodes": ["busy-2"], "grace_seconds": 0})
+    # Then it is chosen and drained (its job pods evicted), and stored as the operator's drain
+    assert [c.name for c in report.chosen] == ["busy-2"]
+    assert sorted(w.cluster.evicted) == ["research/a", "research/b"]
+    intent = w.state.intents["a100"]
+    assert intent.held == () and intent.nodes == ("busy-2",) and intent.requested_by != INTERRUPTION_REQUESTER
+
+
+def test_a_target_counts_a_held_node_as_leaving() -> None:
+    # Given busy-2 held for a spot warning (EC2 takes it within two minutes)
+    w = fleet_world()
+    w.state.intents["a100"] = DrainIntent(
+        "a100", ("busy-2",), NOW, NOW + timedelta(minutes=10), 0, False, INTERRUPTION_REQUESTER
+    )
+    # When an operator asks for 2 nodes: one more leaves besides it, not two
+    report = w.controller().force_scale_down({"group": "a100", "target": 2})
+    assert "busy-2" not in [c.name for c in report.chosen]
+    assert len(report.chosen) == 1
+    # And the held node stays held
+    assert w.state.intents["a100"].held == ("busy-2",)
+
+
 @pytest.mark.usefixtures("fake_aws")
 def test_the_terms_of_each_node_are_stored_and_read_back() -> None:
     # Given a merged drain: n1 forced after its grace, n2 without force, n3 only held

@@ -99,12 +99,15 @@ def _read(deps: Deps, request: ForceScaleDownRequest) -> _Read:
 def _first_pass(deps: Deps, run: RunInfo, request: ForceScaleDownRequest) -> ForceScaleDownReport:
     read = _read(deps, request)
     draining = frozenset(read.existing.nodes) if read.existing else frozenset()
+    # A node held for an interruption warning may be named: the operator's request drains it
+    # (merge_intents gives it the request's terms). A target counts held nodes as leaving.
+    held = frozenset(read.existing.held) if read.existing and request.nodes is not None else frozenset()
     cutoff = deps.config.policy.pod_priority_cutoff
     choice = choose(
         request,
         read.asg,
         candidates_of(read.asg, read.nodes, read.pods, cutoff, now=run.started_at, force=request.force),
-        draining=draining,
+        draining=draining - held,
     )
     progress = DrainProgress()
     applier, now = run.applier, run.started_at
