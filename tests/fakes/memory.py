@@ -30,6 +30,7 @@ from shared.constants import PROVISIONING_API_GROUP
 from shared.domain.checkpoint import MIGRATION_WINDOW, remember_moves
 from shared.domain.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from shared.domain.errors import (
+    ActionError,
     ConflictError,
     EvictionBlockedError,
     FleetActionError,
@@ -746,6 +747,8 @@ class MemoryStateStore(Faults):
 
     @_recorded
     def put_drain_intent(self, lease: Lease, intent: DrainIntent) -> DrainIntent:
+        if intent.oversize:
+            raise ActionError(f"store drain intent of {intent.group}: {intent.oversize}")
         with self._lock:
             self._fenced(lease)
             self._check_revision(intent)

@@ -78,6 +78,8 @@ def fleet_world(*, min_size: int = 0) -> FakeWorld:
         ({"group": "a100", "target": 0, "force": "maybe"}, "force"),
         ({"group": "a100", "target": 0, "tagret": 0}, "tagret"),
         ({"group": "v100", "target": 0}, "group"),
+        # the interruption hold's requester: a drain stored under it would evict nothing after its pass
+        ({"group": "a100", "nodes": ["n1"], "requested_by": "spot-interruption"}, "requested_by"),
     ],
 )
 def test_invalid_payload_names_the_field(payload: dict[str, Any], field: str) -> None:
@@ -397,8 +399,10 @@ def test_named_nodes_beyond_the_bound_with_the_drain_in_progress_are_refused() -
 
 
 def test_drain_intent_refuses_what_would_not_fit_in_one_item() -> None:
-    with pytest.raises(ValueError, match="nodes"):
-        DrainIntent("a100", tuple(f"n{i}" for i in range(MAX_INTENT_NODES + 1)), NOW, NOW)
+    # Too many nodes is judged where the intent would be written (an older version stored more)
+    big = DrainIntent("a100", tuple(f"n{i}" for i in range(MAX_INTENT_NODES + 1)), NOW, NOW)
+    assert big.oversize == f"{MAX_INTENT_NODES + 1} nodes, at most {MAX_INTENT_NODES} fit in one stored item"
+    assert DrainIntent("a100", tuple(f"n{i}" for i in range(MAX_INTENT_NODES)), NOW, NOW).oversize is None
     with pytest.raises(ValueError, match="node name"):
         DrainIntent("a100", ("n" * (MAX_NODE_NAME_LENGTH + 1),), NOW, NOW)
     with pytest.raises(ValueError, match="requested_by"):
@@ -545,6 +549,39 @@ def test_the_terms_of_each_node_are_stored_and_read_back() -> None:
         NodeDrain(),
         NodeDrain(hold_only=True),
     ]
+
+
+@pytest.mark.usefixtures("fake_aws")
+def test_an_intent_a_previous_version_stored_with_1500_nodes_loads_and_is_not_grown() -> None:
+    # Given a drain intent item as the previous version wrote it: 1,500 nodes (its bound), no terms
+    from shared.adapters.aws.state_store import PK, SK, DynamoDbStateStore, _epoch, create_table
+
+    nodes = [f"ip-10-0-{i // 250}-{i % 250}.us-west-2.compute.internal" for i in range(1500)]
+    item = {
+        PK: {"S": "CLUSTER#c1"},
+        SK: {"S": "DRAIN#a100"},
+        "group": {"S": "a100"},
+        "nodes": {"L": [{"S": n} for n in nodes]},
+        "requested_at": {"N": _epoch(NOW)},
+        "expires_at": {"N": _epoch(NOW + timedelta(hours=1))},
+        "grace_seconds": {"N": "60"},
+        "force": {"BOOL": False},
+        "requested_by": {"S": "alice"},
+        "revision": {"N": "3"},
+    }
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, "state")
+        client.put_item(TableName="state", Item=item)
+        store = DynamoDbStateStore("state", "c1", PolicyConfig(), client, clock=lambda: NOW)
+        # When it is read: it loads (its drain goes on; nodes leave it as they finish)
+        (intent,) = store.drain_intents()
+        assert intent.nodes == tuple(nodes) and intent.revision == 3
+        # Then a hold that would grow it past the bound is refused by name, and the item is unchanged
+        hold = DrainIntent("a100", ("n-new",), NOW, NOW, requested_by=INTERRUPTION_REQUESTER)
+        with pytest.raises(ActionError, match="1501 nodes, at most 1400"):
+            store.put_drain_intent(store.acquire_lease("run", NOW, 60), merge_intents(intent, hold))
+        assert store.drain_intents() == (intent,)
 
 
 def test_a_spot_hold_merged_into_an_operator_drain_keeps_the_drain_going() -> None:

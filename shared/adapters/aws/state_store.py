@@ -463,13 +463,15 @@ class DynamoDbStateStore:
 
         Raises LeaseHeldError, ConflictError (the stored intent changed since read), ActionError.
         """
+        what = f"store drain intent of {intent.group}"
+        if intent.oversize:
+            raise ActionError(f"{what}: {intent.oversize}")
         stored = replace(intent, revision=intent.revision + 1)
         put: dict[str, Any] = {
             "TableName": self._table,
             "Item": _drain_item(self._key(DRAIN_PREFIX + stored.group), stored),
         }
         put.update(_revision_condition(intent.revision))
-        what = f"store drain intent of {intent.group}"
         try:
             self._fence.transact(lease, [{"Put": put}], what)
         except _ConditionFailed as exc:

@@ -23,6 +23,7 @@ from shared.config import ScalerConfig
 from shared.controller.validation import describe_validation_error
 from shared.domain.errors import MAX_ERRORS_SHOWN, InvalidRequestError
 from shared.domain.operations import (
+    INTERRUPTION_REQUESTER,
     MAX_DRAIN_NODES,
     MAX_GROUP_NAME_LENGTH,
     MAX_NODE_NAME_LENGTH,
@@ -100,6 +101,15 @@ class ForceScaleDownRequest(BaseModel):
         if nodes is not None and len(set(nodes)) != len(nodes):
             raise ValueError("node names must be unique")
         return nodes
+
+    @field_validator("requested_by")
+    @classmethod
+    def _not_the_interruption_hold(cls, requested_by: str) -> str:
+        # The name the scaler gives an interruption warning's hold: a drain stored under it would
+        # evict nothing after its first pass (DrainIntent.held).
+        if requested_by == INTERRUPTION_REQUESTER:
+            raise ValueError(f"{INTERRUPTION_REQUESTER!r} is reserved for interruption warnings' holds")
+        return requested_by
 
 
 def parse_force_scale_down(payload: object, config: ScalerConfig) -> ForceScaleDownRequest:
