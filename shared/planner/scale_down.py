@@ -70,29 +70,41 @@ def _replacements(ctx: Context, view: GroupView, out: ScaleDownResult) -> None:
                 )
             )
             out.backoff_groups.add(view.name)
+    repair = ctx.config.policy.repair.enabled
     for node in view.nodes:
-        if node.ready or not is_idle(ctx, node) or _protected(ctx, node) or _went_not_ready(node, deadline):
+        if node.ready or not is_idle(ctx, node) or _protected(ctx, node):
             continue
+        ran = _went_not_ready(node)
+        if ran and repair:
+            continue  # a broken machine: repair's (its Ready toleration, no capacity backoff)
         since = node.ready_changed_at or node.created_at
         if ctx.older_than(since, deadline) and node.instance_id:
+            why = "it ran, then broke (repair is off)" if ran else "the launch failed"
             out.terminate.append(
                 Termination(
                     node.name,
                     node.instance_id,
                     view.name,
-                    f"NotReady for more than {deadline}s: replacing it",
+                    f"NotReady for more than {deadline}s, {why}: replacing it",
                     decrement=False,
                 )
             )
-            out.backoff_groups.add(view.name)
+            if not ran:  # a failed launch is a capacity failure; a machine that broke is not
+                out.backoff_groups.add(view.name)
 
 
-def _went_not_ready(node: Node, deadline: int) -> bool:
-    """NotReady since later than its launch's provisioning window: a machine that ran and broke, not
-    a launch that failed. Repair judges it (its Ready toleration, no capacity backoff), as EKS and
-    Karpenter node repair do; only a node NotReady since its launch is a failed launch here."""
+# The kubelet registers a node with its Ready condition already set (NotReady until the runtime's
+# network is up: pkg/kubelet/kubelet_node_status.go, initialNode calls setNodeStatus), so a node never
+# Ready has its condition's lastTransitionTime at its creation, within the API round trips.
+_REGISTRATION_SLACK = timedelta(seconds=120)
+
+
+def _went_not_ready(node: Node) -> bool:
+    """NotReady since a transition after its registration: it was Ready in between, so a machine that
+    ran and broke, not a launch that failed. With repair on, repair judges it (its Ready toleration,
+    no capacity backoff), as EKS and Karpenter node repair do."""
     changed, created = node.ready_changed_at, node.created_at
-    return changed is not None and created is not None and changed - created > timedelta(seconds=deadline)
+    return changed is not None and created is not None and changed - created > _REGISTRATION_SLACK
 
 
 def _keep(out: ScaleDownResult, view: GroupView, count: int, why: str) -> None:

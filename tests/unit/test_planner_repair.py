@@ -378,3 +378,49 @@ def test_a_node_that_ran_then_went_not_ready_is_repaired_not_replaced_as_a_faile
     )
     assert [t.node for t in later.terminate] == ["n1"]
     assert not later.group("a100").enter_backoff
+
+
+def _broken_after(minutes_up: int, minutes_down: int) -> dict[str, Any]:
+    """A node created `minutes_up + minutes_down` ago that was Ready, then NotReady `minutes_down` ago."""
+    broken = node("n1", "i-1", created=NOW - timedelta(minutes=minutes_up + minutes_down), ready=False)
+    broken["status"]["conditions"][0]["lastTransitionTime"] = iso(NOW - timedelta(minutes=minutes_down))
+    return broken
+
+
+def test_a_node_that_broke_within_its_first_minutes_is_repaired_not_a_failed_launch() -> None:
+    # Given a node Ready 15 minutes after launch, then NotReady for 25 (its transition 15 minutes after
+    # registration: it was Ready in between; a launch that never came up keeps its registration time)
+    busy = node("n0", "i-0", created=NOW - timedelta(days=2))
+    job = [pod("job", gpus=8, node="n0", tolerations=[GPU_TOLERATION])]
+    result = run([busy, _broken_after(15, 25)], job)
+    # Then it is no failed launch: not terminated as one, and the group does not back off
+    assert not result.terminate and not result.group("a100").enter_backoff
+    # And once the Ready toleration is over repair replaces it, still without a backoff
+    later = run([busy, _broken_after(15, 31)], job)
+    assert [t.node for t in later.terminate] == ["n1"] and not later.group("a100").enter_backoff
+
+
+def test_with_repair_off_a_node_that_ran_then_died_is_still_replaced_without_backoff() -> None:
+    # Given repair switched off and an idle node NotReady for three hours after running two days
+    busy = node("n0", "i-0", created=NOW - timedelta(days=2))
+    job = [pod("job", gpus=8, node="n0", tolerations=[GPU_TOLERATION])]
+    # When planned
+    result = run([busy, _broken_after(2 * 24 * 60, 180)], job, repair={"enabled": False})
+    # Then scale-down replaces it (as before repair existed): no capacity backoff, it was no launch
+    (termination,) = result.terminate
+    assert termination.node == "n1" and not termination.decrement
+    assert "it ran, then broke (repair is off)" in termination.reason
+    assert not result.group("a100").enter_backoff
+
+
+def test_a_node_never_ready_since_its_launch_is_a_failed_launch() -> None:
+    # Given a node whose Ready condition never changed since its registration, 25 minutes ago
+    never = node("n1", "i-1", created=NOW - timedelta(minutes=25), ready=False)
+    never["status"]["conditions"][0]["lastTransitionTime"] = iso(NOW - timedelta(minutes=25))
+    busy = node("n0", "i-0", created=NOW - timedelta(days=2))
+    job = [pod("job", gpus=8, node="n0", tolerations=[GPU_TOLERATION])]
+    # Then it is replaced as a failed launch past the provisioning deadline, and the group backs off
+    result = run([busy, never], job)
+    assert [t.node for t in result.terminate] == ["n1"]
+    assert "the launch failed" in result.terminate[0].reason
+    assert result.group("a100").enter_backoff
