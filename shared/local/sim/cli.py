@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
 import os
 import sys
 import time
@@ -389,7 +390,10 @@ def replay_all(
     those of one after the other, in about half the time."""
     if len(runs) < 2 or (cpus if cpus is not None else _usable_cpus()) < 2:
         return [_run_one(args, trace, path, config, sizing) for path, config in runs]
-    with ProcessPoolExecutor(max_workers=len(runs) - 1) as pool:
+    # A forkserver's child, not a fork of this process: this one runs threads (the progress line), and
+    # a fork of a threaded process may deadlock in the child (Python 3.12 warns; 3.14 no longer forks).
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=len(runs) - 1, mp_context=context) as pool:
         others = [
             pool.submit(_run_one, args, trace, path, config, sizing, quiet=True) for path, config in runs[1:]
         ]
