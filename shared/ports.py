@@ -16,6 +16,7 @@ from shared.domain.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate,
 from shared.domain.model import (
     AsgState,
     DaemonSet,
+    DisruptionBudget,
     InstanceStatus,
     InstanceType,
     LaunchTemplateVersions,
@@ -62,6 +63,14 @@ class Cluster(Protocol):
 
     def list_namespaces(self) -> Mapping[str, Mapping[str, str]]:
         """The labels of every namespace, by namespace name. Raises ClusterReadError, AuthError."""
+        ...
+
+    def list_pod_disruption_budgets(self) -> tuple[DisruptionBudget, ...]:
+        """All policy/v1 PodDisruptionBudgets of all namespaces, as they are now: each one's selector and
+        status.disruptionsAllowed (read right before a migration evicts, never from an earlier list).
+
+        Raises ClusterReadError, AuthError.
+        """
         ...
 
     def get_node(self, name: str) -> Node | None:

@@ -10,11 +10,15 @@ For each planned migration (nodes a forced scale-down drains are left alone):
 3. a fresh snapshot re-validates the move (`migration.migration_blocker`: the same pods, still
    movable, the checkpoints still fresh enough for the saving to beat the loss, room still free
    elsewhere, no pending pod counting on the node); a refusal uncordons the node;
-4. every pod's eviction is tried as a dry run first (dryRun=All: the API server judges its
-   PodDisruptionBudgets and evicts nothing); one refused calls the move off and uncordons the node,
-   so a gang moves whole or not at all;
+4. the move's evictions are judged as one before any is made, so that a gang moves whole or not at
+   all (the Eviction API takes one pod at a time): the PodDisruptionBudgets are read and none may be
+   drawn on by more of the move's pods than its status.disruptionsAllowed
+   (`safety.overdrawn_budget`: a dry run never uses a budget up, so the dry runs alone would each
+   pass against the same count), then every pod's eviction is tried as a dry run (dryRun=All: the
+   API server judges everything else and evicts nothing); a refusal, or budgets that cannot be
+   read, calls the move off and uncordons the node;
 5. the pods are evicted through the Eviction API (PodDisruptionBudgets apply). A 429 (or any failed
-   eviction: a budget that changed since the dry run) stops that node's migration; the node is
+   eviction: a budget that changed since it was read) stops that node's migration; the node is
    uncordoned when nothing was evicted, and stays cordoned (emptying) otherwise. A lease lost on the
    way ends the run before any further eviction (the applier fences the eviction batch).
 Each evicted pod gets an Event saying why; the group's migrations and the GPU-seconds they cost are
@@ -23,7 +27,7 @@ counted (metrics) and the migration is stored for the per-hour budget.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
 
@@ -40,7 +44,8 @@ from shared.reporting import ActionKind, ActionStatus
 
 FreshNode = Callable[[str], "tuple[Node | None, tuple[Pod, ...]] | str"]  # a node and its pods, or why not
 FreshSnapshot = Callable[[], "Snapshot | str"]  # the cluster re-listed, or why not
-EvictionCheck = Callable[[Pod], "str | None"]  # why the API server would not evict the pod now, or None
+# Why the API server would not evict every one of the pods now, one after another, or None.
+EvictionCheck = Callable[[Sequence[Pod]], "str | None"]
 Reads = tuple[FreshNode, FreshSnapshot, EvictionCheck]
 EVENT_REASON = "MovedForConsolidation"
 
@@ -76,7 +81,7 @@ def _migrate(
 ) -> tuple[list[Pod], frozenset[str]]:
     """Cordon, re-validate and evict one node's pods; the pods evicted and the jobs of the cluster's
     pods on the fresh read (whose moves the store keeps remembering)."""
-    fresh_node, fresh_snapshot, can_evict = reads
+    fresh_node, fresh_snapshot, evictions_refused = reads
     read = fresh_node(move.node)
     node = None if isinstance(read, str) else read[0]
     if isinstance(read, str) or node is None or node.unschedulable:
@@ -92,10 +97,10 @@ def _migrate(
         return [], frozenset()
     assert not isinstance(snapshot, str)
     by_key = {p.key: p for p in snapshot.pods}
-    # Every pod's eviction judged first (a dry run: PodDisruptionBudgets too), so that a gang moves
+    # The whole move judged first (its budgets, then a dry run of each eviction), so that a gang moves
     # whole or not at all: the Eviction API takes one pod at a time, and a 429 on a later member
     # would leave the earlier ones evicted and the gang split.
-    refused = next((why for key in move.pods if (why := can_evict(by_key[key]))), None)
+    refused = evictions_refused([by_key[key] for key in move.pods])
     if refused:
         _skip(applier, move, refused)
         applier.uncordon(move.node, move.group, f"migration called off: {refused}, nothing was evicted")

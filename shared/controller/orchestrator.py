@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
@@ -44,7 +45,7 @@ from shared.domain.errors import (
 )
 from shared.domain.model import GroupState, Node, Pod, PodMemory, ScalerState, Snapshot
 from shared.domain.plan import Plan
-from shared.domain.safety import cordon_blocker, desired_to_set, termination_blocker
+from shared.domain.safety import cordon_blocker, desired_to_set, overdrawn_budget, termination_blocker
 from shared.reporting import ActionKind, ActionStatus
 
 
@@ -219,10 +220,28 @@ def _migrate(deps: Deps, run: RunInfo, plan: Plan, gathered: Gathered) -> None:
         reads = (
             partial(_fresh, deps, run.applier),
             partial(_fresh_snapshot, deps, run.applier, gathered),
-            partial(_eviction_refused, deps, run.applier),
+            partial(_evictions_refused, deps, run.applier),
         )
         store = (deps.ports.state, run.tally)
         apply_migrations(run.applier, plan, deps.config, run.started_at, gathered.draining, reads, store)
+
+
+def _evictions_refused(deps: Deps, applier: Applier, pods: Sequence[Pod]) -> str | None:
+    """Why the API server would not evict every one of `pods` now, one after another, or None: a
+    PodDisruptionBudget they would run dry (read fresh: a dry run never uses a budget up, so the dry
+    runs alone each pass against the same disruptionsAllowed), then each eviction's dry run. Budgets
+    that cannot be read refuse (credentials refused: no destructive write for the rest of the run)."""
+    try:
+        budgets = deps.ports.cluster.list_pod_disruption_budgets()
+    except AuthError as exc:
+        applier.forbid_destructive(exc)
+        return f"could not read the PodDisruptionBudgets: {exc}"
+    except (ReadError, ThrottledError) as exc:
+        return f"could not read the PodDisruptionBudgets: {exc}"
+    overdrawn = overdrawn_budget(pods, budgets)
+    if overdrawn:
+        return overdrawn
+    return next((why for pod in pods if (why := _eviction_refused(deps, applier, pod))), None)
 
 
 def _eviction_refused(deps: Deps, applier: Applier, pod: Pod) -> str | None:

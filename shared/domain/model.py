@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from shared.domain.constraints import NO_CONSTRAINTS, PodConstraints
 from shared.domain.dra import NO_DRA, DraObjects
 from shared.domain.keys import namespaced_key
-from shared.domain.labels import Requirement
+from shared.domain.labels import LabelSelector, Requirement
 from shared.domain.resources import ACCELERATORS, EMPTY, Resources
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 
@@ -593,6 +593,23 @@ class DaemonSet:
     name: str
     pod: Pod  # the pod template, parsed like a pod (requests, scheduling, constraints)
     images: tuple[str, ...] = ()  # its containers' images: which device plugin it is
+
+    @property
+    def key(self) -> str:
+        return namespaced_key(self.namespace, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    """A policy/v1 PodDisruptionBudget, as the Eviction API judges it (how its pods are drawn on:
+    `shared.domain.safety.draws_on`)."""
+
+    namespace: str
+    name: str
+    # spec.selector, over the pods of the budget's own namespace: None (null or missing) selects no
+    # pod, the empty LabelSelector ({}) every pod of the namespace (policy/v1).
+    selector: LabelSelector | None
+    disruptions_allowed: int  # status.disruptionsAllowed: the evictions it allows now, one used by each
 
     @property
     def key(self) -> str:

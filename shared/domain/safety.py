@@ -13,6 +13,9 @@ simulator and the demo. A rule written twice drifts; these are the only copies.
 - `desired_to_set`: the desired capacity to set for a target, never below the live instances
   (`desired_after`: the desired the group then has, as the plan reports it).
 - `next_backoff`: exponential capacity backoff with its cap and its reset boundary.
+- `overdrawn_budget`: the PodDisruptionBudget that evicting a move's pods one after another would run
+  dry (`draws_on`: which evictions a budget judges), asked before a migration evicts anything; the
+  in-memory fake's Eviction API draws on budgets by the same rule.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from shared.domain.model import AsgState, Node, Pod
+from shared.domain.model import AsgState, DisruptionBudget, Node, Pod
 from shared.domain.plan import HealthEvidence, Termination
 
 # 2**32 x the initial backoff is far past any cap; bounding the exponent keeps the arithmetic small.
@@ -134,6 +137,51 @@ def cordon_blocker(
     if busy:
         return f"it now runs {busy[0].key}"
     return protection(node, pods, group)
+
+
+# Evicting a pod in these phases, or one being deleted, deletes it without asking any budget
+# (pkg/registry/core/pod/storage/eviction.go, canIgnorePDB).
+_PHASES_NO_BUDGET_JUDGES = ("Pending", "Succeeded", "Failed")
+
+
+def draws_on(budget: DisruptionBudget, pod: Pod) -> bool:
+    """Whether evicting `pod` uses one of `budget`'s disruptions, as the Eviction API decides it
+    (eviction.go): the budget is of the pod's namespace, its selector matches the pod's labels (a null
+    selector no pod, the empty one every pod), and the pod is running, not being deleted.
+
+    A running pod that is not Ready may be evicted without using one (a budget whose
+    unhealthyPodEvictionPolicy is AlwaysAllow, or whose currentHealthy is at least desiredHealthy);
+    readiness is not read here, so it counts: a move may be called off that would have passed, never
+    one let through that splits.
+    """
+    return (
+        budget.selector is not None
+        and pod.namespace == budget.namespace
+        and pod.phase not in _PHASES_NO_BUDGET_JUDGES
+        and pod.deleted_at is None
+        and budget.selector.matches(pod.labels)
+    )
+
+
+def overdrawn_budget(pods: Iterable[Pod], budgets: Iterable[DisruptionBudget]) -> str | None:
+    """Why evicting every one of `pods`, one after another, would run a PodDisruptionBudget dry on the
+    way (None: each budget allows at least as many disruptions as `pods` draw on it).
+
+    Each eviction a budget judges needs status.disruptionsAllowed above 0 and uses one (eviction.go,
+    checkAndDecrement), but a dry run (dryRun=All) uses none: the dry runs of a move's pods each pass
+    against the same count, and the real evictions would stop at the first the budget no longer allows,
+    the pods before it evicted. The first such budget by namespace and name is named.
+    """
+    moved = tuple(pods)
+    for budget in sorted(budgets, key=lambda b: (b.namespace, b.name)):
+        drawn = sorted(p.key for p in moved if draws_on(budget, p))
+        if drawn and len(drawn) > budget.disruptions_allowed:
+            allowed = budget.disruptions_allowed
+            return (
+                f"PodDisruptionBudget {budget.key} allows {allowed} disruption{'' if allowed == 1 else 's'}"
+                f" now and the move would evict {len(drawn)} of its pods ({', '.join(drawn)})"
+            )
+    return None
 
 
 def removable_above_min(count: int, min_size: int) -> int:

@@ -27,6 +27,7 @@ from shared.domain.labels import LabelSelector
 from shared.domain.model import (
     DEFAULT_TERMINATION_GRACE_SECONDS,
     DaemonSet,
+    DisruptionBudget,
     Node,
     NodeCondition,
     Pod,
@@ -901,6 +902,30 @@ def namespace_from_json(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, str]]
     labels = dict(meta.get("labels") or {})
     labels.setdefault(NAMESPACE_NAME, name)
     return name, labels
+
+
+def pod_disruption_budget_from_json(obj: Mapping[str, Any]) -> DisruptionBudget:
+    """A policy/v1 PodDisruptionBudget: its selector and status.disruptionsAllowed, what the Eviction API
+    judges. A budget without a status yet (its controller has not seen it) allows nothing, as the Go
+    zero value the API server reads then."""
+    meta = obj["metadata"]
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    return DisruptionBudget(
+        namespace=meta.get("namespace") or "default",
+        name=str(meta["name"]),
+        selector=_label_selector(spec.get("selector"), "spec.selector"),
+        disruptions_allowed=_int(status.get("disruptionsAllowed", 0), "status.disruptionsAllowed"),
+    )
+
+
+def pod_disruption_budgets_from_list(
+    document: object, source: str = "poddisruptionbudgets"
+) -> tuple[DisruptionBudget, ...]:
+    """A PodDisruptionBudgetList (kubectl get pdb -A -o json) to domain budgets; InputError naming the
+    source and the item."""
+    kind = "PodDisruptionBudget"
+    return _parse_all(_items(document, kind, source), pod_disruption_budget_from_json, kind, source)
 
 
 _POD_GROUP_KINDS = {

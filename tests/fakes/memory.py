@@ -31,6 +31,7 @@ from shared.domain.checkpoint import MIGRATION_WINDOW, remember_moves
 from shared.domain.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from shared.domain.errors import (
     ActionError,
+    ClusterActionError,
     ConflictError,
     EvictionBlockedError,
     FleetActionError,
@@ -42,6 +43,7 @@ from shared.domain.model import (
     AsgInstance,
     AsgState,
     DaemonSet,
+    DisruptionBudget,
     GroupState,
     InstanceStatus,
     InstanceType,
@@ -63,7 +65,7 @@ from shared.domain.provisioning import (
     ProvisioningRequest,
 )
 from shared.domain.resources import Resources
-from shared.domain.safety import Backoff, is_counted, next_backoff
+from shared.domain.safety import Backoff, draws_on, is_counted, next_backoff
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.formats.aws import asg_from_json
 from shared.formats.dra import (
@@ -76,6 +78,7 @@ from shared.formats.kubernetes import (
     condition_to_json,
     daemonset_from_json,
     node_from_json,
+    pod_disruption_budget_from_json,
     pod_from_json,
     pod_group_from_json,
     pod_template_from_json,
@@ -193,7 +196,11 @@ def _json_key(obj: Json, *, namespaced: bool) -> str:
 
 class FakeCluster(Faults):
     """The Kubernetes API in memory: pods and nodes as JSON, cordons, evictions, PDB blocks, events,
-    and the objects the scheduler's filters read (DaemonSets, PVCs, PVs, StorageClasses, namespaces)."""
+    and the objects the scheduler's filters read (DaemonSets, PVCs, PVs, StorageClasses, namespaces).
+
+    Evictions honour PodDisruptionBudgets (`add_pdb`) as the API server does: one that a budget draws
+    on (`shared.domain.safety.draws_on`) needs its status.disruptionsAllowed above 0 and uses one, a
+    dry run (`can_evict`) uses none, and a pod under two budgets cannot be evicted."""
 
     def __init__(self, pods: Iterable[Json] = (), nodes: Iterable[Json] = ()) -> None:
         super().__init__()
@@ -204,6 +211,7 @@ class FakeCluster(Faults):
         self.pvs: dict[str, Json | PersistentVolume] = {}  # by name
         self.storage_classes: dict[str, Json | StorageClass] = {}  # by name
         self.namespaces: dict[str, dict[str, str]] = {}  # name -> labels
+        self.pdbs: dict[str, Json] = {}  # PodDisruptionBudgets by namespace/name
         self.events: list[ClusterEvent] = []
         self.evicted: list[str] = []
         self.deleted_pods: list[str] = []
@@ -263,6 +271,11 @@ class FakeCluster(Faults):
         """A namespace, labelled kubernetes.io/metadata.name as the API server does."""
         with self._lock:
             self.namespaces[name] = {**(labels or {}), "kubernetes.io/metadata.name": name}
+
+    def add_pdb(self, obj: Json) -> None:
+        """A policy/v1 PodDisruptionBudget as JSON, with the status.disruptionsAllowed to start from."""
+        with self._lock:
+            self.pdbs[_json_key(obj, namespaced=True)] = copy.deepcopy(obj)
 
     def add_custom(self, obj: Json) -> None:
         """A ProvisioningRequest or PodGroup (JSON, by its apiVersion's group)."""
@@ -334,6 +347,10 @@ class FakeCluster(Faults):
     def list_namespaces(self) -> Mapping[str, Mapping[str, str]]:
         with self._lock:
             return {name: dict(labels) for name, labels in self.namespaces.items()}
+
+    @_recorded
+    def list_pod_disruption_budgets(self) -> tuple[DisruptionBudget, ...]:
+        return self._listed(self.pdbs, pod_disruption_budget_from_json)
 
     @_recorded
     def list_provisioning_requests(self) -> tuple[ProvisioningRequest, ...]:
@@ -440,10 +457,13 @@ class FakeCluster(Faults):
 
     @_recorded
     def can_evict(self, namespace: str, name: str) -> bool:
-        """A dry run: what `evict` would do now, with nothing evicted and no refusal used up."""
+        """A dry run: what `evict` would do now, with nothing evicted, no refusal and no budget used up."""
+        key = f"{namespace}/{name}"
         with self._lock:
-            remaining = self._blocked.get(f"{namespace}/{name}", 0)
-            return remaining is not None and remaining <= 0
+            remaining = self._blocked.get(key, 0)
+            budget = self._budget_of(key)
+            allowed = budget is None or budget["status"]["disruptionsAllowed"] > 0
+            return remaining is not None and remaining <= 0 and allowed
 
     @_recorded
     def evict(self, namespace: str, name: str) -> None:
@@ -455,8 +475,25 @@ class FakeCluster(Faults):
                     if remaining is not None:
                         self._blocked[key] = remaining - 1
                     raise EvictionBlockedError(f"evict pod {key}: HTTP 429: disruption budget")
+            budget = self._budget_of(key)
+            if budget is not None:
+                if budget["status"]["disruptionsAllowed"] <= 0:
+                    refusing = budget["metadata"]["name"]
+                    raise EvictionBlockedError(f"evict pod {key}: HTTP 429: disruption budget {refusing}")
+                budget["status"]["disruptionsAllowed"] -= 1
             if self.pods.pop(key, None) is not None:
                 self.evicted.append(key)
+
+    def _budget_of(self, key: str) -> Json | None:
+        """The PodDisruptionBudget (JSON) the eviction of pod `key` draws on, if any (lock held)."""
+        obj = self.pods.get(key)
+        if obj is None:
+            return None
+        pod = pod_from_json(copy.deepcopy(obj))
+        drawn = [b for b in self.pdbs.values() if draws_on(pod_disruption_budget_from_json(b), pod)]
+        if len(drawn) > 1:  # eviction.go: HTTP 500
+            raise ClusterActionError(f"evict pod {key}: HTTP 500: more than one PodDisruptionBudget")
+        return drawn[0] if drawn else None
 
     @_recorded
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:

@@ -45,7 +45,8 @@ from shared.domain.errors import (
     NotFoundError,
     ThrottledError,
 )
-from shared.domain.model import ANNOTATION_CORDONED_AT
+from shared.domain.labels import LabelSelector, Requirement
+from shared.domain.model import ANNOTATION_CORDONED_AT, DisruptionBudget
 from shared.domain.operations import ClusterEvent, EventType, ObjectRef
 from shared.domain.provisioning import Condition, ConditionUpdate
 from shared.domain.resources import GPU
@@ -511,9 +512,57 @@ def test_list_namespaces_gives_their_labels_by_name(
     assert len(list_calls(server, "/api/v1/namespaces")) == 2
 
 
+def budget(name: str, namespace: str, selector: dict[str, Any] | None, min_available: int) -> dict[str, Any]:
+    """A policy/v1 PodDisruptionBudget as created: the fake API server computes its status."""
+    spec: dict[str, Any] = {"minAvailable": min_available}
+    if selector is not None:
+        spec["selector"] = selector
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def test_list_pod_disruption_budgets_reads_each_selector_and_the_status_as_it_is_now(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given three Ready pods of one job under a budget keeping 2 (1 disruption allowed), a budget with
+    # the empty selector over namespace "ml", a budget without a selector, and a page size of 3
+    for i in range(3):
+        server.add_pod(pod(f"t1-{i}", "batch", node="n1", phase="Running", ready=True, labels={"job": "t1"}))
+    server.add_pod(pod("serve", "ml", node="n1", phase="Running", ready=True))
+    server.add_pdb(budget("train", "batch", {"matchLabels": {"job": "t1"}}, 2))
+    server.add_pdb(budget("all", "ml", {}, 0))
+    server.add_pdb(budget("none", "batch", None, 0))
+    server.add_pdb(budget("late", "ml", {"matchExpressions": [{"key": "app", "operator": "Exists"}]}, 1))
+
+    # When they are listed
+    budgets = {b.key: b for b in cluster.list_pod_disruption_budgets()}
+
+    # Then every budget comes back from the cluster-wide list, paged, with its selector and the
+    # status.disruptionsAllowed the API server computed
+    assert budgets == {
+        "batch/train": DisruptionBudget("batch", "train", LabelSelector((("job", "t1"),)), 1),
+        "ml/all": DisruptionBudget("ml", "all", LabelSelector(), 1),
+        "batch/none": DisruptionBudget("batch", "none", None, 0),
+        "ml/late": DisruptionBudget("ml", "late", LabelSelector((), (Requirement("app", "Exists"),)), 0),
+    }
+    assert len(list_calls(server, "/apis/policy/v1/poddisruptionbudgets")) == 2
+
+    # When one pod of the job is evicted and the budgets are listed again
+    cluster.evict("batch", "t1-0")
+    again = {b.key: b for b in cluster.list_pod_disruption_budgets()}
+
+    # Then the budget shows its status now (the earlier list is not reused): no disruption left
+    assert again["batch/train"].disruptions_allowed == 0
+
+
 @pytest.mark.parametrize(
     ("path", "listing"),
     [
+        (r"^/apis/policy/v1/poddisruptionbudgets$", KubernetesCluster.list_pod_disruption_budgets),
         (r"^/apis/apps/v1/daemonsets$", KubernetesCluster.list_daemonsets),
         (r"^/api/v1/persistentvolumeclaims$", KubernetesCluster.list_persistent_volume_claims),
         (r"^/api/v1/persistentvolumes$", KubernetesCluster.list_persistent_volumes),

@@ -113,6 +113,64 @@ def test_a_pdb_that_refuses_stops_the_migration_and_uncordons_then_a_later_run_m
     assert cluster.server.get_node("small") is None and cluster.desired(cluster.a100) == 1
 
 
+GANG = {"scheduling.x-k8s.io/pod-group": "train", "train-job": "t1"}
+GANG_MEMBERS = [("research", "a-member"), ("research", "b-member"), ("research", "c-member")]
+
+
+def a_gang_across_three_nodes(cluster: Cluster) -> None:
+    """A 3-member gang that checkpoints: a-member on "half" (beside a 4-GPU job), b- and c-member on
+    "small"; emptying "small" moves the whole gang (its members run together or not at all)."""
+    full, half, small = cluster.launch(cluster.a100, 3)
+    for name, instance_id in (("full", full), ("half", half), ("small", small)):
+        cluster.register(name, instance_id)
+    started = cluster.now - timedelta(hours=10)
+    cluster.server.add_pod(pod("stay-full", gpus=4, node="full", created=started))
+    cluster.server.add_pod(pod("stay-half", gpus=4, node="half", created=started))
+    member: dict[str, Any] = {
+        "gpus": 1,
+        "labels": GANG,
+        "annotations": {ANNOTATION_CHECKPOINT_INTERVAL: "1800"},
+        "created": started,
+    }
+    for (_, name), node_name in zip(GANG_MEMBERS, ("half", "small", "small"), strict=True):
+        cluster.server.add_pod(pod(name, node=node_name, **member))
+    with_migration(cluster)
+
+
+@pytest.mark.parametrize(("min_available", "moved"), [(2, []), (0, GANG_MEMBERS)])
+def test_a_gang_moves_whole_or_not_at_all_under_one_budget_over_its_members(
+    cluster: Cluster, min_available: int, moved: list[tuple[str, str]]
+) -> None:
+    # Given the gang under ONE PodDisruptionBudget: minAvailable 2 of 3 allows 1 disruption (each
+    # member's dry run passes alone: a dry run never uses the budget up), minAvailable 0 allows 3
+    a_gang_across_three_nodes(cluster)
+    cluster.server.add_pdb(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "train", "namespace": "research"},
+            "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"train-job": "t1"}}},
+        }
+    )
+
+    # When the scaler runs
+    response = run_reconcile(cluster)
+
+    # Then the gang is evicted whole or not at all: never the first member alone
+    assert sorted(cluster.server.evictions) == moved
+    assert ("cordon", "small", "done") in kinds(response)
+    if moved:
+        assert cluster.cordoned("small")
+        return
+    # And a move the budget cannot allow is called off before any eviction, naming the budget, and
+    # "small" is schedulable again
+    assert not [k for k in kinds(response) if k[0] == "evict"]
+    (skipped,) = [a for a in response["actions"] if a["kind"] == "migrate"]
+    assert skipped["status"] == "skipped"
+    assert skipped["detail"].startswith("PodDisruptionBudget research/train allows 1 disruption now")
+    assert ("uncordon", "small", "done") in kinds(response) and not cluster.cordoned("small")
+
+
 @pytest.fixture
 def on_lease_renewal() -> Iterator[Callable[[Callable[[], None]], None]]:
     """Run a callback before each renewal of the lease (DynamoDB UpdateItem of the scaler's client)."""

@@ -56,6 +56,7 @@ CALLS: dict[str, Callable[[KubernetesCluster], object]] = {
     "list_persistent_volumes": lambda c: c.list_persistent_volumes(),
     "list_storage_classes": lambda c: c.list_storage_classes(),
     "list_namespaces": lambda c: c.list_namespaces(),
+    "list_pod_disruption_budgets": lambda c: c.list_pod_disruption_budgets(),
     "get_node": lambda c: c.get_node(NODE),
     "cordon": lambda c: c.cordon(NODE, NOW),
     "uncordon": lambda c: c.uncordon(NODE),

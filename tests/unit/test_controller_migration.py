@@ -6,7 +6,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from shared.domain.checkpoint import ANNOTATION_CHECKPOINT_INTERVAL
+from shared.domain.errors import AuthError, ClusterReadError
 from shared.reporting import ActionKind, ActionStatus
 from tests.builders import GPU_TAINT, NOW, asg, config, node, pod
 from tests.fakes.memory import FakeCluster, FakeFleet, FakeWorld
@@ -63,3 +66,70 @@ def test_a_gang_one_of_whose_evictions_a_budget_refuses_is_not_moved_at_all() ->
     w.clock.advance(60)
     w.controller().reconcile("schedule")
     assert sorted(w.cluster.evicted) == ["research/a-member", "research/b-member", "research/c-member"]
+
+
+def gang_budget(allowed: int, selector: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One PodDisruptionBudget over the whole gang, allowing `allowed` disruptions now."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "train", "namespace": "research"},
+        "spec": {"minAvailable": 3 - allowed, "selector": selector or {"matchLabels": GANG}},
+        "status": {"disruptionsAllowed": allowed, "currentHealthy": 3, "desiredHealthy": 3 - allowed},
+    }
+
+
+def migrations(result: Any) -> list[Any]:
+    return [a for a in result.actions if a.kind is ActionKind.MIGRATE]
+
+
+def test_a_gang_under_one_budget_allowing_fewer_disruptions_than_members_is_not_moved() -> None:
+    # Given the gang under one PodDisruptionBudget that allows 1 disruption: each member's dry run
+    # passes alone (a dry run uses none up), the real evictions would stop at the second member
+    w = world()
+    w.cluster.add_pdb(gang_budget(1))
+    # When the scaler runs
+    result = w.controller().reconcile("schedule")
+    # Then the budget was read before anything was evicted, no member is evicted, the move is called
+    # off naming the budget, and "small" is schedulable again
+    assert w.cluster.evicted == []
+    (skipped,) = migrations(result)
+    assert skipped.status is ActionStatus.SKIPPED
+    assert skipped.detail == (
+        "PodDisruptionBudget research/train allows 1 disruption now and the move would evict 3 of its"
+        " pods (research/a-member, research/b-member, research/c-member)"
+    )
+    assert not w.cluster.is_cordoned("small")
+    assert w.cluster.calls_of("list_pod_disruption_budgets") and not w.cluster.calls_of("can_evict")
+
+
+def test_a_gang_whose_budget_allows_every_member_moves_whole() -> None:
+    # Given the gang under one PodDisruptionBudget that allows 3 disruptions
+    w = world()
+    w.cluster.add_pdb(gang_budget(3))
+    # When the scaler runs
+    w.controller().reconcile("schedule")
+    # Then the budget was read, every member's dry run passed, and the whole gang moved
+    assert sorted(w.cluster.evicted) == ["research/a-member", "research/b-member", "research/c-member"]
+    assert len(w.cluster.calls_of("list_pod_disruption_budgets")) == 1
+    assert len(w.cluster.calls_of("can_evict")) == 3
+
+
+@pytest.mark.parametrize(
+    "error", [ClusterReadError("list poddisruptionbudgets: HTTP 500"), AuthError("HTTP 403")]
+)
+def test_budgets_that_cannot_be_read_call_the_move_off(error: Exception) -> None:
+    # Given the gang, and a cluster whose budgets cannot be read
+    w = world()
+    w.cluster.fail_next("list_pod_disruption_budgets", error)
+    # When the scaler runs
+    result = w.controller().reconcile("schedule")
+    # Then no member is evicted, the move is called off with the read's error, "small" is uncordoned;
+    # credentials refused (403) stop every destructive write of the run, as a failed re-read does
+    assert w.cluster.evicted == [] and not w.cluster.calls_of("can_evict")
+    (skipped,) = migrations(result)
+    assert skipped.status is ActionStatus.SKIPPED
+    assert skipped.detail == f"could not read the PodDisruptionBudgets: {error}"
+    assert not w.cluster.is_cordoned("small")
+    stopped = "read failed: destructive actions stopped" in w.reporter.messages("error")
+    assert stopped is isinstance(error, AuthError)

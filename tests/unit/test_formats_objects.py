@@ -1,5 +1,5 @@
 """Any `kubectl get ... -o json` output to domain objects: DaemonSets, PVCs, PVs, StorageClasses,
-Namespaces, pods and nodes, in mixed Lists, typed Lists or one object at a time."""
+Namespaces, pods and nodes, in mixed Lists, typed Lists or one object at a time; PodDisruptionBudgets."""
 
 from __future__ import annotations
 
@@ -8,10 +8,14 @@ from typing import Any
 import pytest
 
 from shared.domain.errors import InputError
-from shared.domain.labels import Requirement
-from shared.domain.model import Toleration
+from shared.domain.labels import LabelSelector, Requirement
+from shared.domain.model import DisruptionBudget, Toleration
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
-from shared.formats.kubernetes import daemonset_from_json, objects_from_documents
+from shared.formats.kubernetes import (
+    daemonset_from_json,
+    objects_from_documents,
+    pod_disruption_budgets_from_list,
+)
 from tests.builders import GPU_TOLERATION, node, pod
 from tests.builders_dra import gpu_slice
 from tests.builders_provisioning import ATOMIC, condition, pod_group, pod_template, provisioning_request
@@ -404,3 +408,93 @@ def test_a_malformed_template_names_the_field_under_its_template() -> None:
     with pytest.raises(InputError) as raised:
         objects_from_documents([(template, "pt.json")])
     assert str(raised.value) == f"pt.json: malformed PodTemplate: template: {field}"
+
+
+# ------------------------------------------------------------------ PodDisruptionBudgets
+
+
+def pdb(name: str, selector: object, allowed: object = 1, namespace: str = "research") -> dict[str, Any]:
+    """A PodDisruptionBudget as `kubectl get pdb -A -o json` lists it (policy/v1, with its status)."""
+    spec: dict[str, Any] = {"minAvailable": 1}
+    if selector is not None:
+        spec["selector"] = selector
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace, "generation": 1},
+        "spec": spec,
+        "status": {
+            "currentHealthy": 2,
+            "desiredHealthy": 1,
+            "disruptionsAllowed": allowed,
+            "expectedPods": 2,
+        },
+    }
+
+
+def test_pod_disruption_budgets_from_kubectl_output() -> None:
+    # Given what `kubectl get pdb -A -o json` prints: a List of budgets, one with an empty selector and
+    # one without a selector, and a new budget its controller has not given a status yet
+    labelled = pdb(
+        "train",
+        {
+            "matchLabels": {"job": "t1"},
+            "matchExpressions": [{"key": "role", "operator": "In", "values": ["worker"]}],
+        },
+        allowed=2,
+    )
+    fresh = pdb("fresh", {"matchLabels": {"job": "t2"}})
+    del fresh["status"]
+    document = kubectl_list(labelled, pdb("all", {}, namespace="serving"), pdb("none", None), fresh)
+
+    # When it is parsed
+    budgets = pod_disruption_budgets_from_list(document, "pdbs.json")
+
+    # Then each keeps its namespace, its selector ({} selects all, null none) and disruptionsAllowed
+    assert budgets == (
+        DisruptionBudget(
+            "research",
+            "train",
+            LabelSelector((("job", "t1"),), (Requirement("role", "In", ("worker",)),)),
+            2,
+        ),
+        DisruptionBudget("serving", "all", LabelSelector(), 1),
+        DisruptionBudget("research", "none", None, 1),
+        DisruptionBudget("research", "fresh", LabelSelector((("job", "t2"),)), 0),
+    )
+
+
+@pytest.mark.parametrize(
+    ("item", "expected"),
+    [
+        (
+            pdb("train", {}, allowed="1"),
+            r"^pdbs.json: items\[0\]: malformed PodDisruptionBudget: status.disruptionsAllowed: expected an"
+            r" integer, got '1'$",
+        ),
+        (
+            pdb("train", {"matchExpressions": [{"key": "job", "operator": "Gt", "values": ["1"]}]}),
+            r"^pdbs.json: items\[0\]: malformed PodDisruptionBudget: spec.selector.matchExpressions\[0\]"
+            r".operator: expected one of",
+        ),
+        (
+            pdb("train", ["job"]),
+            r"^pdbs.json: items\[0\]: malformed PodDisruptionBudget: spec.selector: expected an object,"
+            r" got list$",
+        ),
+        (
+            {"kind": "PodDisruptionBudget", "metadata": {"namespace": "research"}},
+            r"^pdbs.json: items\[0\]: malformed PodDisruptionBudget: missing field 'name'$",
+        ),
+    ],
+)
+def test_a_malformed_pod_disruption_budget_names_the_source_the_item_and_the_field(
+    item: dict[str, Any], expected: str
+) -> None:
+    with pytest.raises(InputError, match=expected):
+        pod_disruption_budgets_from_list(kubectl_list(item), "pdbs.json")
+
+
+def test_a_list_of_another_kind_is_not_taken_for_budgets() -> None:
+    with pytest.raises(InputError, match=r"^pdbs.json: expected kind PodDisruptionBudgetList with items"):
+        pod_disruption_budgets_from_list({"kind": "PodList", "items": []}, "pdbs.json")

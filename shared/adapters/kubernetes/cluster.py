@@ -58,7 +58,7 @@ from shared.adapters.kubernetes.transport import RestTransport, transport_from_k
 from shared.adapters.kubernetes.writes import ClusterWriter, taints_with, taints_without
 from shared.domain.dra import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from shared.domain.errors import EvictionBlockedError
-from shared.domain.model import DaemonSet, Node, Pod, Taint
+from shared.domain.model import DaemonSet, DisruptionBudget, Node, Pod, Taint
 from shared.domain.operations import ClusterEvent
 from shared.domain.provisioning import ConditionUpdate, PodGroup, PodTemplate, ProvisioningRequest
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
@@ -147,6 +147,10 @@ class KubernetesCluster:
     def list_pod_templates(self) -> tuple[PodTemplate, ...]:
         """Every PodTemplate of every namespace."""
         return self._reads.list_pod_templates()
+
+    def list_pod_disruption_budgets(self) -> tuple[DisruptionBudget, ...]:
+        """Every policy/v1 PodDisruptionBudget of every namespace, with status.disruptionsAllowed."""
+        return self._reads.list_pod_disruption_budgets()
 
     def list_provisioning_requests(self) -> tuple[ProvisioningRequest, ...]:
         """Every ProvisioningRequest, from v1 or (an older CRD) v1beta1; () when neither is served."""

@@ -60,6 +60,8 @@ PERMISSIONS: tuple[Permission, ...] = (
     Permission(
         PROVISIONING_GROUP, "provisioningrequests/status", "patch", ("set_provisioning_request_conditions",)
     ),
+    # Migration: a move's evictions within their budgets (a dry run never uses a budget up).
+    Permission("policy", "poddisruptionbudgets", "list", ("list_pod_disruption_budgets",)),
     # Dynamic Resource Allocation (resource.k8s.io/v1): 404 without the API, then no DRA.
     Permission("resource.k8s.io", "deviceclasses", "list", ("list_device_classes",)),
     Permission("resource.k8s.io", "resourceclaims", "list", ("list_resource_claims",)),

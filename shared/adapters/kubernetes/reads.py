@@ -1,5 +1,6 @@
 """`CoreReader`: the reads of core and built-in objects (pods, nodes, DaemonSets, volumes, namespaces,
-pod templates), each list parsed straight into domain objects by `shared.formats.kubernetes`."""
+pod templates, PodDisruptionBudgets), each list parsed straight into domain objects by
+`shared.formats.kubernetes`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import TypeVar
 from shared.adapters.kubernetes.calls import ApiCaller, ReadNotFoundError, api_path, body_of, decode_json
 from shared.adapters.kubernetes.listing import ListParser, PagedLister, is_unbound_pod
 from shared.domain.errors import ClusterReadError
-from shared.domain.model import DaemonSet, Node, Pod
+from shared.domain.model import DaemonSet, DisruptionBudget, Node, Pod
 from shared.domain.provisioning import PodTemplate
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.formats.kubernetes import (
@@ -17,6 +18,7 @@ from shared.formats.kubernetes import (
     namespace_from_json,
     node_from_json,
     node_parser,
+    pod_disruption_budget_from_json,
     pod_from_json,
     pod_parser,
     pod_template_from_json,
@@ -42,6 +44,7 @@ class CoreReader:
         self._storage_classes = ListParser("StorageClass", storage_class_from_json)
         self._namespaces = ListParser("Namespace", namespace_from_json)
         self._pod_templates = ListParser("PodTemplate", pod_template_from_json)
+        self._budgets = ListParser("PodDisruptionBudget", pod_disruption_budget_from_json)
 
     def list_pods(self) -> tuple[Pod, ...]:
         """Every pod of every namespace (minus terminal ones with the default field selector)."""
@@ -89,6 +92,14 @@ class CoreReader:
     def list_pod_templates(self) -> tuple[PodTemplate, ...]:
         """Every PodTemplate of every namespace."""
         return self._lister.list_every("podtemplates", "/api/v1/podtemplates", self._pod_templates)
+
+    def list_pod_disruption_budgets(self) -> tuple[DisruptionBudget, ...]:
+        """Every policy/v1 PodDisruptionBudget of every namespace, with status.disruptionsAllowed."""
+        # Parsed afresh on every read (complete=False keeps no memo of the list): what is read is the
+        # status, which every eviction moves, and a cluster has few budgets.
+        return self._lister.list_every(
+            "poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", self._budgets, complete=False
+        )
 
     def get_node(self, name: str) -> Node | None:
         """A fresh read of node `name`; None when it does not exist."""
