@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from shared.domain.model import Pod
 from shared.domain.plan import ReasonCode
 from shared.domain.resources import CPU, Resources, format_amount
@@ -43,6 +45,14 @@ _CODE_ORDER = (
     ReasonCode.UNVERIFIABLE,
     ReasonCode.NO_MATCHING_GROUP,
 )
+# A group that could take the unit but cannot grow: saturated (its idle nodes kept for the unit),
+# unless the unit is a gang that could never start there even at the group's max size.
+_AT_MAX = (ReasonCode.AT_MAX, ReasonCode.GANG_DOES_NOT_FIT)
+
+# Why a gang can never start in a group even at its max size, every node empty, None when it could
+# (shared.planner.scale_up.at_max: the run's own placement judges it, so it is handed in).
+NeverStarts = Callable[[GroupView], str | None]
+Diagnosis = tuple[ReasonCode, str, frozenset[str]]  # the code, the reason, the groups saturated
 
 
 def _diagnose_group(
@@ -163,28 +173,36 @@ def _zone_not_guaranteed(
 
 
 def diagnose(
-    ctx: Context, sim: Simulation, unit: Unit, refused: frozenset[str]
-) -> tuple[ReasonCode, str, dict[str, ReasonCode]]:
-    """Why no group could take this unit: one reason per group, the overall code, codes by group."""
+    ctx: Context, sim: Simulation, unit: Unit, refused: frozenset[str], never: NeverStarts | None = None
+) -> Diagnosis:
+    """Why no group could take this unit: the overall code, one reason per group, and the groups that
+    could take it but are at their max (saturated). `never`, for a gang: whether it could ever start
+    in a group at all; a group it never starts in is not saturated, and the reason says why."""
     if unit.gang and unit.missing is not None and is_mixed(unit):
-        return _diagnose_member(ctx, sim, unit, unit.missing, refused)
+        return _diagnose_member(ctx, sim, unit, unit.missing, refused, never)
     request = Resources()
     for member in unit.pods:
         request = request.maximum(member.requests)
     by_group: dict[str, ReasonCode] = {}
     reasons: list[str] = []
+    saturated: set[str] = set()
     for view in ctx.groups:
         code, reason = _diagnose_group(ctx, sim, view, unit, request, view.name in refused)
+        if code in _AT_MAX:
+            cause = never(view) if never is not None else None
+            if cause is None:
+                saturated.add(view.name)
+            else:
+                code, reason = ReasonCode.GANG_DOES_NOT_FIT, cause
         by_group[view.name] = code
         # A gang's shortfall names its group ("needs 4 a100 nodes, group can add 3 (max 16)").
         reasons.append(reason if code is ReasonCode.GANG_DOES_NOT_FIT else f"{view.name}: {reason}")
     if not reasons:
-        return ReasonCode.NO_MATCHING_GROUP, "no node groups configured", by_group
+        return ReasonCode.NO_MATCHING_GROUP, "no node groups configured", frozenset()
     codes = set(by_group.values())
     code = next(c for c in _CODE_ORDER if c in codes)
-    if unit.gang:
-        return code, f"{_gang_subject(unit)}: " + "; ".join(reasons), by_group
-    return code, f"{_describe_size(request)}: " + "; ".join(reasons), by_group
+    subject = _gang_subject(unit) if unit.gang else _describe_size(request)
+    return code, f"{subject}: " + "; ".join(reasons), frozenset(saturated)
 
 
 def is_mixed(unit: Unit) -> bool:
@@ -206,15 +224,16 @@ def _gang_subject(unit: Unit) -> str:
 
 
 def _diagnose_member(
-    ctx: Context, sim: Simulation, unit: Unit, member: Pod, refused: frozenset[str]
-) -> tuple[ReasonCode, str, dict[str, ReasonCode]]:
+    ctx: Context, sim: Simulation, unit: Unit, member: Pod, refused: frozenset[str], never: NeverStarts | None
+) -> Diagnosis:
     """A gang whose members differ, refused because one of them has no place: that member's
-    reason, in the gang's name; nothing is bought for the others."""
+    reason, in the gang's name; nothing is bought for the others. A group at its max size is
+    saturated only if the whole gang could start there (`never`, asked of the whole gang)."""
     index = unit.pods.index(member)
     alone = Unit([member], [unit.requests[index]])
-    code, reason, by_group = diagnose(ctx, sim, alone, refused)
+    code, reason, saturated = diagnose(ctx, sim, alone, refused, never)
     if code is ReasonCode.AT_MAX:
         code = ReasonCode.GANG_DOES_NOT_FIT  # a group could take the member but cannot grow
     size = _describe_size(member.requests)
     what = f"{_gang_subject(unit)}: nothing bought, {pending_subject(member.key)} ({size}) has no place"
-    return code, f"{what}: {reason.partition(': ')[2]}", by_group
+    return code, f"{what}: {reason.partition(': ')[2]}", saturated

@@ -205,24 +205,16 @@ def nodes_needed(ctx: Context, view: GroupView, requests: Iterable[Request]) -> 
 
 
 def gang_shortfall(ctx: Context, view: GroupView, requests: list[Request]) -> str:
-    """What the group lacks for a whole gang: "needs 4 a100 nodes, group can add 3 (max 16)"."""
+    """What the group lacks for a whole gang that could start in it at its max size (one that never
+    could says so: shared.planner.scale_up.at_max): "needs 4 a100 nodes, group can add 3 (max 16)"."""
     needed = nodes_needed(ctx, view, requests)
     can_add = max(0, view.max_size - view.current_desired)
     if needed is None:
         return f"a member does not fit an empty {view.name} node"
     nodes = f"{needed} {view.name} node{'s' if needed != 1 else ''}"
-    if needed > view.max_size:
-        return f"needs {nodes}, more than the group's max size {view.max_size}"
     if needed <= can_add:  # room enough by requests: the members' own rules keep them apart
         return (
             f"its members' own rules (anti-affinity, host ports, spread, devices) need more {view.name}"
             f" nodes than the group can add ({can_add}, max {view.max_size})"
         )
     return f"needs {nodes}, group can add {can_add} (max {view.max_size})"
-
-
-def fits_at_max(ctx: Context, view: GroupView, requests: list[Request]) -> bool:
-    """Whether the whole gang fits the group at its max size, every node empty: if not, no node the
-    group keeps or frees will ever start it, so it is no reason to keep idle nodes."""
-    needed = nodes_needed(ctx, view, requests)
-    return needed is not None and needed <= view.max_size

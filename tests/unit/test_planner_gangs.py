@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from shared.domain.model import NodeState, ScalerState
+from shared.domain.model import NodeState, ScalerState, Snapshot
 from shared.domain.plan import Outcome, Plan, ReasonCode
 from shared.planner import plan
 from shared.planner.attrition import ATTRITION_TAINT_KEY
@@ -262,29 +262,74 @@ def test_succeeded_members_of_a_kueue_pod_group_count_and_a_failed_one_is_replac
     assert str(retry.outcome) == "existing", retry.reason
 
 
-def test_a_gang_whose_members_keep_apart_and_cannot_all_fit_buys_nothing_and_says_why() -> None:
-    # Given a Kueue pod group of three 1-GPU pods that must each run on a node of their own (required
-    # anti-affinity on the hostname against their own label), and a100 at 0 with max 2: by requests
-    # one node would hold them, by their rule they need three
+def _apart(name: str, count: int) -> list[dict[str, object]]:
+    """A Kueue pod group of `count` 1-GPU pods that must each run on a node of their own (required
+    anti-affinity on the hostname against their own label): by requests one node holds them."""
     members = []
-    for i in range(3):
-        member = pod(f"g-{i}", gpus=1, **_kueue("g1", 3))  # type: ignore[arg-type]
-        member["metadata"]["labels"]["job"] = "g1"
+    for i in range(count):
+        member = pod(f"{name}-{i}", gpus=1, **_kueue(name, count))  # type: ignore[arg-type]
+        member["metadata"]["labels"]["job"] = name
         member["spec"]["affinity"] = {
             "podAntiAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"labelSelector": {"matchLabels": {"job": "g1"}}, "topologyKey": "kubernetes.io/hostname"}
+                    {"labelSelector": {"matchLabels": {"job": name}}, "topologyKey": "kubernetes.io/hostname"}
                 ]
             }
         }
         members.append(member)
+    return members
+
+
+def _idle_an_hour(snap: Snapshot, *names: str) -> Snapshot:
+    return replace(
+        snap, state=ScalerState(nodes={n: NodeState(idle_since=NOW - timedelta(hours=1)) for n in names})
+    )
+
+
+def test_a_gang_whose_members_keep_apart_and_cannot_all_fit_buys_nothing_and_says_why() -> None:
+    # Given a Kueue pod group of three 1-GPU pods that must each run on a node of their own, and
+    # a100 at 0 with max 2: by requests one node would hold them, by their rule they need three
     cfg = config(node_groups=[{**a100_group(price_per_hour=32.77), "max_size": 2}])
     # When planning (a rolled-back attempt once left nodes of removed bins behind: IndexError)
-    result = plan(snapshot(members, [], [asg(A100, desired=0, max_size=2)]), cfg, NOW)
-    # Then nothing is bought and the reason says the members' rules need more nodes than the group adds
+    result = plan(snapshot(_apart("g1", 3), [], [asg(A100, desired=0, max_size=2)]), cfg, NOW)
+    # Then nothing is bought and the reason says the gang never starts in a100, naming the rule
     assert result.group("a100").desired == 0
     reasons = {p.reason for p in result.pods}
     assert reasons == {
-        "gang research/g1: its members' own rules (anti-affinity, host ports, spread, devices) need more"
-        " a100 nodes than the group can add (2, max 2)"
+        "gang research/g1: never starts in a100: its members' own rules keep them apart (node(s) didn't"
+        " satisfy existing pods anti-affinity rules); at the group's max size 2, every node empty, 2 of the"
+        " 3 members it must hold have a place"
     }
+    assert {p.code for p in result.pods} == {ReasonCode.GANG_DOES_NOT_FIT}
+
+
+def test_a_gang_whose_members_keep_apart_beyond_the_groups_max_keeps_no_idle_node_for_it() -> None:
+    # Given three members that must each have a node of their own, and a100 at its max size 2: two
+    # nodes, idle for an hour (by requests the gang fits one node; by its rule it never starts)
+    cfg = config(node_groups=[{**a100_group(price_per_hour=32.77), "max_size": 2}])
+    group = asg(A100, desired=2, max_size=2, instances=["i-0", "i-1"])
+    snap = snapshot(_apart("g1", 3), [node("n0", "i-0"), node("n1", "i-1")], [group])
+    # When planning
+    result = plan(_idle_an_hour(snap, "n0", "n1"), cfg, NOW)
+    # Then the gang is told it never starts in a100, and the idle nodes are given back as usual
+    # (kept, they would wait forever for a gang no node of the group will ever start)
+    (reason,) = {p.reason for p in result.pods}
+    assert reason.startswith("gang research/g1: never starts in a100: its members' own rules keep them apart")
+    assert "at max size with pods waiting for it" not in result.group("a100").reason
+    assert [a.node for a in result.cordon] == ["n0"]  # one a run: max_scale_in_fraction
+
+
+def test_a_gang_that_fits_the_group_at_its_max_size_keeps_the_idle_nodes_it_waits_for() -> None:
+    # Given three members that must each have a node of their own, and a100 at its max size 3: two
+    # nodes idle for an hour, the third busy with an 8-GPU job (once it ends, the gang starts)
+    cfg = config(node_groups=[{**a100_group(price_per_hour=32.77), "max_size": 3}])
+    nodes = [node(f"n{i}", f"i-{i}") for i in range(3)]
+    pods = [pod("busy", gpus=8, node="n2"), *_apart("g1", 3)]
+    group = asg(A100, desired=3, max_size=3, instances=["i-0", "i-1", "i-2"])
+    # When planning
+    result = plan(_idle_an_hour(snapshot(pods, nodes, [group]), "n0", "n1"), cfg, NOW)
+    # Then nothing is bought and both idle nodes are kept for the gang
+    assert result.group("a100").desired == 3
+    assert "2 idle node(s) kept: at max size with pods waiting for it" in result.group("a100").reason
+    assert result.cordon == () and result.terminate == ()
+    assert {p.code for p in result.pods if p.pod.startswith("research/g1")} == {ReasonCode.GANG_DOES_NOT_FIT}

@@ -3,8 +3,11 @@ the scheduler would put it (free room of any node, booting capacity, new nodes o
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
+from shared.domain.model import NodeState, ScalerState, Snapshot
 from shared.domain.plan import Outcome, ReasonCode
 from shared.domain.provisioning import RequestOutcome
 from shared.planner import plan
@@ -243,3 +246,47 @@ def test_provisioning_request_with_a_cpu_pod_set_beside_gpu_pod_sets_is_provisio
     [answer] = result.provisioning_requests
     assert answer.outcome is RequestOutcome.PROVISIONED
     assert answer.reason == "3 pod(s) on 2 new a100 node(s) and 1 new cpu node(s)"
+
+
+def _idle_an_hour(snap: Snapshot, *names: str) -> Snapshot:
+    return replace(
+        snap, state=ScalerState(nodes={n: NodeState(idle_since=NOW - timedelta(hours=1)) for n in names})
+    )
+
+
+def _mpijob_at_a100(workers: int, desired: int) -> Snapshot:
+    """An MPIJob of `workers` 8-GPU workers and a CPU launcher (coscheduling, minMember workers + 1),
+    a100 at `desired` nodes of which n0 and n1 are idle for an hour and the rest busy, cpu at 0."""
+    busy, nodes = _full_a100(desired)
+    pods = _mpijob("mpi", workers, {"labels": {COSCHEDULING: "mpi"}}) + busy[2:]
+    a100 = asg(A100, desired=desired, instances=[f"i-{i}" for i in range(desired)])
+    snap = snapshot(pods, nodes, [a100, asg(CPU, desired=0)])
+    return _idle_an_hour(with_objects(snap, [pod_group("mpi", workers + 1)]), "n0", "n1")
+
+
+def test_mixed_gang_larger_than_its_group_ever_is_keeps_no_idle_node_for_it() -> None:
+    # Given an MPIJob of 17 8-GPU workers and a CPU launcher (only the cpu group takes it), and two
+    # a100 nodes idle for an hour: a100's max is 16, so its workers never all start
+    snap = _mpijob_at_a100(17, 2)
+    # When planning
+    result = plan(snap, _two_groups(), NOW)
+    # Then nothing is bought, the gang says it needs more a100 nodes than the group's max size, and
+    # the idle nodes are given back as for a uniform gang of 17
+    assert result.group("a100").desired == 2 and result.group("cpu").desired == 0
+    (reason,) = {p.reason for p in result.pods if p.pod.startswith("research/mpi")}
+    assert reason.startswith("gang research/mpi: nothing bought, pod research/mpi-worker-")
+    assert "has no place: needs 17 a100 nodes, more than the group's max size 16; cpu: " in reason
+    assert "at max size with pods waiting for it" not in result.group("a100").reason
+    assert [a.node for a in result.cordon] == ["n0"]  # one a run: max_scale_in_fraction
+
+
+def test_mixed_gang_that_fits_its_group_at_max_size_keeps_the_idle_nodes_it_waits_for() -> None:
+    # Given an MPIJob of 16 8-GPU workers and a CPU launcher, and a100 at its max size 16: n0 and n1
+    # idle for an hour, the other 14 busy (once they end, the workers start; the launcher needs cpu)
+    snap = _mpijob_at_a100(16, 16)
+    # When planning
+    result = plan(snap, _two_groups(), NOW)
+    # Then nothing is bought, and both idle nodes are kept for the gang
+    assert result.group("a100").desired == 16 and result.group("cpu").desired == 0
+    assert "2 idle node(s) kept: at max size with pods waiting for it" in result.group("a100").reason
+    assert result.cordon == () and result.terminate == ()

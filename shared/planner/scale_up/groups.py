@@ -132,10 +132,8 @@ def group_bins(
     """The group's booting nodes, then its launching ones, then room to open new ones."""
     assert view.shape is not None
     shape = ctx.vector(view.shape)
-    new_free = list(shape)
-    for dim, amount in ctx.request(view.template.overhead):
-        new_free[dim] -= amount
-    gb = GroupBins(view, Bins([], [], tuple(new_free)), 0, target_id)
+    new_free = new_node_room(ctx, view)
+    gb = GroupBins(view, Bins([], [], new_free), 0, target_id)
     for node in booting_nodes:
         room, sim_node = _booting_bin(ctx, view, node, tuple(shape))
         gb.bins.free.append(room)
@@ -157,6 +155,21 @@ def group_bins(
     gb.bins.max_new = max(0, view.max_size - view.current_desired) if can_grow else 0
     _reserve(gb, _pending_slots(view))
     return gb
+
+
+def new_node_room(ctx: Context, view: GroupView) -> tuple[int, ...]:
+    """Room on a new node of the group once its DaemonSet pods are in (the group's shape is known)."""
+    assert view.shape is not None
+    room = list(ctx.vector(view.shape))
+    for dim, amount in ctx.request(view.template.overhead):
+        room[dim] -= amount
+    return tuple(room)
+
+
+def empty_at_max(ctx: Context, view: GroupView) -> GroupBins:
+    """The group grown to its max size with every node new and empty: no booting or launching node,
+    nothing bound (what a gang needs of the group, however long its nodes take to free up)."""
+    return GroupBins(view, Bins([], [], new_node_room(ctx, view), max_new=view.max_size), 0, -1)
 
 
 def _pending_slots(view: GroupView) -> int:

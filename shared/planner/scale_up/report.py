@@ -4,13 +4,14 @@ their max (saturated)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
-from shared.domain.plan import Outcome, PodOutcome, ReasonCode
+from shared.domain.plan import Outcome, PodOutcome
 from shared.planner.backlog import Unit
 from shared.planner.context import Context
-from shared.planner.diagnosis import diagnose
-from shared.planner.gangs import fits_at_max
+from shared.planner.diagnosis import Diagnosis, NeverStarts, diagnose
 from shared.planner.ground_truth import Recall
+from shared.planner.scale_up.at_max import never_starts
 from shared.planner.scale_up.fill import Buckets
 from shared.planner.simulation import Simulation
 
@@ -24,7 +25,7 @@ class Unplaced:
 def report_unplaced(ctx: Context, sim: Simulation, buckets: Buckets, recalled: Recall) -> Unplaced:
     """Why each unit left in the buckets found no place, one diagnosis per distinct kind of unit."""
     remaining = sorted((u for b in buckets.values() for u in b.units.values()), key=lambda u: u.order)
-    cache: dict[tuple[object, ...], tuple[ReasonCode, str, dict[str, ReasonCode]]] = {}
+    cache: dict[tuple[object, ...], Diagnosis] = {}
     found = Unplaced()
     for unit in remaining:
         pod = unit.pods[0]
@@ -40,13 +41,9 @@ def report_unplaced(ctx: Context, sim: Simulation, buckets: Buckets, recalled: R
         )
         diagnosis = cache.get(key)
         if diagnosis is None:
-            diagnosis = cache[key] = diagnose(ctx, sim, unit, refused)
-        code, reason, by_group = diagnosis
-        for name, group_code in by_group.items():
-            if group_code is ReasonCode.AT_MAX or (
-                group_code is ReasonCode.GANG_DOES_NOT_FIT and _could_start(ctx, name, unit)
-            ):
-                found.saturated.add(name)
+            diagnosis = cache[key] = diagnose(ctx, sim, unit, refused, _never(ctx, unit))
+        code, reason, saturated = diagnosis
+        found.saturated.update(saturated)
         for member in unit.pods:
             found.outcomes[member.key] = PodOutcome(
                 member.key, Outcome.UNHELPED, None, reason, code, member.requests.gpus
@@ -54,8 +51,9 @@ def report_unplaced(ctx: Context, sim: Simulation, buckets: Buckets, recalled: R
     return found
 
 
-def _could_start(ctx: Context, group: str, unit: Unit) -> bool:
-    """A gang that fits the group at its max size once nodes free up: idle nodes kept for it will
-    serve it (one larger than the group ever is would keep them idle forever)."""
-    view = next(v for v in ctx.groups if v.name == group)
-    return fits_at_max(ctx, view, unit.requests[: unit.needed])
+def _never(ctx: Context, unit: Unit) -> NeverStarts | None:
+    """For a gang waiting whole (not the members an elastic gang runs without), whether it could
+    ever start in a group: idle nodes are kept only for a gang they will serve."""
+    if not unit.gang or unit.extra:
+        return None
+    return partial(never_starts, ctx, unit=unit)

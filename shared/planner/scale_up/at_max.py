@@ -1,0 +1,103 @@
+"""Whether a gang with no place could ever start in a group: the one rule that decides if a group at
+its max size is saturated by the gang (its idle nodes kept for it) or not.
+
+The gang is placed whole on the group grown to its max size with every node new and empty, by the
+run's own placement (`Run.group`, `Run.place_members`): each member through the scheduler's filters
+(anti-affinity, host ports, spread, devices), fed back before the next is judged. Members a node of
+the group never admits (an MPIJob's CPU launcher beside GPU workers) run elsewhere, as
+`place_gang_members` puts them, and are not asked of this group. If the members it must hold have
+no place even so, no node the group keeps or frees will ever start the gang: cluster-autoscaler
+lets no pod it cannot help keep an unneeded node, and neither does this.
+"""
+
+from __future__ import annotations
+
+from shared.domain.model import Pod
+from shared.planner.backlog import Unit
+from shared.planner.context import Context, GroupView
+from shared.planner.gangs import nodes_needed
+from shared.planner.ground_truth import Recall
+from shared.planner.packing import Bins, Journal, Request
+from shared.planner.scale_up.groups import GroupBins, empty_at_max
+from shared.planner.scale_up.registered import ExistingRoom
+from shared.planner.scale_up.run import Run, simulation
+
+_ROOM = ("Insufficient", "Too many")  # the filters' words for room, not for a rule
+
+
+def never_starts(ctx: Context, view: GroupView, unit: Unit) -> str | None:
+    """Why the gang can never start in the group, even at its max size with every node empty: "needs
+    17 a100 nodes, more than the group's max size 16", or the rule that keeps its members apart.
+    None when it could (idle nodes kept for it will serve it). Asked only of gangs that found no
+    place, once per group at its max size: one placement of at most the gang's members."""
+    if view.shape is None:
+        return None  # a shape still being learnt proves nothing
+    held = _held_by(view, unit)
+    if held is None:
+        return None
+    run = Run(ctx, simulation(ctx), Recall())
+    gb = empty_at_max(ctx, view)
+    run.sim.prepare(held.pods)
+    place = run.group(gb, ExistingRoom(ctx, [], run.sim), gang=False)
+    placed: list[Pod] = []
+    refusal: list[str | None] = []
+
+    def place_one(pod: Pod, request: Request, journal: Journal | None) -> tuple[Bins, int] | None:
+        found = place(pod, request, journal)
+        if found is not None:
+            placed.append(pod)
+        elif not refusal:  # before the rollback: the nodes as the member found them
+            refusal.append(_rule(run, gb, pod, request))
+        return found
+
+    placements, _ = run.place_members(held, place_one, minimum=held.needed)
+    if placements is not None:
+        return None
+    return _cause(ctx, view, held, len(placed), refusal[0] if refusal else None)
+
+
+def _held_by(view: GroupView, unit: Unit) -> Unit | None:
+    """The members the group must hold for the gang to start (those its nodes admit; the others run
+    elsewhere), with how many of them must have a place; None when none need to."""
+    admits = {id(s): view.admits(s) for s in {id(p.scheduling): p.scheduling for p in unit.pods}.values()}
+    here = [(p, r) for p, r in zip(unit.pods, unit.requests, strict=True) if admits[id(p.scheduling)]]
+    needed = unit.needed - (len(unit.pods) - len(here))
+    if needed <= 0:
+        return None
+    held = Unit([p for p, _ in here], [r for _, r in here], gang=unit.gang)
+    held.minimum = needed if needed < len(here) else None
+    return held
+
+
+def _rule(run: Run, gb: GroupBins, pod: Pod, request: Request) -> str | None:
+    """The scheduler's words for what keeps the member off every node of the group at its max size
+    (a node with room it may not use, or a new node it would not take), None when room alone does."""
+    sim, dims = run.sim, run.ctx.dims
+    state = sim.state(pod)
+    for node, _, _ in gb.items():
+        said = sim.static(pod, state, node) or sim.dynamic(pod, state, node, request, dims)
+        if said and not said.startswith(_ROOM):
+            return said
+    if gb.bins.can_open:
+        probe = gb.probe()
+        said = sim.static(pod, state, probe) or sim.dynamic(pod, state, probe, request, dims)
+        if said and not said.startswith(_ROOM):
+            return said
+    return None
+
+
+def _cause(ctx: Context, view: GroupView, held: Unit, placed: int, rule: str | None) -> str:
+    """The reason a gang that can never start in the group gives: the nodes its requests alone need,
+    else the rule that keeps its members apart."""
+    needed = nodes_needed(ctx, view, held.requests[: held.needed])
+    if needed is None:
+        return f"a member does not fit an empty {view.name} node"
+    if needed > view.max_size:
+        nodes = f"{needed} {view.name} node{'s' if needed != 1 else ''}"
+        return f"needs {nodes}, more than the group's max size {view.max_size}"
+    rules = rule or "anti-affinity, host ports, spread, devices"
+    return (
+        f"never starts in {view.name}: its members' own rules keep them apart ({rules}); at the group's"
+        f" max size {view.max_size}, every node empty, {placed} of the {held.needed} members it must"
+        " hold have a place"
+    )
