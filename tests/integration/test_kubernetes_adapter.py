@@ -467,6 +467,32 @@ def test_list_daemonsets_reads_every_namespace_page_by_page(
     assert exporter.is_daemonset and exporter.requests.get("cpu") == 1000
 
 
+def test_a_daemonset_or_pod_template_the_scaler_cannot_read_is_left_out_with_a_warning(
+    server: FakeKubeApiServer, cluster: KubernetesCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a DaemonSet and a PodTemplate in some namespace asking 100E of memory (the API server
+    # stores it; past 2^63-1 bytes, this scaler cannot read it), beside ones that are fine
+    server.add_daemonset(daemonset("agent"))
+    server.add_daemonset(daemonset("greedy", "team-a", cpu="100E"))
+    server.add_pod_template(pod_template("ps", namespace="batch"))
+    huge = pod_template("huge", namespace="team-a")
+    huge["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"] = "100E"
+    server.add_pod_template(huge)
+
+    # When they are listed
+    with caplog.at_level(logging.WARNING):
+        daemonsets, templates = cluster.list_daemonsets(), cluster.list_pod_templates()
+
+    # Then the runs go on without them (one object anyone may create must not stop every run of every
+    # group: the pods they describe could not fit any node either), each named in a warning
+    assert [d.key for d in daemonsets] == ["kube-system/agent"]
+    assert [t.key for t in templates] == ["batch/ps"]
+    lines = [r.getMessage() for r in caplog.records if "left out of this run" in r.getMessage()]
+    assert len(lines) == 2
+    assert any("(team-a/greedy): malformed DaemonSet:" in line for line in lines)
+    assert any("(team-a/huge): malformed PodTemplate:" in line for line in lines)
+
+
 def test_list_volumes_claims_and_classes_page_and_parse(
     server: FakeKubeApiServer, cluster: KubernetesCluster
 ) -> None:

@@ -277,3 +277,12 @@ def is_unbound_pod(item: Mapping[str, Any]) -> bool:
     busyness are unknown: nothing destructive may be decided)."""
     spec = item.get("spec") if isinstance(item, Mapping) else None
     return not (isinstance(spec, Mapping) and spec.get("nodeName"))
+
+
+def describes_pods(item: Mapping[str, Any]) -> bool:
+    """A DaemonSet or PodTemplate: it only describes pods. One this scaler cannot read (a request past
+    2^63-1, which the API server stores) is left out of the run rather than failing every run for
+    every group: the pods it describes could not fit any node either (no DaemonSet overhead they
+    would take; a ProvisioningRequest naming the template is reported waiting for it), and nothing
+    destructive is decided on its account."""
+    return isinstance(item, Mapping)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from shared.adapters.kubernetes.calls import ApiCaller, ReadNotFoundError, api_path, body_of, decode_json
-from shared.adapters.kubernetes.listing import ListParser, PagedLister, is_unbound_pod
+from shared.adapters.kubernetes.listing import ListParser, PagedLister, describes_pods, is_unbound_pod
 from shared.domain.errors import ClusterReadError
 from shared.domain.model import DaemonSet, DisruptionBudget, Node, Pod
 from shared.domain.provisioning import PodTemplate
@@ -38,12 +38,12 @@ class CoreReader:
         self._lister = PagedLister(caller)
         self._pods = ListParser("Pod", pod_from_json, per_page=pod_parser, skippable=is_unbound_pod)
         self._nodes = ListParser("Node", node_from_json, per_page=node_parser)
-        self._daemonsets = ListParser("DaemonSet", daemonset_from_json)
+        self._daemonsets = ListParser("DaemonSet", daemonset_from_json, skippable=describes_pods)
         self._pvcs = ListParser("PersistentVolumeClaim", pvc_from_json)
         self._pvs = ListParser("PersistentVolume", pv_from_json)
         self._storage_classes = ListParser("StorageClass", storage_class_from_json)
         self._namespaces = ListParser("Namespace", namespace_from_json)
-        self._pod_templates = ListParser("PodTemplate", pod_template_from_json)
+        self._pod_templates = ListParser("PodTemplate", pod_template_from_json, skippable=describes_pods)
         self._budgets = ListParser("PodDisruptionBudget", pod_disruption_budget_from_json)
 
     def list_pods(self) -> tuple[Pod, ...]:
