@@ -75,6 +75,9 @@ class PodGroup:
     name: str
     kind: PodGroupKind
     min_member: int
+    # Volcano's status.succeeded: its members that finished, which count toward the gang (a live read
+    # lists active pods only, so they are known from here).
+    succeeded: int = 0
 
     @property
     def key(self) -> str:

@@ -944,7 +944,12 @@ def pod_group_from_json(obj: Mapping[str, Any]) -> PodGroup:
     min_member = _int((obj.get("spec") or {}).get("minMember") or 0, "spec.minMember")
     if min_member < 0:
         raise ValueError("spec.minMember must not be negative")
-    return PodGroup(meta.get("namespace") or "default", str(meta["name"]), kind, min_member)
+    succeeded = 0
+    if kind is PodGroupKind.VOLCANO:
+        succeeded = _int((obj.get("status") or {}).get("succeeded") or 0, "status.succeeded")
+        if succeeded < 0:
+            raise ValueError("status.succeeded must not be negative")
+    return PodGroup(meta.get("namespace") or "default", str(meta["name"]), kind, min_member, succeeded)
 
 
 def pod_template_from_json(obj: Mapping[str, Any]) -> PodTemplate:

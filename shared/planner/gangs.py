@@ -101,8 +101,11 @@ class GangIndex:
 
     def __init__(self, policy: PolicyConfig, pod_groups: Iterable[PodGroup]) -> None:
         self._label = policy.gang_label
-        self._min_member: dict[tuple[PodGroupKind, str], int] = {
-            (g.kind, g.key): g.min_member for g in pod_groups
+        groups = tuple(pod_groups)
+        self._min_member = {(g.kind, g.key): g.min_member for g in groups}
+        # Volcano gangs' finished members, as their PodGroup counts them (see bound_members).
+        self.succeeded: dict[str, int] = {
+            g.key: g.succeeded for g in groups if g.kind is PodGroupKind.VOLCANO and g.succeeded
         }
 
     def mark(self, pod: Pod) -> GangMark | None:
@@ -138,12 +141,21 @@ def bound_members(ctx: Context, index: GangIndex, nominated: Iterable[Pod] = ())
     is made for them): bound to a node, Succeeded where the gang counts finished members, or
     `nominated` by preemption to a node the scheduler is freeing for them."""
     counts: dict[str, int] = {}
+    finished: dict[str, int] = {}  # Succeeded members listed, by gang
     for pod in ctx.snapshot.pods:
         if not pod.node_name or pod.phase == "Failed" or not (pod.labels or pod.annotations):
             continue  # a Failed member is replaced by a new pod, which is the member
         mark = index.mark(pod)
         if mark is not None and (pod.phase != "Succeeded" or mark.counts_finished):
             counts[mark.key] = counts.get(mark.key, 0) + 1
+            if pod.phase == "Succeeded":
+                finished[mark.key] = finished.get(mark.key, 0) + 1
+    # A live read lists active pods only (Kueue's finished members are listed apart: the reads'
+    # list_pods); a Volcano PodGroup's status counts its finished members, a dump lists them too.
+    for key, succeeded in index.succeeded.items():
+        listed = finished.get(key, 0)
+        if succeeded > listed:
+            counts[key] = counts.get(key, 0) + succeeded - listed
     for pod in nominated:
         mark = index.mark(pod)
         if mark is not None:

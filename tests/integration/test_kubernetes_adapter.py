@@ -167,8 +167,14 @@ def cluster(api: RestTransport, sleeps: Sleeps) -> KubernetesCluster:
     return make_cluster(api, sleeps)
 
 
-def list_calls(server: FakeKubeApiServer, path: str = "/api/v1/pods") -> list[Any]:
-    return [c for c in server.calls if c.method == "GET" and c.path == path]
+def list_calls(server: FakeKubeApiServer, path: str = "/api/v1/pods", *, finished: bool = False) -> list[Any]:
+    """The list calls of `path`; of pods, the main list's (or with `finished`, the list of the finished
+    members of Kueue pod groups that follows it)."""
+    return [
+        c
+        for c in server.calls
+        if c.method == "GET" and c.path == path and ("labelSelector" in c.query) == finished
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- reads
@@ -252,6 +258,29 @@ def test_list_pods_leaves_out_terminal_pods_with_a_field_selector(
     # Then the API server filtered out the terminal ones
     assert sorted(p.name for p in pods) == ["pending", "running"]
     assert list_calls(server)[0].query["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def test_list_pods_adds_the_finished_members_of_kueue_pod_groups_by_label(
+    server: FakeKubeApiServer, cluster: KubernetesCluster
+) -> None:
+    # Given a Kueue pod group with a running and a Succeeded member, and a Succeeded pod of no gang
+    gang = {"kueue.x-k8s.io/pod-group-name": "kg"}
+    server.add_pod(pod("kg-0", node="n1", phase="Running", labels=gang))
+    server.add_pod(pod("kg-1", node="n1", phase="Succeeded", labels=gang))
+    server.add_pod(pod("done", node="n1", phase="Succeeded"))
+
+    # When the pods are listed
+    pods = cluster.list_pods()
+
+    # Then the finished member is listed too (it counts toward its gang's total), by a second list
+    # selecting Succeeded pods with the pod-group label; other terminal pods stay out
+    assert sorted(p.name for p in pods) == ["kg-0", "kg-1"]
+    (call,) = list_calls(server, finished=True)
+    finished = call.query
+    assert (finished["fieldSelector"], finished["labelSelector"]) == (
+        "status.phase=Succeeded",
+        "kueue.x-k8s.io/pod-group-name",
+    )
 
 
 def test_listed_pods_are_domain_pods(server: FakeKubeApiServer, cluster: KubernetesCluster) -> None:

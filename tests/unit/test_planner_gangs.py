@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
 from shared.domain.model import NodeState, ScalerState, Snapshot
 from shared.domain.plan import Outcome, Plan, ReasonCode
 from shared.planner import plan
@@ -260,6 +262,31 @@ def test_succeeded_members_of_a_kueue_pod_group_count_and_a_failed_one_is_replac
     assert result.group("a100").desired == 3
     (retry,) = [p for p in result.pods if p.pod.endswith("kg-3-retry")]
     assert str(retry.outcome) == "existing", retry.reason
+
+
+@pytest.mark.parametrize("listed", [False, True], ids=["live-read", "dump"])
+def test_a_volcano_gangs_finished_members_count_from_its_pod_group_status_once(listed: bool) -> None:
+    # Given a Volcano gang of minMember 4: two running, one finished (the PodGroup's status.succeeded
+    # says 1; a live read lists active pods only, a kubectl dump lists the Succeeded pod too) and one
+    # pending, with room for it on n2
+    marker = {"annotations": {"scheduling.k8s.io/group-name": "llm"}}
+    pods = [
+        pod("w0", gpus=8, node="n0", **marker),  # type: ignore[arg-type]
+        pod("w1", gpus=8, node="n1", **marker),  # type: ignore[arg-type]
+        pod("w3", gpus=8, **marker),  # type: ignore[arg-type]
+    ]
+    if listed:
+        pods.append(pod("w2", gpus=8, node="n1", phase="Succeeded", **marker))  # type: ignore[arg-type]
+    group = pod_group("llm", 4, volcano=True)
+    group["status"] = {"phase": "Running", "running": 2, "succeeded": 1}
+    nodes = [node(f"n{i}", f"i-{i}") for i in range(3)]
+    fleet = [asg(A100, desired=3, instances=["i-0", "i-1", "i-2"])]
+    snap = with_objects(snapshot(pods, nodes, fleet), [group])
+    # When planning
+    result = plan(snap, config(), NOW)
+    # Then no stand-in is made for the finished member (whether listed or not), nothing is bought
+    assert result.group("a100").desired == 3
+    assert "not created yet" not in result.group("a100").reason
 
 
 def _apart(name: str, count: int) -> list[dict[str, object]]:

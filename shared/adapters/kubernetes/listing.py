@@ -171,6 +171,7 @@ class PagedLister:
         parser: ListParser[T],
         *,
         field_selector: str | None = None,
+        label_selector: str | None = None,
         complete: bool = True,
     ) -> tuple[T, ...]:
         """All objects the collection at `path` (all namespaces) lists, paged with `continue`."""
@@ -184,6 +185,7 @@ class PagedLister:
                     ("limit", caller.options.page_size),
                     ("continue", token),
                     ("fieldSelector", field_selector),
+                    ("labelSelector", label_selector),
                 ),
             ),
             parser,

@@ -11,7 +11,7 @@ from shared.adapters.kubernetes.calls import ApiCaller, ReadNotFoundError, api_p
 from shared.adapters.kubernetes.listing import ListParser, PagedLister, describes_pods, is_unbound_pod
 from shared.domain.errors import ClusterReadError
 from shared.domain.model import DaemonSet, DisruptionBudget, Node, Pod
-from shared.domain.provisioning import PodTemplate
+from shared.domain.provisioning import LABEL_KUEUE_POD_GROUP, PodTemplate
 from shared.domain.volumes import PersistentVolume, PersistentVolumeClaim, StorageClass
 from shared.formats.kubernetes import (
     daemonset_from_json,
@@ -37,6 +37,7 @@ class CoreReader:
         self._caller = caller
         self._lister = PagedLister(caller)
         self._pods = ListParser("Pod", pod_from_json, per_page=pod_parser, skippable=is_unbound_pod)
+        self._finished = ListParser("Pod", pod_from_json, per_page=pod_parser)
         self._nodes = ListParser("Node", node_from_json, per_page=node_parser)
         self._daemonsets = ListParser("DaemonSet", daemonset_from_json, skippable=describes_pods)
         self._pvcs = ListParser("PersistentVolumeClaim", pvc_from_json)
@@ -47,8 +48,21 @@ class CoreReader:
         self._budgets = ListParser("PodDisruptionBudget", pod_disruption_budget_from_json)
 
     def list_pods(self) -> tuple[Pod, ...]:
-        """Every pod of every namespace (minus terminal ones with the default field selector)."""
-        return self._list_pods("pods", self._caller.options.pod_field_selector, complete=True)
+        """Every pod of every namespace (minus terminal ones with the default field selector), and
+        then the Succeeded members of Kueue pod groups: they count toward their gang's total count
+        (shared.planner.gangs), and a cluster keeps few of them (one list, by label)."""
+        selector = self._caller.options.pod_field_selector
+        pods = self._list_pods("pods", selector, complete=True)
+        if not selector or "status.phase!=Succeeded" not in selector:
+            return pods  # listed already
+        finished = self._lister.list_every(
+            "finished pods of Kueue pod groups",
+            "/api/v1/pods",
+            self._finished,
+            field_selector="status.phase=Succeeded",
+            label_selector=LABEL_KUEUE_POD_GROUP,
+        )
+        return pods + finished
 
     def list_pods_on_node(self, name: str) -> tuple[Pod, ...]:
         """Pods bound to node `name` (same phase filter as `list_pods`)."""
