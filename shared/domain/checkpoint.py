@@ -24,6 +24,7 @@ from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime, timedelta
 
 from shared.domain.model import Pod
+from shared.domain.numbers import whole_number
 
 ANNOTATION_CHECKPOINT_INTERVAL = "backlog-scaler/checkpoint-interval-seconds"
 ANNOTATION_LAST_CHECKPOINT = "backlog-scaler/last-checkpoint"
@@ -43,9 +44,10 @@ def checkpoint_interval(pod: Pod) -> int | str | None:
     raw = pod.annotations.get(ANNOTATION_CHECKPOINT_INTERVAL)
     if raw is None:
         return None
-    if not raw.isdigit() or int(raw) <= 0:
+    seconds = whole_number(raw)
+    if seconds is None or seconds <= 0:
         return f"{ANNOTATION_CHECKPOINT_INTERVAL} {raw!r} is not a positive whole number of seconds"
-    return int(raw)
+    return seconds
 
 
 def last_checkpoint(pod: Pod) -> datetime | str | None:

@@ -37,6 +37,7 @@ from typing import NamedTuple
 from shared.config import AttritionConfig
 from shared.domain.durations import short_duration
 from shared.domain.model import AsgState, Node, Pod, Snapshot, Taint, TaintEffect, carries_taint
+from shared.domain.numbers import whole_number
 from shared.domain.plan import NodeMark, PodOutcome
 from shared.domain.safety import protection, removable_above_min
 from shared.planner.context import Context, GroupView
@@ -324,9 +325,10 @@ def expected_remaining_seconds(now: datetime, pods: Sequence[Pod]) -> float:
     for pod in pods:
         created = pod.created_at
         raw = pod.annotations.get(ANNOTATION_EXPECTED_RUNTIME) if pod.annotations else None
-        if raw is not None and raw.isdigit():
+        expected = whole_number(raw) if raw is not None else None
+        if expected is not None:
             elapsed = (now - created).total_seconds() if created is not None else 0.0
-            remaining = int(raw) - elapsed
+            remaining = expected - elapsed
             if remaining > latest:
                 latest = remaining
         elif created is not None and (oldest is None or created < oldest):

@@ -46,6 +46,7 @@ from shared.domain.model import (
     TaintEffect,
     carries_taint,
 )
+from shared.domain.numbers import whole_number
 from shared.domain.plan import NodeMark, RotationCause, RotationDecision, Termination
 from shared.domain.safety import busy_pods, protection
 from shared.planner.context import Context, GroupView
@@ -78,8 +79,9 @@ def _rotation_marked(node: Node) -> bool:
 
 def _resolve(ref: LaunchTemplateRef, templates: Mapping[str, LaunchTemplateVersions]) -> int | None:
     """The version number a launch template reference means now (None: cannot tell)."""
-    if ref.version.isdigit():
-        return int(ref.version)
+    number = whole_number(ref.version)
+    if number is not None:
+        return number
     known = templates.get(ref.template_id)
     if known is None:
         return None

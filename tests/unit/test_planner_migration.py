@@ -22,7 +22,7 @@ from shared.domain.checkpoint import (
 )
 from shared.domain.model import GroupState, ScalerState
 from shared.planner import plan
-from shared.planner.attrition import ATTRITION_TAINT_KEY
+from shared.planner.attrition import ANNOTATION_EXPECTED_RUNTIME, ATTRITION_TAINT_KEY
 from shared.planner.migration import migration_blocker
 from tests.builders import GPU_TAINT, NOW, asg, config, iso, node, pod, snapshot
 
@@ -100,6 +100,24 @@ def test_a_pod_cluster_autoscaler_may_not_evict_is_never_moved() -> None:
 def test_a_malformed_checkpoint_annotation_is_no_opt_in() -> None:
     for malformed in ({ANNOTATION_CHECKPOINT_INTERVAL: "often"}, {ANNOTATION_LAST_CHECKPOINT: "yesterday"}):
         assert run([*background(), small_job(malformed)]).migrate == ()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["²", "1²", "١٢٠٠", "9" * 5000, "1" * 13],
+    ids=["superscript", "digit-then-superscript", "arabic-indic", "5000-digits", "13-digits"],
+)
+@pytest.mark.parametrize("enabled", [True, False], ids=["migration-on", "defaults"])
+def test_numbers_isdigit_accepts_but_int_refuses_or_misreads_are_ignored_not_a_crash(
+    raw: str, enabled: bool
+) -> None:
+    # Given a pod whose interval or expected runtime is what str.isdigit calls digits (a superscript,
+    # another script's digits, more digits than int converts): one such pod raised out of every run
+    weird = {ANNOTATION_CHECKPOINT_INTERVAL: raw, ANNOTATION_EXPECTED_RUNTIME: raw}
+    # When planned, with migration on or the defaults (attrition reads the expected runtime)
+    result = run([*background(), small_job(weird)], migration() if enabled else config())
+    # Then the run completes and the pod is not taken as one that checkpoints
+    assert result.migrate == ()
 
 
 def test_a_node_protected_from_scale_down_is_never_emptied() -> None:
