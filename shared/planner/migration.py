@@ -157,10 +157,10 @@ class _Movers:
 def _movers(ctx: Context) -> _Movers:
     """The gangs of the bound pods and the stored moves per job, for `movable_set`."""
     index, members = _gangs(ctx)
-    moves: dict[str, int] = {}
+    moves: dict[str, int] = {}  # a group remembers the moves made from it: a job's are their sum
     for state in ctx.snapshot.state.groups.values():
         for job, (count, _) in state.moved_jobs.items():
-            moves[job] = max(moves.get(job, 0), count)
+            moves[job] = moves.get(job, 0) + count
     guarded: dict[str, str] = {}
     for name in sorted({p.node_name for gang in members.values() for p in gang if p.node_name}):
         node = ctx.nodes_by_name.get(name)

@@ -334,6 +334,20 @@ def test_a_job_moved_max_moves_per_job_times_is_not_moved_again() -> None:
     assert len(run([*background(), job], state=state).migrate) == 1
 
 
+def test_moves_from_every_group_count_toward_max_moves_per_job() -> None:
+    # Given the mover's job was moved twice from group v100 and once from a100 (each group's store
+    # counts the moves made from it: the job ran in one, then the other)
+    job = small_job()
+    state = ScalerState(
+        groups={
+            "v100": GroupState(moved_jobs={"research/Job/mover-owner": (2, NOW - timedelta(hours=9))}),
+            "a100": GroupState(moved_jobs={"research/Job/mover-owner": (1, NOW - timedelta(hours=5))}),
+        }
+    )
+    # Then it has moved 3 times, the default limit: it is not moved again
+    assert run([*background(), job], state=state).migrate == ()
+
+
 def test_a_job_still_present_is_remembered_however_long_ago_it_moved() -> None:
     # Given a job moved 3 times two months ago that still runs (a job of months, as Philly has)
     long_ago = NOW - timedelta(days=60)

@@ -21,7 +21,7 @@ from shared.local.sim.engine import Replay, SimOptions, SimResult, simulate
 from shared.local.sim.faults import FAULT_CONDITION, fault_rng, reports_fault
 from shared.local.sim.report import build_report, report_table
 from shared.local.sim.scheduler import Scoring
-from tests.builders import node
+from tests.builders import a100_group, config, node
 from tests.unit.test_sim_engine import HOUR, _fragmented_pair, _mixed_config, _mixed_trace, jobs, scaler
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,6 +105,21 @@ def test_without_repair_the_broken_node_stays_to_the_end() -> None:
     assert repaired.faults is not None
     assert repaired.faults.broken_gpu_seconds < faults.broken_gpu_seconds
     assert repaired.provisioned_gpu_seconds < result.provisioned_gpu_seconds
+
+
+def test_a_job_a_fault_killed_and_that_never_ran_again_needs_no_ideal_gpu_hour() -> None:
+    # Given a group of at most one node, repair off, and a 100-hour whole-node job whose node fails
+    # (its GPU dropped: the broken node stays and the job never fits anywhere again)
+    cfg = config(
+        node_groups=[a100_group(price_per_hour=32.77, max_size=1)],
+        policy={"cordon_settle_seconds": 30, "repair": {"enabled": False}},
+    )
+    result = simulate(jobs((0, 360_000, 8), (100, 600, 1)), cfg, FAULTY)
+    # Then it counts as a job that never started (its wait is gone from the waits), and the ideal
+    # holds only the small job's GPU-hours: the killed job must not make the replay look efficient
+    assert result.faults is not None and result.faults.jobs_restarted == 1
+    assert result.started == 1
+    assert result.ideal_gpu_seconds == 600
 
 
 def test_the_same_seed_gives_the_same_faults() -> None:

@@ -198,6 +198,7 @@ class FaultInjector:
         # The wait counted when it first started: a moved job's start is that of its run since the move.
         assert job.wait is not None
         self._binder.waits.remove(job.wait)
+        job.wait = None  # not started until it runs again (the ideal counts only started jobs)
         job.start = job.finish = None
         state.pending_gpus += job.gpus
         state.unseen += 1  # the backlog grew
