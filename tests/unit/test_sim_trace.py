@@ -172,6 +172,16 @@ def test_generic_csv_reads_iso_times_groups_selectors_and_resources() -> None:
             "2300-01-01 00:00:00,60,1,60,a",
             "row 3: timestamp: after 2200-01-01",
         ),
+        # The replay's clock is a datetime the planner steps back from: year 1 overflowed it
+        ("submit_time,duration_seconds,gpus", "0001-01-01T00:00:00Z,5,1", "row 3: submit_time: before 1900"),
+        (
+            "timestamp,duration,num_gpus,gpu_time,cluster",
+            "0001-01-01 00:00:00,60,1,60,a",
+            "row 3: timestamp: before 1900-01-01",
+        ),
+        # A job is replayed as pods of at most a node each: 1e20 GPUs overflowed the pod count
+        ("submit_time,duration_seconds,gpus", "0,5,1e20", "row 3: gpus: more than 100,000: '1e20'"),
+        ("submit_time,duration_seconds,gpus,memory_mib", "0,5,1,1e300", "row 3: memory_mib: more than"),
     ],
     ids=[
         "philly-duration",
@@ -191,6 +201,10 @@ def test_generic_csv_reads_iso_times_groups_selectors_and_resources() -> None:
         "csv-huge-duration",
         "itp-huge-submit",
         "philly-far-future",
+        "csv-year-1",
+        "philly-year-1",
+        "csv-1e20-gpus",
+        "csv-huge-memory",
     ],
 )
 def test_malformed_rows_are_rejected_with_file_row_and_column(

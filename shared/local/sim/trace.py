@@ -26,6 +26,13 @@ _ORIGIN_SECONDS = int(TRACE_ORIGIN.timestamp())
 MAX_TRACE_SECONDS = 100 * 365 * 86400
 LATEST_SUBMIT = datetime(2200, 1, 1, tzinfo=UTC)
 _LATEST_SECONDS = int(LATEST_SUBMIT.timestamp())
+EARLIEST_SUBMIT = datetime(1900, 1, 1, tzinfo=UTC)  # the planner steps back from its clock (deadlines)
+_EARLIEST_SECONDS = int(EARLIEST_SUBMIT.timestamp())
+# A job's GPUs (the largest Philly job asks 128): a job is replayed as pods of at most a node each,
+# so a count of 1e20 would be that many pods.
+MAX_JOB_GPUS = 100_000
+# Counts beyond this are not whole numbers a float holds exactly (2^53).
+_MAX_COUNT = 2**53
 
 # Columns that identify a format (auto-detection) and that it needs.
 _REQUIRED: Mapping[str, tuple[str, ...]] = {
@@ -125,10 +132,12 @@ class _Rows:
             raise self.error(column, f"negative: {raw!r}")
         return value
 
-    def count(self, column: str, *, optional: bool = False) -> int | None:
+    def count(self, column: str, *, optional: bool = False, limit: int = _MAX_COUNT) -> int | None:
         value = self.number(column, optional=optional)
         if value is None:
             return None
+        if value > limit:
+            raise self.error(column, f"more than {limit:,}: {self.text(column)!r}")
         if value != int(value):
             raise self.error(column, f"not a whole number: {self.text(column)!r}")
         return int(value)
@@ -175,8 +184,15 @@ def parse_time(raw: str) -> int:
         raise ValueError(f"more than a century ({MAX_TRACE_SECONDS:,} s) from the trace origin: {raw!r}")
     else:
         seconds = _ORIGIN_SECONDS + math.floor(value)
+    return _in_era(seconds, raw)
+
+
+def _in_era(seconds: int, raw: str) -> int:
+    """Epoch `seconds` when from EARLIEST_SUBMIT to before LATEST_SUBMIT; ValueError otherwise."""
     if seconds >= _LATEST_SECONDS:
         raise ValueError(f"after {LATEST_SUBMIT:%Y-%m-%d}: {raw!r}")
+    if seconds < _EARLIEST_SECONDS:
+        raise ValueError(f"before {EARLIEST_SUBMIT:%Y-%m-%d}: {raw!r}")
     return seconds
 
 
@@ -202,9 +218,11 @@ def _philly(rows: _Rows) -> Iterator[Job]:
             submit = parse_timestamp(row.required("timestamp"))
         except ValueError:
             raise row.error("timestamp", f"not a timestamp: {row.text('timestamp')!r}") from None
-        if submit >= _LATEST_SECONDS:
-            raise row.error("timestamp", f"after {LATEST_SUBMIT:%Y-%m-%d}: {row.text('timestamp')!r}")
-        gpus = row.count("num_gpus")
+        try:
+            _in_era(submit, row.text("timestamp"))
+        except ValueError as exc:
+            raise row.error("timestamp", str(exc)) from None
+        gpus = row.count("num_gpus", limit=MAX_JOB_GPUS)
         assert gpus is not None
         if gpus == 0:
             raise row.error("num_gpus", "a GPU trace job needs at least one GPU")
@@ -215,7 +233,7 @@ def _itp(rows: _Rows) -> Iterator[Job]:
     column = "submission_time" if rows.has("submission_time") else "submit_time"
     for row in rows:
         submit = row.offset(column)
-        gpus = row.count("num_gpu")
+        gpus = row.count("num_gpu", limit=MAX_JOB_GPUS)
         assert gpus is not None
         if gpus == 0:
             raise row.error("num_gpu", "a GPU trace job needs at least one GPU")
@@ -232,7 +250,7 @@ class _OpenbCounts:
 def _openb(rows: _Rows, counts: _OpenbCounts) -> Iterator[Job]:
     for row in rows:
         name = row.required("name")
-        gpus = row.count("num_gpu")
+        gpus = row.count("num_gpu", limit=MAX_JOB_GPUS)
         milli = row.count("gpu_milli", optional=True) or 0
         created = row.number("creation_time", optional=True)
         scheduled = row.number("scheduled_time", optional=True)
@@ -273,7 +291,7 @@ def _selector(row: _Rows) -> tuple[tuple[str, str], ...]:
 
 def _generic(rows: _Rows) -> Iterator[Job]:
     for row in rows:
-        gpus = row.count("gpus")
+        gpus = row.count("gpus", limit=MAX_JOB_GPUS)
         assert gpus is not None
         cpu = row.count("cpu_millicores", optional=True)
         if gpus == 0 and not cpu:
