@@ -39,7 +39,8 @@ DEVICE = device_input(
         ('device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0', True),
         # cel.bind: compile.go adds ext.Bindings so that a selector names its domain once
         (
-            'cel.bind(gpu, device.attributes["gpu.nvidia.com"], gpu.index == 0 && gpu.driverVersion.major() > 500)',
+            'cel.bind(gpu, device.attributes["gpu.nvidia.com"],'
+            " gpu.index == 0 && gpu.driverVersion.major() > 500)",
             True,
         ),
         # the strings extension at version 2 (base.go): lowerAscii, split, replace, join, indexOf
