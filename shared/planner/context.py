@@ -24,6 +24,7 @@ from shared.domain.model import (
 from shared.domain.resources import PODS, Resources
 from shared.planner.capacity import GroupCapacity, group_capacity
 from shared.planner.filters.dynamic_resources import DeviceWorld, device_world
+from shared.planner.simulation import launch_reason
 from shared.planner.template import Template, build_template
 from shared.planner.zones import launch_labels
 
@@ -64,9 +65,12 @@ class GroupView:
         return launch_labels(self.capacity.zones, self.template.labels)
 
     def admits(self, scheduling: Scheduling) -> bool:
-        """Whether a new node of the group, in whichever zone it launches, admits `scheduling`."""
-        taints = self.template.taints
-        return all(scheduling.admits(labels, taints) for labels in self.launch_labels)
+        """Whether a new node of the group, in whichever zone it launches, admits `scheduling`
+        (simulation.launch_reason)."""
+        launches = self.launch_labels
+        if len(launches) == 1:
+            return scheduling.admits(launches[0], self.template.taints)
+        return launch_reason(scheduling, launches, self.template.taints) is None
 
     @property
     def min_size(self) -> int:

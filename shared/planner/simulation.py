@@ -42,6 +42,32 @@ def static_reason(
     )
 
 
+def launch_reasons(
+    scheduling: Scheduling, launches: tuple[Mapping[str, str], ...], taints: tuple[Taint, ...]
+) -> list[Reason]:
+    """static_reason on a new node of a group in each zone it may launch in (zones.launch_labels, in
+    their order; a new node is never cordoned). The one rule admission, placement, diagnosis and
+    explain judge a new node by: a group takes a pod only if every zone admits it."""
+    return [static_reason(scheduling, labels, taints, False) for labels in launches]
+
+
+def launch_reason(
+    scheduling: Scheduling, launches: tuple[Mapping[str, str], ...], taints: tuple[Taint, ...]
+) -> Reason:
+    """The first refusal of launch_reasons (None: every zone the group may launch in admits the pod)."""
+    for reason in launch_reasons(scheduling, launches, taints):
+        if reason:
+            return reason
+    return None
+
+
+def node_static_reason(scheduling: Scheduling, node: SimNode) -> Reason:
+    """static_reason on a simulated node: a new node of a multi-zone group in every zone it may land in."""
+    if node.launches:
+        return launch_reason(scheduling, node.launches, node.taints)
+    return static_reason(scheduling, node.labels, node.taints, node.unschedulable)
+
+
 class SelectorIndex(Generic[T]):
     """Items keyed by a label selector, found from a pod's labels without testing every selector:
     each item is filed under one (key, value) its selector requires (a matchLabels pair, or each
@@ -109,6 +135,13 @@ def _spread_key(pod: Pod, constraint: SpreadConstraint, keys: tuple[str, ...]) -
     )
 
 
+def _affinity_holds(scheduling: Scheduling, node: SimNode) -> bool:
+    """NodeAffinity holds on the node (a new node of a multi-zone group: in every zone it may launch in)."""
+    if not node.launches:
+        return scheduling.selects(node.labels)
+    return all(scheduling.selects(labels) for labels in node.launches)
+
+
 @dataclass
 class _SpreadIndex:
     constraint: SpreadConstraint
@@ -122,7 +155,7 @@ class _SpreadIndex:
         if any(key not in node.labels for key in self.keys):
             return False
         policy = self.constraint
-        if policy.node_affinity_policy == "Honor" and not self.scheduling.selects(node.labels):
+        if policy.node_affinity_policy == "Honor" and not _affinity_holds(self.scheduling, node):
             return False
         return not (policy.node_taints_policy == "Honor" and self.scheduling.untolerated(node.taints))
 
@@ -375,7 +408,7 @@ class Simulation:
         """Filters that depend on the node alone: they never change during the run."""
         return (
             state.unverifiable
-            or static_reason(pod.scheduling, node.labels, node.taints, node.unschedulable)
+            or node_static_reason(pod.scheduling, node)
             or (volume_binding(state.volumes, node.labels) if state.volumes is not None else None)
             or (self._devices_static(state.devices, node) if state.devices is not None else None)
         )
