@@ -93,3 +93,11 @@ def unguaranteed_reason(zones: tuple[str, ...], binding: str) -> str:
     return (
         f"the group {where} and cannot guarantee the zone of a pod bound by {binding}: {ONE_GROUP_PER_ZONE}"
     )
+
+
+def refused_zone_reason(zones: tuple[str, ...], zone: str) -> str:
+    """Why a group does not take a pod that one of the zones it may launch in refuses (others admit it)."""
+    return (
+        f"the group spans {zones_text(zones)} and may launch into {zone}, where the pod cannot run:"
+        f" {ONE_GROUP_PER_ZONE}"
+    )

@@ -4,11 +4,15 @@ the pod (plain or through the inter-pod filters); diagnosis and `plan --explain`
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from shared.domain.model import NodeState, ScalerState
 from shared.domain.plan import ReasonCode
+from shared.local.explain import explain_pod
 from shared.planner import plan
 from tests.builders import NOW, asg, node, pod, snapshot
 from tests.unit.test_aws_capacity import configured, group, outcome, zone_affinity, zoned
@@ -68,6 +72,70 @@ def test_pods_every_zone_admits_share_a_new_node_on_the_inter_pod_path() -> None
     # Then one 8-GPU node is bought for both, as for plain pods: the node opened for the first one
     # admits the second in every zone too
     assert result.group("multi").desired == 1
+
+
+def test_a_pod_every_zone_admits_waits_for_a_group_at_max_which_keeps_its_nodes() -> None:
+    # Given a group in both zones at its max (one busy node), and a pod every zone admits
+    full = zoned(asg("research-multi", desired=1, max_size=1, instances=["i-0"]), "us-west-2a", "us-west-2b")
+    busy = pod("busy", gpus=8, node="n0")
+    n0 = node("n0", "i-0", labels={"gpu": "a100", ZONE: "us-west-2a"})
+    waiting = pod("zoned", gpus=8, affinity=zone_affinity("In", "us-west-2a", "us-west-2b"))
+    # When the planner runs
+    result = plan(snapshot([busy, waiting], [n0], [full]), configured(group("multi", 10.0, max_size=1)), NOW)
+    # Then the reason is the group's max size, not the zone: the group could take the pod
+    state, _, reason = outcome(result, "zoned")
+    assert state == "unhelped"
+    assert reason == "8 GPUs: multi: at max size 1"
+    assert code_of(result, "zoned") is ReasonCode.AT_MAX
+
+
+def test_explain_shows_no_zone_refusal_for_a_pod_every_zone_admits() -> None:
+    # Given a pod that requires zone In [both zones of the group]
+    snap = snapshot(
+        [pod("zoned", gpus=8, affinity=zone_affinity("In", "us-west-2a", "us-west-2b"))], [], [multi()]
+    )
+    # When `plan --explain` looks at it
+    explanation = explain_pod(snap, configured(group("multi", 10.0)), NOW, "research/zoned")
+    # Then every verdict passes, as the plan that scales up for it says
+    (verdicts,) = explanation.groups
+    assert verdicts.fits, verdicts.verdicts
+    assert [v.filter for v in verdicts.verdicts if v.filter == "zone_guarantee"] == []
+    assert explanation.outcome is not None and explanation.outcome.group == "multi"
+
+
+# A pod one zone refuses
+
+
+def _idle_world(pending: list[dict[str, Any]]) -> Any:
+    """The group in both zones with one idle node in us-west-2a (idle for an hour), and `pending`."""
+    group_asg = multi(desired=1, instances=["i-0"])
+    idle = node("n0", "i-0", labels={"gpu": "a100", ZONE: "us-west-2a"}, created=NOW - timedelta(hours=3))
+    snap = snapshot(pending, [idle], [group_asg])
+    return replace(snap, state=ScalerState(nodes={"n0": NodeState(idle_since=NOW - timedelta(hours=1))}))
+
+
+def test_a_pod_one_zone_refuses_by_ored_terms_is_told_the_zone_and_the_idle_node_is_given_back() -> None:
+    # Given a pod that may run outside us-west-2a or on h100 nodes (ORed terms; the group is a100),
+    # and the group in us-west-2a and us-west-2b with an idle node
+    either = [
+        [{"key": ZONE, "operator": "NotIn", "values": ["us-west-2a"]}],
+        [{"key": "gpu", "operator": "In", "values": ["h100"]}],
+    ]
+    cfg = configured(group("multi", 10.0))
+    # When the planner runs with and without the pod
+    result = plan(_idle_world([pod("either", gpus=8, affinity=either)]), cfg, NOW)
+    without = plan(_idle_world([]), cfg, NOW)
+    # Then the pod is refused for the zone (the filters' words kept), not for a max size the group
+    # is far from: the group is not saturated and its idle node goes as it would without the pod
+    state, _, reason = outcome(result, "either")
+    assert state == "unhelped"
+    assert reason == (
+        "8 GPUs: multi: the group spans us-west-2a, us-west-2b and may launch into us-west-2a, where the"
+        " pod cannot run: use one group per zone (node(s) didn't match Pod's node affinity/selector)"
+    )
+    assert code_of(result, "either") is ReasonCode.FILTERED
+    assert [a.node for a in without.cordon] == ["n0"]
+    assert [a.node for a in result.cordon] == ["n0"]
 
 
 def _spread_over_hosts(obj: dict[str, Any]) -> dict[str, Any]:
