@@ -19,6 +19,7 @@ from shared.planner.zones import (
     placement_zone_binding,
     refused_zone_reason,
     unguaranteed_reason,
+    unknown_zone_id,
     zone_binding,
 )
 
@@ -153,9 +154,13 @@ def zone_refusal(view: GroupView, pods: Sequence[Pod], sim: Simulation) -> tuple
     if not refused:
         binding = _zone_not_guaranteed(view, pods, sim)
         return None if binding is None else (binding, None)
-    if len(refused) == len(launches):
+    if len(launches) == 1:
         return None
-    labels, said = refused[0]
+    # A zone whose id is unknown may admit the pod once a node there shows it: never "no group".
+    unknown = [(labels, reason) for labels, reason in refused if unknown_zone_id(pods[0].scheduling, labels)]
+    if len(refused) == len(launches) and not unknown:
+        return None
+    labels, said = (unknown or refused)[0]
     return refused_zone_reason(view.capacity.zones, labels[ZONE]), said
 
 

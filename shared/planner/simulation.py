@@ -26,6 +26,7 @@ from shared.planner.filters.node_unschedulable import node_unschedulable
 from shared.planner.filters.pod_topology_spread import DomainCounts, SpreadState, pod_topology_spread
 from shared.planner.filters.taint_toleration import taint_toleration
 from shared.planner.filters.volume_binding import VolumeDemand, Volumes, volume_binding, volume_demand
+from shared.planner.zones import unknown_zone_id
 
 Pair = tuple[str, str]
 T = TypeVar("T")
@@ -42,13 +43,27 @@ def static_reason(
     )
 
 
+def launch_affinity(scheduling: Scheduling, labels: Mapping[str, str], several_zones: bool) -> Reason:
+    """NodeAffinity on a new node launched with `labels` (one of zones.launch_labels). On a group that
+    spans several zones, a zone whose id is unknown refuses a pod that reads it (zones.unknown_zone_id)."""
+    if several_zones:
+        unknown = unknown_zone_id(scheduling, labels)
+        if unknown:
+            return unknown
+    return node_affinity(scheduling, labels)
+
+
 def launch_reasons(
     scheduling: Scheduling, launches: tuple[Mapping[str, str], ...], taints: tuple[Taint, ...]
 ) -> list[Reason]:
     """static_reason on a new node of a group in each zone it may launch in (zones.launch_labels, in
     their order; a new node is never cordoned). The one rule admission, placement, diagnosis and
     explain judge a new node by: a group takes a pod only if every zone admits it."""
-    return [static_reason(scheduling, labels, taints, False) for labels in launches]
+    several = len(launches) > 1
+    return [
+        launch_affinity(scheduling, labels, several) or taint_toleration(scheduling, taints)
+        for labels in launches
+    ]
 
 
 def launch_reason(
@@ -136,10 +151,10 @@ def _spread_key(pod: Pod, constraint: SpreadConstraint, keys: tuple[str, ...]) -
 
 
 def _affinity_holds(scheduling: Scheduling, node: SimNode) -> bool:
-    """NodeAffinity holds on the node (a new node of a multi-zone group: in every zone it may launch in)."""
+    """NodeAffinity holds on the node (a new node of a multi-zone group: in every zone, launch_affinity)."""
     if not node.launches:
         return scheduling.selects(node.labels)
-    return all(scheduling.selects(labels) for labels in node.launches)
+    return all(launch_affinity(scheduling, labels, True) is None for labels in node.launches)
 
 
 @dataclass

@@ -138,6 +138,58 @@ def test_a_pod_one_zone_refuses_by_ored_terms_is_told_the_zone_and_the_idle_node
     assert [a.node for a in result.cordon] == ["n0"]
 
 
+# Zone ids
+
+
+def _zone_id_affinity(operator: str, *ids: str) -> list[list[dict[str, Any]]]:
+    return [[{"key": ZONE_ID, "operator": operator, "values": list(ids)}]]
+
+
+@PATHS
+def test_a_pod_that_excludes_a_zone_id_no_node_shows_is_refused_naming_the_zone_id(path: Any) -> None:
+    # Given a group in both zones with no registered node (the zone ids are unknown), and a pod that
+    # must not run in usw2-az1 (a node without the label would satisfy NotIn)
+    not_az1 = path(pod("not-az1", gpus=8, affinity=_zone_id_affinity("NotIn", "usw2-az1")))
+    # When the planner runs
+    result = plan(snapshot([not_az1], [], [multi()]), configured(group("multi", 10.0)), NOW)
+    # Then nothing is bought, and the reason names the zone id nobody knows
+    assert result.group("multi").desired == 0
+    state, _, reason = outcome(result, "not-az1")
+    assert state == "unhelped"
+    assert f"reads {ZONE_ID}, which no registered node in us-west-2a shows" in reason
+    assert "use one group per zone" in reason
+    assert code_of(result, "not-az1") is ReasonCode.FILTERED
+
+
+def _nodes_in_both_zones() -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """A busy node of the group in each zone, each showing its zone and zone id."""
+    nodes = [
+        node("n-a", "i-a", labels={"gpu": "a100", ZONE: "us-west-2a", ZONE_ID: "usw2-az1"}),
+        node("n-b", "i-b", labels={"gpu": "a100", ZONE: "us-west-2b", ZONE_ID: "usw2-az2"}),
+    ]
+    busy = [pod("busy-a", gpus=8, node="n-a"), pod("busy-b", gpus=8, node="n-b")]
+    return nodes, busy, multi(desired=2, instances=["i-a", "i-b"])
+
+
+@PATHS
+def test_zone_ids_registered_nodes_show_are_judged_in_every_zone(path: Any) -> None:
+    # Given the group's nodes show us-west-2a is usw2-az1 and us-west-2b is usw2-az2, a pod that must
+    # not run in usw2-az1 and one that may run in either id
+    nodes, busy, group_asg = _nodes_in_both_zones()
+    not_az1 = path(pod("not-az1", gpus=8, affinity=_zone_id_affinity("NotIn", "usw2-az1")))
+    either = path(pod("either", gpus=8, affinity=_zone_id_affinity("In", "usw2-az1", "usw2-az2")))
+    # When the planner runs
+    result = plan(
+        snapshot([*busy, not_az1, either], nodes, [group_asg]), configured(group("multi", 10.0)), NOW
+    )
+    # Then the first is refused for the zone it may land in, the second gets a node
+    state, _, reason = outcome(result, "not-az1")
+    assert state == "unhelped"
+    assert "may launch into us-west-2a, where the pod cannot run: use one group per zone" in reason
+    assert outcome(result, "either")[:2] == ("scale-up", "multi")
+    assert result.group("multi").desired == 3
+
+
 def _spread_over_hosts(obj: dict[str, Any]) -> dict[str, Any]:
     obj["metadata"].setdefault("labels", {})["app"] = "train"
     obj["spec"]["topologySpreadConstraints"] = [
