@@ -7,7 +7,6 @@ one filter at a time so each verdict is shown rather than only the first refusal
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -17,6 +16,7 @@ from shared.domain.errors import InputError
 from shared.domain.model import Node, Pod, Scheduling, Snapshot
 from shared.domain.plan import PodOutcome
 from shared.planner.context import Context, GroupView, build_context
+from shared.planner.diagnosis import zone_refusal
 from shared.planner.filters.framework import Reason, SimNode
 from shared.planner.filters.inter_pod_affinity import inter_pod_affinity
 from shared.planner.filters.node_affinity import node_affinity
@@ -29,7 +29,6 @@ from shared.planner.filters.volume_binding import Volumes, volume_binding
 from shared.planner.placement import template_node
 from shared.planner.plan import plan
 from shared.planner.simulation import PodState, Simulation
-from shared.planner.zones import guarantees_zone, launch_labels, unguaranteed_reason, zone_binding
 
 # In kube-scheduler's order (pkg/scheduler/framework/plugins/), with the names of our modules.
 FILTERS = (
@@ -144,23 +143,21 @@ def _dynamic_resources(sim: Simulation, state: PodState, node: SimNode) -> Reaso
     return found if isinstance(found, str) else None
 
 
-def _launch_affinity(scheduling: Scheduling, labels: Mapping[str, str], zones: tuple[str, ...]) -> Reason:
-    """NodeAffinity on a new node of a group, in every zone it may launch in (launch_labels): the
+def _launch_affinity(scheduling: Scheduling, node: SimNode) -> Reason:
+    """NodeAffinity on a new node of a group, in every zone it may launch in (SimNode.launches): the
     first zone that fails, named when the group spans several."""
-    for variant in launch_labels(zones, labels):
+    for variant in node.launches:
         reason = node_affinity(scheduling, variant)
         if reason:
-            return f"{reason} (in {variant[ZONE]})" if variant is not labels else reason
-    return None
+            return f"{reason} (in {variant[ZONE]})"
+    return node_affinity(scheduling, node.labels) if not node.launches else None
 
 
-def _verdicts(
-    ctx: Context, sim: Simulation, pod: Pod, state: PodState, node: SimNode, zones: tuple[str, ...]
-) -> tuple[Verdict, ...]:
+def _verdicts(ctx: Context, sim: Simulation, pod: Pod, state: PodState, node: SimNode) -> tuple[Verdict, ...]:
     scheduling = pod.scheduling
     reasons: dict[str, Reason] = {
         "node_unschedulable": node_unschedulable(scheduling, node.unschedulable),
-        "node_affinity": _launch_affinity(scheduling, node.labels, zones),
+        "node_affinity": _launch_affinity(scheduling, node),
         "taint_toleration": taint_toleration(scheduling, node.taints),
         "node_resources_fit": every_misfit(ctx.request(pod.requests), node.free, ctx.dims),
         "node_ports": node_ports(pod.constraints.host_ports, node.ports),
@@ -176,16 +173,15 @@ def _verdicts(
     return tuple(Verdict(name, reasons[name]) for name in FILTERS)
 
 
-def _zone_verdict(view: GroupView, pod: Pod, state: PodState) -> tuple[Verdict, ...]:
-    """A zone-bound pod on a group that may launch in another zone (shared.planner.zones): not a
-    scheduler filter, so shown only when it is what keeps the group from taking the pod."""
-    binding = zone_binding(pod, state.volumes)
-    if binding is None or guarantees_zone(view.capacity.zones, view.labels):
+def _zone_verdict(view: GroupView, pod: Pod, sim: Simulation) -> tuple[Verdict, ...]:
+    """Why a group that may launch in several zones does not take the pod though some zone would
+    (diagnosis.zone_refusal, the plan's own rule): not a scheduler filter, so shown only when it is
+    what keeps the group from taking the pod."""
+    found = zone_refusal(view, (pod,), sim)
+    if found is None:
         return ()
-    launched = view.launch_labels
-    if len(launched) > 1 and all(node_affinity(pod.scheduling, labels) for labels in launched):
-        return ()  # no zone of the group admits the pod: node_affinity says so, not the zone
-    return (Verdict("zone_guarantee", unguaranteed_reason(view.capacity.zones, binding)),)
+    reason, said = found
+    return (Verdict("zone_guarantee", f"{reason} ({said})" if said else reason),)
 
 
 def explain_pod(snapshot: Snapshot, config: ScalerConfig, now: datetime, pod_key: str) -> PodExplanation:
@@ -214,11 +210,9 @@ def explain_pod(snapshot: Snapshot, config: ScalerConfig, now: datetime, pod_key
     groups = []
     for view in ctx.groups:
         template = templates.get(view.name)
-        verdicts = (
-            _verdicts(ctx, sim, pod, state, template, view.capacity.zones) if template is not None else ()
-        )
+        verdicts = _verdicts(ctx, sim, pod, state, template) if template is not None else ()
         if template is not None:
-            verdicts += _zone_verdict(view, pod, state)
+            verdicts += _zone_verdict(view, pod, sim)
         name = template.name if template is not None else None
         groups.append(GroupVerdicts(_summary(view), name, verdicts))
     outcome = next((p for p in plan(snapshot, config, now).pods if p.pod == pod_key), None)

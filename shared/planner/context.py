@@ -24,8 +24,9 @@ from shared.domain.model import (
 from shared.domain.resources import PODS, Resources
 from shared.planner.capacity import GroupCapacity, group_capacity
 from shared.planner.filters.dynamic_resources import DeviceWorld, device_world
+from shared.planner.simulation import launch_reason
 from shared.planner.template import Template, build_template
-from shared.planner.zones import launch_labels
+from shared.planner.zones import NO_ZONE_IDS, launch_labels, zone_ids_of
 
 
 @dataclass
@@ -40,6 +41,7 @@ class GroupView:
     nodes: list[Node] = field(default_factory=list)  # registered nodes of the group's instances
     unregistered: list[AsgInstance] = field(default_factory=list)  # live instances with no node yet
     capacity: GroupCapacity = field(default_factory=GroupCapacity)  # suspended, reserved, zones
+    zone_ids: Mapping[str, str] = field(default_factory=lambda: NO_ZONE_IDS)  # zone -> id, when known
     # Read off config and template once: every rule asks them of every group, often once per node.
     name: str = field(init=False)
     shape: Resources | None = field(init=False)  # allocatable of a new node (before its DaemonSets)
@@ -61,12 +63,15 @@ class GroupView:
     @cached_property
     def launch_labels(self) -> tuple[Mapping[str, str], ...]:
         """The labels a new node may carry: one mapping per zone of a multi-zone group (launch_labels)."""
-        return launch_labels(self.capacity.zones, self.template.labels)
+        return launch_labels(self.capacity.zones, self.template.labels, self.zone_ids)
 
     def admits(self, scheduling: Scheduling) -> bool:
-        """Whether a new node of the group, in whichever zone it launches, admits `scheduling`."""
-        taints = self.template.taints
-        return all(scheduling.admits(labels, taints) for labels in self.launch_labels)
+        """Whether a new node of the group, in whichever zone it launches, admits `scheduling`
+        (simulation.launch_reason)."""
+        launches = self.launch_labels
+        if len(launches) == 1:
+            return scheduling.admits(launches[0], self.template.taints)
+        return launch_reason(scheduling, launches, self.template.taints) is None
 
     @property
     def min_size(self) -> int:
@@ -183,6 +188,7 @@ def _group_view(
     group_config: NodeGroupConfig,
     nodes_by_instance: Mapping[str, Node],
     now: datetime,
+    zone_ids: Mapping[str, str],
 ) -> GroupView:
     """One configured group joined with its ASG, its registered nodes and its instances without one."""
     asg = snapshot.asgs.get(group_config.asg_name)
@@ -214,7 +220,21 @@ def _group_view(
         nodes=registered,
         unregistered=unregistered,
         capacity=capacity,
+        zone_ids=zone_ids,
     )
+
+
+def _zone_ids(
+    snapshot: Snapshot, config: ScalerConfig, nodes_by_instance: Mapping[str, Node]
+) -> Mapping[str, str]:
+    """The id of each zone, as the registered nodes of the configured groups show it (zones.zone_ids_of):
+    every group's ASG is read in the scaler's account, where a zone's name has one id. Only a group
+    that spans several zones reads it: other runs skip the pass over the nodes."""
+    asgs = [a for g in config.node_groups if (a := snapshot.asgs.get(g.asg_name)) is not None]
+    if all(len(asg.availability_zones) < 2 for asg in asgs):
+        return NO_ZONE_IDS
+    nodes = (nodes_by_instance.get(i.instance_id) for asg in asgs for i in asg.live_instances)
+    return zone_ids_of(node for node in nodes if node is not None)
 
 
 def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Context:
@@ -234,8 +254,9 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
             if node_name not in busy and pod.keeps_node_busy(cutoff, now):  # one busy pod is enough
                 busy.add(node_name)
 
+    zone_ids = _zone_ids(snapshot, config, nodes_by_instance)
     groups = [
-        _group_view(snapshot, config, group_config, nodes_by_instance, now)
+        _group_view(snapshot, config, group_config, nodes_by_instance, now, zone_ids)
         for group_config in config.node_groups
     ]
     group_of_node = {node.name: view for view in groups for node in view.nodes}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from shared.domain.constraints import ZONE
 from shared.domain.model import Pod
 from shared.domain.plan import ReasonCode
 from shared.domain.resources import CPU, Resources, format_amount
@@ -12,8 +13,15 @@ from shared.planner.context import Context, GroupView
 from shared.planner.filters.volume_binding import volume_binding
 from shared.planner.gangs import gang_shortfall, pending_subject
 from shared.planner.placement import template_node
-from shared.planner.simulation import Simulation, static_reason
-from shared.planner.zones import guarantees_zone, in_zone, launch_labels, unguaranteed_reason, zone_binding
+from shared.planner.simulation import Simulation, launch_reason, launch_reasons
+from shared.planner.zones import (
+    guarantees_zone,
+    placement_zone_binding,
+    refused_zone_reason,
+    unguaranteed_reason,
+    unknown_zone_id,
+    zone_binding,
+)
 
 
 def _describe_size(resources: Resources) -> str:
@@ -115,29 +123,23 @@ def _diagnose_group(
 def _static_verdict(
     ctx: Context, sim: Simulation, view: GroupView, unit: Unit, labels: dict[str, str]
 ) -> tuple[ReasonCode, str] | None:
-    """The zone, or what the pod's selector, affinity and tolerations refuse on a new node of the
-    group: blocked when no zone the group launches in admits the pod (launch_labels), the zone the
-    reason when only some do (_zone_not_guaranteed); None when neither keeps the pod out."""
-    pod, taints = unit.pods[0], view.template.taints
-    per_zone = [
-        static_reason(pod.scheduling, v, taints, False) for v in launch_labels(view.capacity.zones, labels)
-    ]
-    blocked = per_zone[0] if all(per_zone) else None
-    zone_reason = _zone_not_guaranteed(view, unit, sim, labels, blocked)
-    if zone_reason:
-        said = _scheduler_words(ctx, sim, view, unit, labels, blocked)
-        return ReasonCode.FILTERED, f"{zone_reason} ({said})" if said else zone_reason
+    """The zone (zone_refusal), or what the pod's selector, affinity and tolerations refuse on a new
+    node of the group in every zone it may launch in; None when neither keeps the pod out."""
+    found = zone_refusal(view, unit.pods, sim)
+    if found is not None:
+        reason, said = found
+        said = said or _scheduler_words(ctx, sim, view, unit, labels)
+        return ReasonCode.FILTERED, f"{reason} ({said})" if said else reason
+    blocked = launch_reason(unit.pods[0].scheduling, view.launch_labels, view.template.taints)
     if blocked:
         return ReasonCode.NO_MATCHING_GROUP, blocked
     return None
 
 
 def _scheduler_words(
-    ctx: Context, sim: Simulation, view: GroupView, unit: Unit, labels: dict[str, str], blocked: str | None
+    ctx: Context, sim: Simulation, view: GroupView, unit: Unit, labels: dict[str, str]
 ) -> str | None:
     """What the scheduler's filters say of the pod on a new node of the group, if anything."""
-    if blocked:
-        return blocked
     pod = unit.pods[0]
     state = sim.state(pod)
     if state.volumes is not None and (volume := volume_binding(state.volumes, labels)):
@@ -148,27 +150,46 @@ def _scheduler_words(
     return sim.dynamic(pod, state, probe, unit.requests[0], ctx.dims)
 
 
-def _zone_not_guaranteed(
-    view: GroupView, unit: Unit, sim: Simulation, labels: dict[str, str], blocked: str | None
-) -> str | None:
-    """The reason a group that may launch in several zones gives a zone-bound pod it would
-    otherwise take in one of them (shared.planner.zones), None when the zone is not the problem."""
-    if guarantees_zone(view.capacity.zones, view.labels):
+def zone_refusal(view: GroupView, pods: Sequence[Pod], sim: Simulation) -> tuple[str, str | None] | None:
+    """Why a group that may launch in several zones does not take these pods (members of one unit:
+    they share their scheduling spec), though a node of it in some zone would: the reason and, when
+    a filter said it, the filter's words. None when the zone is not the problem: every zone admits
+    them and nothing else binds them to one, or no zone does (the filters say why). The one rule
+    diagnosis and `plan --explain` give the zone by."""
+    launches = view.launch_labels
+    refusals = launch_reasons(pods[0].scheduling, launches, view.template.taints)
+    refused = [(labels, reason) for labels, reason in zip(launches, refusals, strict=True) if reason]
+    if not refused:
+        binding = _zone_not_guaranteed(view, pods, sim)
+        return None if binding is None else (binding, None)
+    if len(launches) == 1:
         return None
-    for pod in unit.pods:
-        state = sim.state(pod)
-        binding = zone_binding(pod, state.volumes)
+    # A zone whose id is unknown may admit the pod once a node there shows it: never "no group".
+    unknown = [(labels, reason) for labels, reason in refused if unknown_zone_id(pods[0].scheduling, labels)]
+    if len(refused) == len(launches) and not unknown:
+        return None
+    labels, said = (unknown or refused)[0]
+    return refused_zone_reason(view.capacity.zones, labels[ZONE]), said
+
+
+def _zone_not_guaranteed(view: GroupView, pods: Sequence[Pod], sim: Simulation) -> str | None:
+    """The reason a group that may launch in several zones gives a pod every one of its zones admits
+    but that its spread or volumes bind to zones (zones.placement_zone_binding), when some zone would
+    take it; with the group's zones unknown, its selector or affinity on a zone label binds it too."""
+    zones = view.capacity.zones
+    if guarantees_zone(zones, view.labels):
+        return None
+    for pod in pods:
+        volumes = sim.state(pod).volumes
+        binding = placement_zone_binding(pod, volumes) if zones else zone_binding(pod, volumes)
         if binding is None:
             continue
-        zones = view.capacity.zones
-        if not zones:
-            return unguaranteed_reason(zones, binding) if blocked is None else None
-        for zone in zones:
-            placed = in_zone(labels, zone)
-            if static_reason(pod.scheduling, placed, view.template.taints, False) is None and (
-                state.volumes is None or volume_binding(state.volumes, placed) is None
-            ):
-                return unguaranteed_reason(zones, binding)
+        if (
+            not zones
+            or volumes is None
+            or any(volume_binding(volumes, v) is None for v in view.launch_labels)
+        ):
+            return unguaranteed_reason(zones, binding)
     return None
 
 

@@ -35,8 +35,10 @@ def _permanent(reason: str) -> bool:
 
 
 def template_node(view: GroupView, index: int, free: list[int]) -> SimNode:
-    """The index-th new (or launching) node of a group as the filters see it: its own hostname."""
+    """The index-th new (or launching) node of a group as the filters see it: its own hostname, and
+    the labels it may carry in each zone of a group that spans several (GroupView.launch_labels)."""
     template = view.template
+    launches = view.launch_labels
     return SimNode(
         f"template-{view.name}-{index}",
         template.node_labels(index),
@@ -44,6 +46,7 @@ def template_node(view: GroupView, index: int, free: list[int]) -> SimNode:
         free,
         ports=set(template.ports),
         group=view.name,
+        launches=launches if len(launches) > 1 else (),
     )
 
 

@@ -26,6 +26,7 @@ from shared.planner.filters.node_unschedulable import node_unschedulable
 from shared.planner.filters.pod_topology_spread import DomainCounts, SpreadState, pod_topology_spread
 from shared.planner.filters.taint_toleration import taint_toleration
 from shared.planner.filters.volume_binding import VolumeDemand, Volumes, volume_binding, volume_demand
+from shared.planner.zones import unknown_zone_id
 
 Pair = tuple[str, str]
 T = TypeVar("T")
@@ -40,6 +41,46 @@ def static_reason(
         or node_affinity(scheduling, labels)
         or taint_toleration(scheduling, taints)
     )
+
+
+def launch_affinity(scheduling: Scheduling, labels: Mapping[str, str], several_zones: bool) -> Reason:
+    """NodeAffinity on a new node launched with `labels` (one of zones.launch_labels). On a group that
+    spans several zones, a zone whose id is unknown refuses a pod that reads it (zones.unknown_zone_id)."""
+    if several_zones:
+        unknown = unknown_zone_id(scheduling, labels)
+        if unknown:
+            return unknown
+    return node_affinity(scheduling, labels)
+
+
+def launch_reasons(
+    scheduling: Scheduling, launches: tuple[Mapping[str, str], ...], taints: tuple[Taint, ...]
+) -> list[Reason]:
+    """static_reason on a new node of a group in each zone it may launch in (zones.launch_labels, in
+    their order; a new node is never cordoned). The one rule admission, placement, diagnosis and
+    explain judge a new node by: a group takes a pod only if every zone admits it."""
+    several = len(launches) > 1
+    return [
+        launch_affinity(scheduling, labels, several) or taint_toleration(scheduling, taints)
+        for labels in launches
+    ]
+
+
+def launch_reason(
+    scheduling: Scheduling, launches: tuple[Mapping[str, str], ...], taints: tuple[Taint, ...]
+) -> Reason:
+    """The first refusal of launch_reasons (None: every zone the group may launch in admits the pod)."""
+    for reason in launch_reasons(scheduling, launches, taints):
+        if reason:
+            return reason
+    return None
+
+
+def node_static_reason(scheduling: Scheduling, node: SimNode) -> Reason:
+    """static_reason on a simulated node: a new node of a multi-zone group in every zone it may land in."""
+    if node.launches:
+        return launch_reason(scheduling, node.launches, node.taints)
+    return static_reason(scheduling, node.labels, node.taints, node.unschedulable)
 
 
 class SelectorIndex(Generic[T]):
@@ -109,6 +150,13 @@ def _spread_key(pod: Pod, constraint: SpreadConstraint, keys: tuple[str, ...]) -
     )
 
 
+def _affinity_holds(scheduling: Scheduling, node: SimNode) -> bool:
+    """NodeAffinity holds on the node (a new node of a multi-zone group: in every zone, launch_affinity)."""
+    if not node.launches:
+        return scheduling.selects(node.labels)
+    return all(launch_affinity(scheduling, labels, True) is None for labels in node.launches)
+
+
 @dataclass
 class _SpreadIndex:
     constraint: SpreadConstraint
@@ -122,7 +170,7 @@ class _SpreadIndex:
         if any(key not in node.labels for key in self.keys):
             return False
         policy = self.constraint
-        if policy.node_affinity_policy == "Honor" and not self.scheduling.selects(node.labels):
+        if policy.node_affinity_policy == "Honor" and not _affinity_holds(self.scheduling, node):
             return False
         return not (policy.node_taints_policy == "Honor" and self.scheduling.untolerated(node.taints))
 
@@ -375,7 +423,7 @@ class Simulation:
         """Filters that depend on the node alone: they never change during the run."""
         return (
             state.unverifiable
-            or static_reason(pod.scheduling, node.labels, node.taints, node.unschedulable)
+            or node_static_reason(pod.scheduling, node)
             or (volume_binding(state.volumes, node.labels) if state.volumes is not None else None)
             or (self._devices_static(state.devices, node) if state.devices is not None else None)
         )

@@ -26,3 +26,6 @@ class SimNode:
     unschedulable: bool = False
     ports: set[tuple[str, str, int]] = field(default_factory=set)
     group: str = ""  # a new (template) node's group: where its DRA devices come from
+    # A new node of a group that may launch in several zones: its labels in each of them
+    # (zones.launch_labels); node affinity must hold in every one. Empty: `labels` are its own.
+    launches: tuple[Mapping[str, str], ...] = ()

@@ -1,0 +1,228 @@
+"""Multi-zone groups: EC2 picks the zone of each launch, so a group takes a pod only when a new node
+in every zone it may launch into admits it (zone and zone-id labels alike), whatever path places
+the pod (plain or through the inter-pod filters); diagnosis and `plan --explain` say the same."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from shared.domain.model import NodeState, ScalerState
+from shared.domain.plan import ReasonCode
+from shared.local.explain import explain_pod
+from shared.planner import plan
+from tests.builders import NOW, asg, node, pod, snapshot
+from tests.unit.test_aws_capacity import configured, group, outcome, zone_affinity, zoned
+
+ZONE = "topology.kubernetes.io/zone"
+ZONE_ID = "topology.k8s.aws/zone-id"
+
+
+def with_anti_affinity(obj: dict[str, Any]) -> dict[str, Any]:
+    """The pod with a required anti-affinity (to pods it does not select): it is placed through the
+    inter-pod filters instead of the plain-pod fast path."""
+    obj["spec"].setdefault("affinity", {})["podAntiAffinity"] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "other"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+    return obj
+
+
+def as_plain(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj
+
+
+PATHS = pytest.mark.parametrize("path", [as_plain, with_anti_affinity], ids=["plain", "inter-pod"])
+
+
+def code_of(result: Any, name: str) -> ReasonCode:
+    return next(p for p in result.pods if p.pod.endswith(f"/{name}")).code
+
+
+def multi(**fields: Any) -> dict[str, Any]:
+    return zoned(asg("research-multi", **{"desired": 0, **fields}), "us-west-2a", "us-west-2b")
+
+
+# A pod every zone admits
+
+
+@PATHS
+def test_a_pod_every_zone_admits_gets_a_node_with_or_without_inter_pod_rules(path: Any) -> None:
+    # Given a group in us-west-2a and us-west-2b, and a pod that requires zone In [both]
+    zoned_pod = path(pod("zoned", gpus=4, affinity=zone_affinity("In", "us-west-2a", "us-west-2b")))
+    # When the planner runs
+    result = plan(snapshot([zoned_pod], [], [multi()]), configured(group("multi", 10.0)), NOW)
+    # Then the group grows for it, whether the plain path or the inter-pod filters place it
+    assert outcome(result, "zoned")[:2] == ("scale-up", "multi")
+    assert result.group("multi").desired == 1
+
+
+def test_pods_every_zone_admits_share_a_new_node_on_the_inter_pod_path() -> None:
+    # Given two 4-GPU pods with an inter-pod rule, each admitted by both zones of the group
+    pods = [
+        with_anti_affinity(pod(f"p{i}", gpus=4, affinity=zone_affinity("In", "us-west-2a", "us-west-2b")))
+        for i in range(2)
+    ]
+    # When the planner runs
+    result = plan(snapshot(pods, [], [multi()]), configured(group("multi", 10.0)), NOW)
+    # Then one 8-GPU node is bought for both, as for plain pods: the node opened for the first one
+    # admits the second in every zone too
+    assert result.group("multi").desired == 1
+
+
+def test_a_pod_every_zone_admits_waits_for_a_group_at_max_which_keeps_its_nodes() -> None:
+    # Given a group in both zones at its max (one busy node), and a pod every zone admits
+    full = zoned(asg("research-multi", desired=1, max_size=1, instances=["i-0"]), "us-west-2a", "us-west-2b")
+    busy = pod("busy", gpus=8, node="n0")
+    n0 = node("n0", "i-0", labels={"gpu": "a100", ZONE: "us-west-2a"})
+    waiting = pod("zoned", gpus=8, affinity=zone_affinity("In", "us-west-2a", "us-west-2b"))
+    # When the planner runs
+    result = plan(snapshot([busy, waiting], [n0], [full]), configured(group("multi", 10.0, max_size=1)), NOW)
+    # Then the reason is the group's max size, not the zone: the group could take the pod
+    state, _, reason = outcome(result, "zoned")
+    assert state == "unhelped"
+    assert reason == "8 GPUs: multi: at max size 1"
+    assert code_of(result, "zoned") is ReasonCode.AT_MAX
+
+
+def test_explain_shows_no_zone_refusal_for_a_pod_every_zone_admits() -> None:
+    # Given a pod that requires zone In [both zones of the group]
+    snap = snapshot(
+        [pod("zoned", gpus=8, affinity=zone_affinity("In", "us-west-2a", "us-west-2b"))], [], [multi()]
+    )
+    # When `plan --explain` looks at it
+    explanation = explain_pod(snap, configured(group("multi", 10.0)), NOW, "research/zoned")
+    # Then every verdict passes, as the plan that scales up for it says
+    (verdicts,) = explanation.groups
+    assert verdicts.fits, verdicts.verdicts
+    assert [v.filter for v in verdicts.verdicts if v.filter == "zone_guarantee"] == []
+    assert explanation.outcome is not None and explanation.outcome.group == "multi"
+
+
+# A pod one zone refuses
+
+
+def _idle_world(pending: list[dict[str, Any]]) -> Any:
+    """The group in both zones with one idle node in us-west-2a (idle for an hour), and `pending`."""
+    group_asg = multi(desired=1, instances=["i-0"])
+    idle = node("n0", "i-0", labels={"gpu": "a100", ZONE: "us-west-2a"}, created=NOW - timedelta(hours=3))
+    snap = snapshot(pending, [idle], [group_asg])
+    return replace(snap, state=ScalerState(nodes={"n0": NodeState(idle_since=NOW - timedelta(hours=1))}))
+
+
+def test_a_pod_one_zone_refuses_by_ored_terms_is_told_the_zone_and_the_idle_node_is_given_back() -> None:
+    # Given a pod that may run outside us-west-2a or on h100 nodes (ORed terms; the group is a100),
+    # and the group in us-west-2a and us-west-2b with an idle node
+    either = [
+        [{"key": ZONE, "operator": "NotIn", "values": ["us-west-2a"]}],
+        [{"key": "gpu", "operator": "In", "values": ["h100"]}],
+    ]
+    cfg = configured(group("multi", 10.0))
+    # When the planner runs with and without the pod
+    result = plan(_idle_world([pod("either", gpus=8, affinity=either)]), cfg, NOW)
+    without = plan(_idle_world([]), cfg, NOW)
+    # Then the pod is refused for the zone (the filters' words kept), not for a max size the group
+    # is far from: the group is not saturated and its idle node goes as it would without the pod
+    state, _, reason = outcome(result, "either")
+    assert state == "unhelped"
+    assert reason == (
+        "8 GPUs: multi: the group spans us-west-2a, us-west-2b and may launch into us-west-2a, where the"
+        " pod cannot run: use one group per zone (node(s) didn't match Pod's node affinity/selector)"
+    )
+    assert code_of(result, "either") is ReasonCode.FILTERED
+    assert [a.node for a in without.cordon] == ["n0"]
+    assert [a.node for a in result.cordon] == ["n0"]
+
+
+# Zone ids
+
+
+def _zone_id_affinity(operator: str, *ids: str) -> list[list[dict[str, Any]]]:
+    return [[{"key": ZONE_ID, "operator": operator, "values": list(ids)}]]
+
+
+@PATHS
+def test_a_pod_that_excludes_a_zone_id_no_node_shows_is_refused_naming_the_zone_id(path: Any) -> None:
+    # Given a group in both zones with no registered node (the zone ids are unknown), and a pod that
+    # must not run in usw2-az1 (a node without the label would satisfy NotIn)
+    not_az1 = path(pod("not-az1", gpus=8, affinity=_zone_id_affinity("NotIn", "usw2-az1")))
+    # When the planner runs
+    result = plan(snapshot([not_az1], [], [multi()]), configured(group("multi", 10.0)), NOW)
+    # Then nothing is bought, and the reason names the zone id nobody knows
+    assert result.group("multi").desired == 0
+    state, _, reason = outcome(result, "not-az1")
+    assert state == "unhelped"
+    assert f"reads {ZONE_ID}, which no registered node in us-west-2a shows" in reason
+    assert "use one group per zone" in reason
+    assert code_of(result, "not-az1") is ReasonCode.FILTERED
+
+
+def _nodes_in_both_zones() -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """A busy node of the group in each zone, each showing its zone and zone id."""
+    nodes = [
+        node("n-a", "i-a", labels={"gpu": "a100", ZONE: "us-west-2a", ZONE_ID: "usw2-az1"}),
+        node("n-b", "i-b", labels={"gpu": "a100", ZONE: "us-west-2b", ZONE_ID: "usw2-az2"}),
+    ]
+    busy = [pod("busy-a", gpus=8, node="n-a"), pod("busy-b", gpus=8, node="n-b")]
+    return nodes, busy, multi(desired=2, instances=["i-a", "i-b"])
+
+
+@PATHS
+def test_zone_ids_registered_nodes_show_are_judged_in_every_zone(path: Any) -> None:
+    # Given the group's nodes show us-west-2a is usw2-az1 and us-west-2b is usw2-az2, a pod that must
+    # not run in usw2-az1 and one that may run in either id
+    nodes, busy, group_asg = _nodes_in_both_zones()
+    not_az1 = path(pod("not-az1", gpus=8, affinity=_zone_id_affinity("NotIn", "usw2-az1")))
+    either = path(pod("either", gpus=8, affinity=_zone_id_affinity("In", "usw2-az1", "usw2-az2")))
+    # When the planner runs
+    result = plan(
+        snapshot([*busy, not_az1, either], nodes, [group_asg]), configured(group("multi", 10.0)), NOW
+    )
+    # Then the first is refused for the zone it may land in, the second gets a node
+    state, _, reason = outcome(result, "not-az1")
+    assert state == "unhelped"
+    assert "may launch into us-west-2a, where the pod cannot run: use one group per zone" in reason
+    assert outcome(result, "either")[:2] == ("scale-up", "multi")
+    assert result.group("multi").desired == 3
+
+
+def _spread_over_hosts(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["metadata"].setdefault("labels", {})["app"] = "train"
+    obj["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "train"}},
+        }
+    ]
+    return obj
+
+
+@pytest.mark.parametrize(
+    "zones", [("us-west-2a",), ("us-west-2a", "us-west-2b")], ids=["one-zone", "two-zones"]
+)
+def test_new_nodes_every_zone_admits_the_pod_on_count_in_its_hostname_spread(zones: tuple[str, ...]) -> None:
+    # Given two registered nodes with one GPU free each, and six 1-GPU pods spread over hostnames
+    # (maxSkew 1) that require zone In [us-west-2a, us-west-2b]
+    group_asg = zoned(asg("research-multi", desired=2, instances=["i-0", "i-1"]), *zones)
+    nodes = [
+        node("n0", "i-0", labels={"gpu": "a100", ZONE: "us-west-2a"}),
+        node("n1", "i-1", labels={"gpu": "a100", ZONE: zones[-1]}),
+    ]
+    busy = [pod("b0", gpus=7, node="n0"), pod("b1", gpus=7, node="n1")]
+    pending = [
+        _spread_over_hosts(pod(f"p{i}", gpus=1, affinity=zone_affinity("In", "us-west-2a", "us-west-2b")))
+        for i in range(6)
+    ]
+    # When the planner runs
+    result = plan(snapshot([*busy, *pending], nodes, [group_asg]), configured(group("multi", 10.0)), NOW)
+    # Then a new node of the group counts as a domain of the spread (its node affinity holds in every
+    # zone, as the scheduler will find on the node that launches): with the registered nodes at one
+    # pod each, a new node takes two of the four pods left (skew 1), so two are bought, whether the
+    # group spans one zone or two (not one new node for all four)
+    assert result.group("multi").desired == 4
