@@ -30,11 +30,12 @@ from shared.planner.placement import template_node
 from shared.planner.plan import plan
 from shared.planner.simulation import PodState, Simulation
 
-# In kube-scheduler's order (pkg/scheduler/framework/plugins/), with the names of our modules.
+# In kube-scheduler's order (its default Filter plugins, apis/config/v1/default_plugins.go), with the
+# names of our modules.
 FILTERS = (
     "node_unschedulable",
-    "node_affinity",
     "taint_toleration",
+    "node_affinity",
     "node_resources_fit",
     "node_ports",
     "inter_pod_affinity",

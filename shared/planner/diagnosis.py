@@ -10,6 +10,7 @@ from shared.domain.plan import ReasonCode
 from shared.domain.resources import CPU, Resources, format_amount
 from shared.planner.backlog import Unit
 from shared.planner.context import Context, GroupView
+from shared.planner.filters.taint_toleration import taint_toleration
 from shared.planner.filters.volume_binding import volume_binding
 from shared.planner.gangs import gang_shortfall, pending_subject
 from shared.planner.placement import template_node
@@ -162,8 +163,8 @@ def zone_refusal(view: GroupView, pods: Sequence[Pod], sim: Simulation) -> tuple
     if not refused:
         binding = _zone_not_guaranteed(view, pods, sim)
         return None if binding is None else (binding, None)
-    if len(launches) == 1:
-        return None
+    if len(launches) == 1 or taint_toleration(pods[0].scheduling, view.template.taints):
+        return None  # one zone, or a taint every zone's node has: the filters say why, not the zone
     # A zone whose id is unknown may admit the pod once a node there shows it: never "no group".
     unknown = [(labels, reason) for labels, reason in refused if unknown_zone_id(pods[0].scheduling, labels)]
     if len(refused) == len(launches) and not unknown:

@@ -74,7 +74,7 @@ def _replacements(ctx: Context, view: GroupView, out: ScaleDownResult) -> None:
     for node in view.nodes:
         if node.ready or not is_idle(ctx, node) or _protected(ctx, node):
             continue
-        ran = _went_not_ready(node)
+        ran = _went_not_ready(node, deadline)
         if ran and repair:
             continue  # a broken machine: repair's (its Ready toleration, no capacity backoff)
         since = node.ready_changed_at or node.created_at
@@ -99,12 +99,20 @@ def _replacements(ctx: Context, view: GroupView, out: ScaleDownResult) -> None:
 _REGISTRATION_SLACK = timedelta(seconds=120)
 
 
-def _went_not_ready(node: Node) -> bool:
-    """NotReady since a transition after its registration: it was Ready in between, so a machine that
-    ran and broke, not a launch that failed. With repair on, repair judges it (its Ready toleration,
-    no capacity backoff), as EKS and Karpenter node repair do."""
+def _went_not_ready(node: Node, deadline: int) -> bool:
+    """A machine that ran and broke, not a launch that failed: with repair on, repair judges it (its
+    Ready toleration, no capacity backoff), as EKS and Karpenter node repair do.
+
+    Ready=False since a transition after its registration: the kubelet reports it, and it was Ready
+    in between (False follows False with no transition). Ready=Unknown also follows a kubelet that
+    never became Ready and stopped reporting (the node lifecycle controller's grace), so only an
+    Unknown since later than the provisioning deadline tells that the node ran."""
     changed, created = node.ready_changed_at, node.created_at
-    return changed is not None and created is not None and changed - created > _REGISTRATION_SLACK
+    if changed is None or created is None:
+        return False
+    status = next((c.status for c in node.conditions if c.type == "Ready"), None)
+    after = _REGISTRATION_SLACK if status == "False" else timedelta(seconds=deadline)
+    return changed - created > after
 
 
 def _keep(out: ScaleDownResult, view: GroupView, count: int, why: str) -> None:

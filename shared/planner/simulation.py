@@ -35,11 +35,13 @@ T = TypeVar("T")
 def static_reason(
     scheduling: Scheduling, labels: Mapping[str, str], taints: tuple[Taint, ...], unschedulable: bool
 ) -> Reason:
-    """The filters that read only the node's labels, taints and cordon (one home for all paths)."""
+    """The filters that read only the node's labels, taints and cordon (one home for all paths), in
+    kube-scheduler's order (the first that refuses gives the node's reason: default_plugins.go runs
+    NodeUnschedulable, NodeName, TaintToleration, then NodeAffinity)."""
     return (
         node_unschedulable(scheduling, unschedulable)
-        or node_affinity(scheduling, labels)
         or taint_toleration(scheduling, taints)
+        or node_affinity(scheduling, labels)
     )
 
 
@@ -60,10 +62,9 @@ def launch_reasons(
     their order; a new node is never cordoned). The one rule admission, placement, diagnosis and
     explain judge a new node by: a group takes a pod only if every zone admits it."""
     several = len(launches) > 1
-    return [
-        launch_affinity(scheduling, labels, several) or taint_toleration(scheduling, taints)
-        for labels in launches
-    ]
+    # TaintToleration before NodeAffinity, as static_reason: the taints are the same in every zone.
+    untolerated = taint_toleration(scheduling, taints)
+    return [untolerated or launch_affinity(scheduling, labels, several) for labels in launches]
 
 
 def launch_reason(

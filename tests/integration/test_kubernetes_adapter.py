@@ -283,6 +283,28 @@ def test_list_pods_adds_the_finished_members_of_kueue_pod_groups_by_label(
     )
 
 
+def test_a_kueue_member_that_finishes_between_the_two_lists_is_listed_once(
+    server: FakeKubeApiServer, cluster: KubernetesCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a running Kueue member that succeeds right after the main list is read
+    gang = {"kueue.x-k8s.io/pod-group-name": "kg"}
+    server.add_pod(pod("kg-0", node="n1", phase="Running", labels=gang))
+    lister = cluster._reads._lister
+    list_every = lister.list_every
+
+    def then_finish(*args: Any, **kwargs: Any) -> Any:
+        listed = list_every(*args, **kwargs)
+        if kwargs.get("label_selector") is None:  # the main list: the member finishes after it
+            server.update_pod("batch", "kg-0", lambda obj: obj["status"].update(phase="Succeeded"))
+        return listed
+
+    monkeypatch.setattr(lister, "list_every", then_finish)
+    # When the pods are listed
+    pods = cluster.list_pods()
+    # Then it is listed once, as it is now (Succeeded): counted once toward its gang
+    assert [(p.name, p.phase) for p in pods] == [("kg-0", "Succeeded")]
+
+
 def test_listed_pods_are_domain_pods(server: FakeKubeApiServer, cluster: KubernetesCluster) -> None:
     # Given an unschedulable pod asking for 2 GPUs
     server.add_pod(pod("big", gpus=2, labels={"team": "llm"}))

@@ -226,3 +226,15 @@ def test_new_nodes_every_zone_admits_the_pod_on_count_in_its_hostname_spread(zon
     # pod each, a new node takes two of the four pods left (skew 1), so two are bought, whether the
     # group spans one zone or two (not one new node for all four)
     assert result.group("multi").desired == 4
+
+
+def test_a_pod_the_groups_taint_refuses_is_told_the_taint_not_the_zone() -> None:
+    # Given a pod that reads the zone id (unknown in one zone) and does not tolerate the group's taint
+    reader = pod("reader", gpus=8, affinity=_zone_id_affinity("NotIn", "usw2-az1"), tolerations=[])
+    # When the planner runs
+    result = plan(snapshot([reader], [], [multi()]), configured(group("multi", 10.0)), NOW)
+    # Then the reason is the taint, in the scheduler's words, and no group matches: one group per zone
+    # would not help it
+    _, _, reason = outcome(result, "reader")
+    assert "untolerated taint" in reason and "one group per zone" not in reason
+    assert code_of(result, "reader") is ReasonCode.NO_MATCHING_GROUP

@@ -289,6 +289,35 @@ def test_a_volcano_gangs_finished_members_count_from_its_pod_group_status_once(l
     assert "not created yet" not in result.group("a100").reason
 
 
+def test_a_gang_whose_members_need_a_running_pod_by_affinity_still_waits_for_its_group() -> None:
+    # Given a gang of three 8-GPU members that must run in the zone of a running cache pod (required
+    # pod affinity), a group at its max of 3 in that zone, one node busy, two idle for an hour
+    zone = "topology.kubernetes.io/zone"
+    cfg = config(node_groups=[{**a100_group(price_per_hour=32.77), "max_size": 3}])
+    nodes = [node(f"n{i}", f"i-{i}", labels={"gpu": "a100", zone: "us-west-2a"}) for i in range(3)]
+    cache = pod("cache", gpus=0, node="n2")
+    cache["metadata"]["labels"]["app"] = "cache"
+    members = []
+    for i in range(3):
+        member = pod(f"g-{i}", gpus=8, **_kueue("g", 3))  # type: ignore[arg-type]
+        term = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": zone}
+        member["spec"]["affinity"] = {
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        }
+        members.append(member)
+    group = asg(A100, desired=3, max_size=3, instances=["i-0", "i-1", "i-2"])
+    group["AvailabilityZones"] = ["us-west-2a"]
+    snap = _idle_an_hour(
+        snapshot([pod("busy", gpus=8, node="n2"), cache, *members], nodes, [group]), "n0", "n1"
+    )
+    # When planned
+    result = plan(snap, cfg, NOW)
+    # Then the gang could start once the busy node frees (the cache pod is outside the gang, which the
+    # never-starts check does not hold): the idle nodes are kept for it, none given back
+    assert not result.cordon and not result.terminate
+    assert "2 idle node(s) kept: at max size with pods waiting for it" in result.group("a100").reason
+
+
 def _apart(name: str, count: int) -> list[dict[str, object]]:
     """A Kueue pod group of `count` 1-GPU pods that must each run on a node of their own (required
     anti-affinity on the hostname against their own label): by requests one node holds them."""

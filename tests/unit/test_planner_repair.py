@@ -424,3 +424,28 @@ def test_a_node_never_ready_since_its_launch_is_a_failed_launch() -> None:
     assert [t.node for t in result.terminate] == ["n1"]
     assert "the launch failed" in result.terminate[0].reason
     assert result.group("a100").enter_backoff
+
+
+def test_a_node_never_ready_whose_kubelet_stopped_reporting_is_still_a_failed_launch() -> None:
+    # Given a node registered NotReady two hours ago whose kubelet died 10 minutes in, never Ready: the
+    # node lifecycle controller set Ready=Unknown then (a transition after its registration)
+    busy = node("n0", "i-0", created=NOW - timedelta(days=2))
+    never = node("n1", "i-1", created=NOW - timedelta(hours=2), ready=False)
+    never["status"]["conditions"] = [
+        {
+            "type": "Ready",
+            "status": "Unknown",
+            "reason": "NodeStatusUnknown",
+            "lastTransitionTime": iso(NOW - timedelta(hours=2) + timedelta(minutes=10)),
+        }
+    ]
+    job = [pod("job", gpus=8, node="n0", tolerations=[GPU_TOLERATION])]
+    # When planned, repair on or off
+    for repair in (True, False):
+        result = run([busy, never], job, repair={"enabled": repair})
+        # Then it is replaced as a failed launch and the group backs off (Unknown within the
+        # provisioning deadline of its registration does not prove it ever ran)
+        assert [t.node for t in result.terminate] == ["n1"]
+        assert result.group("a100").enter_backoff
+        if not repair:
+            assert "the launch failed" in result.terminate[0].reason

@@ -62,7 +62,11 @@ class CoreReader:
             field_selector="status.phase=Succeeded",
             label_selector=LABEL_KUEUE_POD_GROUP,
         )
-        return pods + finished
+        if not finished:
+            return pods
+        # A member that finished between the two lists is in both: its Succeeded self counts, once.
+        done = {pod.key for pod in finished}
+        return tuple(pod for pod in pods if pod.key not in done) + finished
 
     def list_pods_on_node(self, name: str) -> tuple[Pod, ...]:
         """Pods bound to node `name` (same phase filter as `list_pods`)."""

@@ -4,11 +4,13 @@
 (k8s.io/apiserver/pkg/cel/library/quantity.go: `quantity()`, `isQuantity()`, `compareTo`,
 `isGreaterThan`, `isLessThan`, `add`, `sub`, `asInteger`, `asApproximateFloat`, `sign`,
 `isInteger`) and semantic versions (library/semver_test.go: `semver()`, `isSemver()`, `compareTo`,
-`isGreaterThan`, `isLessThan`, `major`, `minor`, `patch`). The rest of the environment as
-kube-scheduler builds it: `cel.bind` (compile.go adds ext.Bindings so a selector names a domain once),
-and from the base environment (k8s.io/apiserver/pkg/cel/environment/base.go) the strings extension at
-version 2 (`lowerAscii`, `split`, `replace`, `indexOf`, `join`, ...), optional types (`.?model`,
-`orValue`) and the regex library (library/regex.go: `find`, `findAll`).
+`isGreaterThan`, `isLessThan`, `major`, `minor`, `patch`). Of the rest of kube-scheduler's
+environment: `cel.bind` (compile.go adds ext.Bindings so a selector names a domain once), and from the
+base environment (k8s.io/apiserver/pkg/cel/environment/base.go) the strings extension at version 2
+(`lowerAscii`, `split`, `replace`, `indexOf`, `join`, ...), optional types (`.?model`, `orValue`) and
+the regex library (library/regex.go: `find`, `findAll`, on RE2 as Go's regexp). Not yet: the sets,
+lists, URL, IP/CIDR and format libraries; a selector using them does not compile, and its pod is
+reported as one the planner cannot verify (nothing bought for it).
 
 The runtime is cel-expr-python, the CEL project's own Python binding of cel-cpp: ~10 ms to import
 and ~20 us per evaluation (a pure-Python CEL takes ~1.7 ms). It is imported on the first compile,
@@ -92,12 +94,18 @@ def _version_part(index: int) -> Callable[[Any], int]:
 
 
 @cache
-def _regex(pattern: str) -> re.Pattern[str]:
-    """A regex of the library (RE2 there; the common syntax means the same in Python's re)."""
+def _regex(pattern: str) -> Any:
+    """A regex of the library, compiled by RE2 as Kubernetes' (Go's regexp) and CEL's own `matches`
+    are: Python's re differs (POSIX classes, `\\pL`, `$` before a final newline)."""
+    import re2  # google-re2: loaded by the first selector that uses find or findAll
+
+    options = re2.Options()
+    options.log_errors = False  # the error is raised, with the pattern: no line on stderr besides
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"invalid regex {pattern!r}: {exc}") from exc
+        return re2.compile(pattern, options=options)
+    except re2.error as exc:
+        detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValueError(f"invalid regex {pattern!r}: {detail}") from exc
 
 
 def _find(text: str, pattern: str) -> str:

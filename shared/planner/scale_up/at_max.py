@@ -15,6 +15,7 @@ from __future__ import annotations
 from shared.domain.model import Pod
 from shared.planner.backlog import Unit
 from shared.planner.context import Context, GroupView
+from shared.planner.filters.inter_pod_affinity import AFFINITY
 from shared.planner.gangs import nodes_needed
 from shared.planner.ground_truth import Recall
 from shared.planner.packing import Bins, Journal, Request
@@ -51,9 +52,12 @@ def never_starts(ctx: Context, view: GroupView, unit: Unit) -> str | None:
         return found
 
     placements, _ = run.place_members(held, place_one, minimum=held.needed)
-    if placements is not None:
+    rule = refusal[0] if refusal else None
+    if placements is not None or rule == AFFINITY:
+        # Required pod affinity may name pods outside the gang, which this empty world does not hold:
+        # no proof that it never starts (its group stays saturated, as for any gang that may fit).
         return None
-    return _cause(ctx, view, held, len(placed), refusal[0] if refusal else None)
+    return _cause(ctx, view, held, len(placed), rule)
 
 
 def _held_by(view: GroupView, unit: Unit) -> Unit | None:

@@ -55,6 +55,11 @@ DEVICE = device_input(
         ('"abc".find("x") == ""', True),
         ('"a1b22c333".findAll("[0-9]+") == ["1", "22", "333"]', True),
         ('"a1b22c333".findAll("[0-9]+", 2) == ["1", "22"] && "a1".findAll("[0-9]", 0) == []', True),
+        # RE2's syntax and meaning, as Go's regexp (Python's re differs on each of these)
+        ('"12ab3".find("[[:alpha:]]+") == "ab"', True),
+        ('"1é2".find("\\\\pL+") == "é"', True),
+        ('"ab\\n".find("b$") == ""', True),
+        ('"xABC".find("x(?i)abc") == "xABC"', True),
     ],
 )
 def test_extension_functions(expression: str, expected: bool) -> None:
