@@ -318,6 +318,75 @@ def test_a_gang_whose_members_need_a_running_pod_by_affinity_still_waits_for_its
     assert "2 idle node(s) kept: at max size with pods waiting for it" in result.group("a100").reason
 
 
+def _cache_world(members: list[dict[str, object]]) -> Snapshot:
+    """A group at its max of 3 in one zone: n2 busy with a cache pod beside a job, n0 and n1 idle for
+    an hour; the gang's `members` pending."""
+    zone = "topology.kubernetes.io/zone"
+    nodes = [node(f"n{i}", f"i-{i}", labels={"gpu": "a100", zone: "us-west-2a"}) for i in range(3)]
+    cache = pod("cache", gpus=0, node="n2")
+    cache["metadata"]["labels"]["app"] = "cache"
+    group = asg(A100, desired=3, max_size=3, instances=["i-0", "i-1", "i-2"])
+    group["AvailabilityZones"] = ["us-west-2a"]
+    snap = snapshot([pod("busy", gpus=8, node="n2"), cache, *members], nodes, [group])
+    return _idle_an_hour(snap, "n0", "n1")
+
+
+def _member(i: int, total: int, gpus: int, **terms: dict[str, str]) -> dict[str, object]:
+    """A member of Kueue gang g labelled app=g, with required pod (anti-)affinity terms: the
+    keyword is "affinity" or "anti", the value a (topology key, app label) pair as a dict."""
+    member = pod(f"g-{i}", gpus=gpus, **_kueue("g", total))  # type: ignore[arg-type]
+    member["metadata"]["labels"]["app"] = "g"
+    kinds = {"affinity": "podAffinity", "anti": "podAntiAffinity"}
+    member["spec"]["affinity"] = {
+        kinds[kind]: {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": term["app"]}}, "topologyKey": term["key"]}
+            ]
+        }
+        for kind, term in terms.items()
+    }
+    return member
+
+
+ZONE_TO_CACHE = {"key": "topology.kubernetes.io/zone", "app": "cache"}
+APART = {"key": "kubernetes.io/hostname", "app": "g"}
+
+
+@pytest.mark.parametrize(
+    ("members", "reason"),
+    [
+        # four whole-node members in the cache's zone: more nodes than the group may have
+        (
+            [_member(i, 4, 8, affinity=ZONE_TO_CACHE) for i in range(4)],
+            "needs 4 a100 nodes, more than the group's max size 3",
+        ),
+        # four 1-GPU members in the cache's zone, each on a node of its own: four nodes again
+        (
+            [_member(i, 4, 1, affinity=ZONE_TO_CACHE, anti=APART) for i in range(4)],
+            "node(s) didn't satisfy existing pods anti-affinity rules",
+        ),
+        # three whole-node members that must share one node (affinity to their own label by hostname)
+        (
+            [_member(i, 3, 8, affinity={"key": "kubernetes.io/hostname", "app": "g"}) for i in range(3)],
+            "node(s) didn't match pod affinity rules",
+        ),
+    ],
+    ids=["too-many-nodes", "apart-beyond-max", "together-beyond-a-node"],
+)
+def test_a_gang_with_pod_affinity_that_never_starts_gives_the_idle_nodes_back(
+    members: list[dict[str, object]], reason: str
+) -> None:
+    # Given a gang that could never start in the group at its max size, whatever its affinity to the
+    # running cache pod (counted as met: the empty world the check places it in holds no cache pod)
+    # When planned
+    result = plan(
+        _cache_world(members), config(node_groups=[{**a100_group(price_per_hour=32.77), "max_size": 3}]), NOW
+    )
+    # Then the group is not saturated by it: an idle node is cordoned to go, and the reason says why
+    assert [c.node for c in result.cordon] == ["n0"]
+    assert all(reason in p.reason for p in result.pods if "/g-" in p.pod)
+
+
 def _apart(name: str, count: int) -> list[dict[str, object]]:
     """A Kueue pod group of `count` 1-GPU pods that must each run on a node of their own (required
     anti-affinity on the hostname against their own label): by requests one node holds them."""

@@ -115,10 +115,17 @@ def _find(text: str, pattern: str) -> str:
 
 
 def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
-    """library/regex.go `findAll`: every match (at most `limit`; a negative limit is no limit)."""
+    """library/regex.go `findAll`: every match (at most `limit`; a negative limit is no limit), as Go's
+    FindAllString counts them: an empty match abutting the previous match is ignored."""
     if limit == 0:
         return []
-    found = [m.group(0) for m in _regex(pattern).finditer(text)]
+    found: list[str] = []
+    end = -1
+    for match in _regex(pattern).finditer(text):
+        if match.start() == match.end() == end:
+            continue
+        found.append(match.group(0))
+        end = match.end()
     return found if limit < 0 else found[:limit]
 
 

@@ -12,10 +12,11 @@ lets no pod it cannot help keep an unneeded node, and neither does this.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from shared.domain.model import Pod
 from shared.planner.backlog import Unit
 from shared.planner.context import Context, GroupView
-from shared.planner.filters.inter_pod_affinity import AFFINITY
 from shared.planner.gangs import nodes_needed
 from shared.planner.ground_truth import Recall
 from shared.planner.packing import Bins, Journal, Request
@@ -33,7 +34,7 @@ def never_starts(ctx: Context, view: GroupView, unit: Unit) -> str | None:
     place, once per group at its max size: one placement of at most the gang's members."""
     if view.shape is None:
         return None  # a shape still being learnt proves nothing
-    held = _held_by(view, unit)
+    held = _held_by(ctx, view, unit)
     if held is None:
         return None
     run = Run(ctx, simulation(ctx), Recall())
@@ -52,23 +53,22 @@ def never_starts(ctx: Context, view: GroupView, unit: Unit) -> str | None:
         return found
 
     placements, _ = run.place_members(held, place_one, minimum=held.needed)
-    rule = refusal[0] if refusal else None
-    if placements is not None or rule == AFFINITY:
-        # Required pod affinity may name pods outside the gang, which this empty world does not hold:
-        # no proof that it never starts (its group stays saturated, as for any gang that may fit).
+    if placements is not None:
         return None
-    return _cause(ctx, view, held, len(placed), rule)
+    return _too_big(ctx, view, held) or _cause(view, held, len(placed), refusal[0] if refusal else None)
 
 
-def _held_by(view: GroupView, unit: Unit) -> Unit | None:
+def _held_by(ctx: Context, view: GroupView, unit: Unit) -> Unit | None:
     """The members the group must hold for the gang to start (those its nodes admit; the others run
-    elsewhere), with how many of them must have a place; None when none need to."""
+    elsewhere), with how many of them must have a place; None when none need to. Their required
+    pod affinity to pods outside the gang counts as met (`_outsiders_met`)."""
     admits = {id(s): view.admits(s) for s in {id(p.scheduling): p.scheduling for p in unit.pods}.values()}
     here = [(p, r) for p, r in zip(unit.pods, unit.requests, strict=True) if admits[id(p.scheduling)]]
     needed = unit.needed - (len(unit.pods) - len(here))
     if needed <= 0:
         return None
-    held = Unit([p for p, _ in here], [r for _, r in here], gang=unit.gang)
+    gang = {pod.key for pod in unit.pods}
+    held = Unit([_outsiders_met(ctx, gang, p) for p, _ in here], [r for _, r in here], gang=unit.gang)
     held.minimum = needed if needed < len(here) else None
     return held
 
@@ -90,15 +90,40 @@ def _rule(run: Run, gb: GroupBins, pod: Pod, request: Request) -> str | None:
     return None
 
 
-def _cause(ctx: Context, view: GroupView, held: Unit, placed: int, rule: str | None) -> str:
-    """The reason a gang that can never start in the group gives: the nodes its requests alone need,
-    else the rule that keeps its members apart."""
+def _too_big(ctx: Context, view: GroupView, held: Unit) -> str | None:
+    """Why the gang's requests alone never fit the group at its max size (None: they would)."""
     needed = nodes_needed(ctx, view, held.requests[: held.needed])
     if needed is None:
         return f"a member does not fit an empty {view.name} node"
     if needed > view.max_size:
         nodes = f"{needed} {view.name} node{'s' if needed != 1 else ''}"
         return f"needs {nodes}, more than the group's max size {view.max_size}"
+    return None
+
+
+def _outsiders_met(ctx: Context, gang: set[str], member: Pod) -> Pod:
+    """The member without the required pod affinity terms that live pods outside the gang answer (the
+    pods kube-scheduler counts for a term, filtering.go): this empty world holds none of them, so
+    they count as met. Only a relaxation: a gang that still has no place never starts there, and the
+    terms its own members answer are kept."""
+    terms = member.constraints.affinity
+    if not terms:
+        return member
+    namespaces = ctx.snapshot.namespaces
+    outsiders = [pod for pods in ctx.pods_on_node.values() for pod in pods if pod.key not in gang]
+    kept = tuple(
+        term
+        for term in terms
+        if not any(term.selects(p.namespace, p.labels, namespaces.get(p.namespace)) for p in outsiders)
+    )
+    if len(kept) == len(terms):
+        return member
+    return replace(member, constraints=replace(member.constraints, affinity=kept))
+
+
+def _cause(view: GroupView, held: Unit, placed: int, rule: str | None) -> str:
+    """The reason a gang whose requests fit the group at its max size gives when it still never
+    starts there: the rule that keeps its members apart."""
     rules = rule or "anti-affinity, host ports, spread, devices"
     return (
         f"never starts in {view.name}: its members' own rules keep them apart ({rules}); at the group's"

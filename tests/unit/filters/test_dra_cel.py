@@ -60,6 +60,8 @@ DEVICE = device_input(
         ('"1é2".find("\\\\pL+") == "é"', True),
         ('"ab\\n".find("b$") == ""', True),
         ('"xABC".find("x(?i)abc") == "xABC"', True),
+        # Go's FindAllString ignores an empty match abutting the previous one
+        ('"baaa".findAll("a*") == ["", "aaa"]', True),
     ],
 )
 def test_extension_functions(expression: str, expected: bool) -> None:
