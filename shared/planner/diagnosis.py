@@ -109,6 +109,11 @@ def _diagnose_group(
             reason = sim.dynamic(member, sim.state(member), probe, member_request, ctx.dims)
             if reason and not reason.startswith(("Insufficient", "Too many")):
                 return ReasonCode.FILTERED, reason
+    gang = unit.gang and not unit.extra
+    if gang and view.current_desired >= view.max_size:
+        # At its max a group needs no launch for the gang: whether it is saturated (its idle nodes
+        # kept) is the at-max rule's, in backoff or not (report.py asks scale_up.at_max).
+        return ReasonCode.GANG_DOES_NOT_FIT, gang_shortfall(ctx, view, unit.requests[: unit.needed])
     if view.capacity.growth_blocked:
         return ReasonCode.GROUP_UNAVAILABLE, view.capacity.growth_blocked
     if view.in_backoff:
@@ -116,7 +121,7 @@ def _diagnose_group(
         if view.capacity.launches_overdue and (until is None or until <= ctx.now):
             return ReasonCode.BACKOFF, f"capacity failure: {view.capacity.launches_overdue}"
         return ReasonCode.BACKOFF, f"in capacity backoff until {until.isoformat() if until else '?'}"
-    if unit.gang and not unit.extra:
+    if gang:
         return ReasonCode.GANG_DOES_NOT_FIT, gang_shortfall(ctx, view, unit.requests[: unit.needed])
     return ReasonCode.AT_MAX, f"at max size {view.max_size}"
 

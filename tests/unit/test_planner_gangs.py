@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from shared.domain.model import NodeState, ScalerState, Snapshot
+from shared.domain.model import GroupState, NodeState, ScalerState, Snapshot
 from shared.domain.plan import Outcome, Plan, ReasonCode
 from shared.planner import plan
 from shared.planner.attrition import ATTRITION_TAINT_KEY
@@ -458,3 +458,47 @@ def test_a_gang_that_fits_the_group_at_its_max_size_keeps_the_idle_nodes_it_wait
     assert "2 idle node(s) kept: at max size with pods waiting for it" in result.group("a100").reason
     assert result.cordon == () and result.terminate == ()
     assert {p.code for p in result.pods if p.pod.startswith("research/g1")} == {ReasonCode.GANG_DOES_NOT_FIT}
+
+
+def test_a_gang_two_groups_start_together_keeps_the_idle_node_of_each() -> None:
+    # Given two a100 groups of at most 2 nodes (one per zone), each at its max with a busy and an idle
+    # node, and a gang of 4 whole-node members: from zero the planner buys 2 in each
+    cfg = config(
+        node_groups=[
+            a100_group(name="a100-a", asg_name="research-a100-a", price_per_hour=32.77, max_size=2),
+            a100_group(name="a100-b", asg_name="research-a100-b", price_per_hour=32.77, max_size=2),
+        ]
+    )
+    members = [pod(f"g-{i}", gpus=8, **_kueue("g", 4)) for i in range(4)]  # type: ignore[arg-type]
+    a = asg("research-a100-a", desired=2, max_size=2, instances=["i-a0", "i-a1"])
+    b = asg("research-a100-b", desired=2, max_size=2, instances=["i-b0", "i-b1"])
+    for instance in b["Instances"]:
+        instance["AvailabilityZone"] = "us-west-2b"
+    nodes = [node("a0", "i-a0"), node("a1", "i-a1")]
+    nodes += [node("b0", "i-b0", zone="us-west-2b"), node("b1", "i-b1", zone="us-west-2b")]
+    busy = [pod("busy-a", gpus=8, node="a1"), pod("busy-b", gpus=8, node="b1")]
+    snap = _idle_an_hour(snapshot(busy + members, nodes, [a, b]), "a0", "b0")
+    # When planned
+    result = plan(snap, cfg, NOW)
+    # Then neither group is judged alone (the gang starts across both once the jobs end): no idle
+    # node is given back only to be bought again
+    assert not result.cordon and not result.terminate
+
+
+def test_a_group_at_max_in_capacity_backoff_keeps_its_idle_nodes_for_a_gang_that_fits() -> None:
+    # Given a gang of 3 whole-node members, its group at its max of 3 (two idle nodes, one busy) and in
+    # capacity backoff (a launch failed earlier): at its max the group needs no launch for the gang
+    members = [pod(f"g-{i}", gpus=8, **_kueue("g", 3)) for i in range(3)]  # type: ignore[arg-type]
+    nodes = [node(f"n{i}", f"i-{i}") for i in range(3)]
+    group = asg(A100, desired=3, max_size=3, instances=["i-0", "i-1", "i-2"])
+    snap = _idle_an_hour(snapshot([pod("busy", gpus=8, node="n2"), *members], nodes, [group]), "n0", "n1")
+    backoff = ScalerState(
+        nodes=snap.state.nodes, groups={"a100": GroupState(backoff_until=NOW + timedelta(minutes=20))}
+    )
+    # When planned
+    result = plan(
+        replace(snap, state=backoff), config(node_groups=[a100_group(price_per_hour=32.77, max_size=3)]), NOW
+    )
+    # Then the idle nodes stay for it, backoff or not
+    assert not result.cordon and not result.terminate
+    assert "2 idle node(s) kept: at max size with pods waiting for it" in result.group("a100").reason

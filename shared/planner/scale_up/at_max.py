@@ -35,7 +35,7 @@ def never_starts(ctx: Context, view: GroupView, unit: Unit) -> str | None:
     if view.shape is None:
         return None  # a shape still being learnt proves nothing
     held = _held_by(ctx, view, unit)
-    if held is None:
+    if held is None or _another_group_takes(ctx, view, held):
         return None
     run = Run(ctx, simulation(ctx), Recall())
     gb = empty_at_max(ctx, view)
@@ -88,6 +88,20 @@ def _rule(run: Run, gb: GroupBins, pod: Pod, request: Request) -> str | None:
         if said and not said.startswith(_ROOM):
             return said
     return None
+
+
+def _another_group_takes(ctx: Context, view: GroupView, held: Unit) -> bool:
+    """Whether another group's node could take one of the members the group must hold: the planner
+    places each member where the scheduler would, across groups (two groups, one per zone; an MPIJob's
+    launcher), and this check places the gang on one group: no proof then (its group stays saturated,
+    as before the check: keeping idle nodes costs less than giving them back and buying them again)."""
+    for other in ctx.groups:
+        if other is view or other.template.free is None:
+            continue
+        for pod, request in zip(held.pods, held.requests, strict=True):
+            if other.admits(pod.scheduling) and nodes_needed(ctx, other, [request]) is not None:
+                return True
+    return False
 
 
 def _too_big(ctx: Context, view: GroupView, held: Unit) -> str | None:
