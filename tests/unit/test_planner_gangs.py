@@ -502,3 +502,28 @@ def test_a_group_at_max_in_capacity_backoff_keeps_its_idle_nodes_for_a_gang_that
     # Then the idle nodes stay for it, backoff or not
     assert not result.cordon and not result.terminate
     assert "2 idle node(s) kept: at max size with pods waiting for it" in result.group("a100").reason
+
+
+@pytest.mark.parametrize(("max_size", "kept"), [(3, False), (4, True)])
+def test_a_gangs_running_members_keep_their_nodes_in_the_at_max_check(max_size: int, kept: bool) -> None:
+    # Given a coscheduling gang of 4 whole-node members, two running on n0 and n1 (a third was lost
+    # with its node), two pending; n2 idle for an hour, and with max 4 a fourth node busy with a job
+    mark = {"scheduling.x-k8s.io/pod-group": "g"}
+    members = [pod(f"g-{i}", gpus=8, node=f"n{i}", labels=dict(mark)) for i in range(2)]
+    members += [pod(f"g-{i}", gpus=8, labels=dict(mark)) for i in range(2, 4)]
+    nodes = [node(f"n{i}", f"i-{i}") for i in range(max_size)]
+    busy = [pod("busy", gpus=8, node="n3")] if max_size == 4 else []
+    group = asg(A100, desired=max_size, max_size=max_size, instances=[f"i-{i}" for i in range(max_size)])
+    snap = with_objects(snapshot(members + busy, nodes, [group]), [pod_group("g", 4)])
+    cfg = config(node_groups=[a100_group(price_per_hour=32.77, max_size=max_size)])
+    # When planned
+    result = plan(_idle_an_hour(snap, "n2"), cfg, NOW)
+    # Then with max 3 the two pending members can never have a place beside the two running (n2 goes);
+    # with max 4 they can once the job on n3 ends (n2 is kept for them)
+    assert bool(result.cordon) is not kept
+    if not kept:
+        reasons = {p.reason for p in result.pods if p.pod in ("research/g-2", "research/g-3")}
+        assert reasons == {
+            "gang research/g: needs 2 a100 nodes beside the 2 its running members hold, more than the"
+            " group's max size 3"
+        }

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from shared.domain.model import Pod
+from shared.domain.model import Node, Pod
 from shared.planner.backlog import Unit
 from shared.planner.context import Context, GroupView
-from shared.planner.gangs import nodes_needed
+from shared.planner.gangs import GangIndex, nodes_needed
 from shared.planner.ground_truth import Recall
 from shared.planner.packing import Bins, Journal, Request
 from shared.planner.scale_up.groups import GroupBins, empty_at_max
@@ -38,7 +38,8 @@ def never_starts(ctx: Context, view: GroupView, unit: Unit) -> str | None:
     if held is None or _another_group_takes(ctx, view, held):
         return None
     run = Run(ctx, simulation(ctx), Recall())
-    gb = empty_at_max(ctx, view)
+    holding = _holding(ctx, view, unit)
+    gb = empty_at_max(ctx, view, holding, run.sim)
     run.sim.prepare(held.pods)
     place = run.group(gb, ExistingRoom(ctx, [], run.sim), gang=False)
     placed: list[Pod] = []
@@ -55,7 +56,8 @@ def never_starts(ctx: Context, view: GroupView, unit: Unit) -> str | None:
     placements, _ = run.place_members(held, place_one, minimum=held.needed)
     if placements is not None:
         return None
-    return _too_big(ctx, view, held) or _cause(view, held, len(placed), refusal[0] if refusal else None)
+    rule = refusal[0] if refusal else None
+    return _too_big(ctx, view, held, len(holding)) or _cause(view, held, len(placed), rule)
 
 
 def _held_by(ctx: Context, view: GroupView, unit: Unit) -> Unit | None:
@@ -104,14 +106,31 @@ def _another_group_takes(ctx: Context, view: GroupView, held: Unit) -> bool:
     return False
 
 
-def _too_big(ctx: Context, view: GroupView, held: Unit) -> str | None:
-    """Why the gang's requests alone never fit the group at its max size (None: they would)."""
+def _holding(ctx: Context, view: GroupView, unit: Unit) -> list[Node]:
+    """The group's nodes that run members of the gang: they count toward it, and keep their node."""
+    if not unit.gang:
+        return []
+    index = GangIndex(ctx.config.policy, ctx.snapshot.pod_groups)
+    found = []
+    for node in view.nodes:
+        for pod in ctx.pods_on_node.get(node.name, ()):
+            mark = index.mark(pod) if pod.labels or pod.annotations else None
+            if mark is not None and mark.key == unit.gang:
+                found.append(node)
+                break
+    return found
+
+
+def _too_big(ctx: Context, view: GroupView, held: Unit, holding: int) -> str | None:
+    """Why the gang's requests alone never fit the group at its max size, beside the `holding` nodes
+    its running members keep (None: they would)."""
     needed = nodes_needed(ctx, view, held.requests[: held.needed])
     if needed is None:
         return f"a member does not fit an empty {view.name} node"
-    if needed > view.max_size:
+    if needed + holding > view.max_size:
         nodes = f"{needed} {view.name} node{'s' if needed != 1 else ''}"
-        return f"needs {nodes}, more than the group's max size {view.max_size}"
+        beside = f" beside the {holding} its running members hold" if holding else ""
+        return f"needs {nodes}{beside}, more than the group's max size {view.max_size}"
     return None
 
 
