@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from shared.domain.constraints import PodAffinityTerm
 from shared.domain.model import Node, Pod
 from shared.planner.backlog import Unit
 from shared.planner.context import Context, GroupView
@@ -69,8 +70,7 @@ def _held_by(ctx: Context, view: GroupView, unit: Unit) -> Unit | None:
     needed = unit.needed - (len(unit.pods) - len(here))
     if needed <= 0:
         return None
-    gang = {pod.key for pod in unit.pods}
-    held = Unit([_outsiders_met(ctx, gang, p) for p, _ in here], [r for _, r in here], gang=unit.gang)
+    held = Unit(_outsiders_met(ctx, unit, [p for p, _ in here]), [r for _, r in here], gang=unit.gang)
     held.minimum = needed if needed < len(here) else None
     return held
 
@@ -134,24 +134,34 @@ def _too_big(ctx: Context, view: GroupView, held: Unit, holding: int) -> str | N
     return None
 
 
-def _outsiders_met(ctx: Context, gang: set[str], member: Pod) -> Pod:
-    """The member without the required pod affinity terms that live pods outside the gang answer (the
+def _outsiders_met(ctx: Context, unit: Unit, members: list[Pod]) -> list[Pod]:
+    """The members without the required pod affinity terms that live pods outside the gang answer (the
     pods kube-scheduler counts for a term, filtering.go): this empty world holds none of them, so
     they count as met. Only a relaxation: a gang that still has no place never starts there, and the
-    terms its own members answer are kept."""
-    terms = member.constraints.affinity
-    if not terms:
-        return member
+    terms its own members answer are kept. The pods are read once, each spec judged once."""
+    if not any(member.constraints.affinity for member in members):
+        return members
+    gang = {pod.key for pod in unit.pods}
     namespaces = ctx.snapshot.namespaces
     outsiders = [pod for pods in ctx.pods_on_node.values() for pod in pods if pod.key not in gang]
-    kept = tuple(
-        term
-        for term in terms
-        if not any(term.selects(p.namespace, p.labels, namespaces.get(p.namespace)) for p in outsiders)
-    )
-    if len(kept) == len(terms):
-        return member
-    return replace(member, constraints=replace(member.constraints, affinity=kept))
+    kept: dict[int, tuple[PodAffinityTerm, ...]] = {}
+    relaxed = []
+    for member in members:
+        terms = member.constraints.affinity
+        found = kept.get(id(member.constraints))
+        if found is None:
+            found = kept[id(member.constraints)] = tuple(
+                term
+                for term in terms
+                if not any(
+                    term.selects(p.namespace, p.labels, namespaces.get(p.namespace)) for p in outsiders
+                )
+            )
+        same = len(found) == len(terms)
+        relaxed.append(
+            member if same else replace(member, constraints=replace(member.constraints, affinity=found))
+        )
+    return relaxed
 
 
 def _cause(view: GroupView, held: Unit, placed: int, rule: str | None) -> str:
