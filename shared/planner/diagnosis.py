@@ -55,11 +55,12 @@ _CODE_ORDER = (
     ReasonCode.NO_MATCHING_GROUP,
 )
 # A group that could take the unit but cannot grow: saturated (its idle nodes kept for the unit),
-# unless the unit is a gang that could never start there even at the group's max size.
+# unless the unit is a gang that could never start, every group at its max size (scale_up.at_max).
 _AT_MAX = (ReasonCode.AT_MAX, ReasonCode.GANG_DOES_NOT_FIT)
 
-# Why a gang can never start in a group even at its max size, every node empty, None when it could
-# (shared.planner.scale_up.at_max: the run's own placement judges it, so it is handed in).
+# Why a gang can never start, every group at its max size with its nodes empty, asked of each group
+# at its max it could use; None when it could (shared.planner.scale_up.at_max: the run's own
+# placement judges it, so it is handed in).
 NeverStarts = Callable[[GroupView], str | None]
 Diagnosis = tuple[ReasonCode, str, frozenset[str]]  # the code, the reason, the groups saturated
 
@@ -222,8 +223,11 @@ def diagnose(
             else:
                 code, reason = ReasonCode.GANG_DOES_NOT_FIT, cause
         by_group[view.name] = code
-        # A gang's shortfall names its group ("needs 4 a100 nodes, group can add 3 (max 16)").
-        reasons.append(reason if code is ReasonCode.GANG_DOES_NOT_FIT else f"{view.name}: {reason}")
+        # A gang's shortfall names its group ("needs 4 a100 nodes, group can add 3 (max 16)"); why it
+        # never starts is one reason for all its groups, given once.
+        said = reason if code is ReasonCode.GANG_DOES_NOT_FIT else f"{view.name}: {reason}"
+        if said not in reasons:
+            reasons.append(said)
     if not reasons:
         return ReasonCode.NO_MATCHING_GROUP, "no node groups configured", frozenset()
     codes = set(by_group.values())
@@ -255,7 +259,7 @@ def _diagnose_member(
 ) -> Diagnosis:
     """A gang whose members differ, refused because one of them has no place: that member's
     reason, in the gang's name; nothing is bought for the others. A group at its max size is
-    saturated only if the whole gang could start there (`never`, asked of the whole gang)."""
+    saturated only if the whole gang could start (`never`, asked of the whole gang)."""
     index = unit.pods.index(member)
     alone = Unit([member], [unit.requests[index]])
     code, reason, saturated = diagnose(ctx, sim, alone, refused, never)

@@ -7,7 +7,7 @@ pods that fit existing nodes first, then an estimate per node group, then the ex
 - `fill`: per priority tier, plain pods into the cheapest group for them, then constrained pods;
 - `members`: gangs no single group holds, member by member;
 - `report`: a reason for every pod left, and the groups at their max with pods waiting for them
-  (`at_max`: a gang saturates a group only if it could start there at the group's max size).
+  (`at_max`: a gang saturates a group only if it could ever start, every group at its max size).
 """
 
 from __future__ import annotations

@@ -1,48 +1,133 @@
-"""Whether a gang with no place could ever start in a group: the one rule that decides if a group at
-its max size is saturated by the gang (its idle nodes kept for it) or not.
+"""Whether a gang with no place could ever start: the one rule that decides if the groups at their
+max size it could use are saturated by it (their idle nodes kept for it) or not.
 
-The gang is placed whole on the group grown to its max size with every node new and empty, by the
-run's own placement (`Run.group`, `Run.place_members`): each member through the scheduler's filters
-(anti-affinity, host ports, spread, devices), fed back before the next is judged. Members a node of
-the group never admits (an MPIJob's CPU launcher beside GPU workers) run elsewhere, as
-`place_gang_members` puts them, and are not asked of this group. If the members it must hold have
-no place even so, no node the group keeps or frees will ever start the gang: cluster-autoscaler
-lets no pod it cannot help keep an unneeded node, and neither does this.
+One question per gang, answered once a run whatever the number of groups at their max: could the
+gang start if every group that can ever launch grew to its max size with its nodes empty, and every
+pod that is not a member of the gang (DaemonSet pods excepted) had finished? That world holds:
+- each managed group with a known shape, an ASG, a max size above 0 and nothing that keeps it from
+  launching for good (capacity backoff ends: it does not count), grown to its max size, every node
+  new and empty but the nodes that run members of the gang;
+- those nodes, and the registered nodes of no managed group (the planner places members on their
+  free room too), each with its allocatable less only the gang's running members and its DaemonSet
+  and mirror pods. The running members stay on them in the simulation, under their nodes' real
+  names, so their anti-affinity, host ports, spread and devices constrain the pending members.
+The pending members are placed there as the planner places a gang (`place_anywhere`, member by
+member across free room and groups, at least the gang's minimum), each through the scheduler's
+filters. Members no node of that world admits are not asked. Required pod affinity to pods outside
+the gang counts as met, those pods being gone (`_outsiders_met`).
+
+A gang with a place there will start once the jobs in its way end: every group at its max keeps its
+idle nodes for it (giving them back would buy them again). A gang without one never starts, however
+long its groups wait: cluster-autoscaler lets no pod it cannot help keep an unneeded node, and
+neither does this; every group says why ("needs 5 nodes of a100-a and a100-b, more than the max
+sizes of a100-a (2) and a100-b (2) together", or the rule that keeps the members apart). Only the
+keeping of idle nodes hangs on it: no busy node is cordoned for it.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from shared.domain.constraints import PodAffinityTerm
-from shared.domain.model import Node, Pod
+from shared.domain.model import Pod
 from shared.planner.backlog import Unit
 from shared.planner.context import Context, GroupView
+from shared.planner.diagnosis import NeverStarts
+from shared.planner.filters.framework import SimNode
 from shared.planner.gangs import GangIndex, nodes_needed
 from shared.planner.ground_truth import Recall
-from shared.planner.packing import Bins, Journal, Request
+from shared.planner.packing import Bins, Journal, Request, fits
 from shared.planner.scale_up.groups import GroupBins, empty_at_max
-from shared.planner.scale_up.registered import ExistingRoom
+from shared.planner.scale_up.members import place_anywhere
+from shared.planner.scale_up.registered import (
+    ExistingRoom,
+    existing_classes,
+    parked_nodes,
+    referenced_label_keys,
+)
 from shared.planner.scale_up.run import Run, simulation
 
 _ROOM = ("Insufficient", "Too many")  # the filters' words for room, not for a rule
+_ANY_RULE = "anti-affinity, host ports, spread, devices"
 
 
-def never_starts(ctx: Context, view: GroupView, unit: Unit) -> str | None:
-    """Why the gang can never start in the group, even at its max size with every node empty: "needs
-    17 a100 nodes, more than the group's max size 16", or the rule that keeps its members apart.
-    None when it could (idle nodes kept for it will serve it). Asked only of gangs that found no
-    place, once per group at its max size: one placement of at most the gang's members."""
-    if view.shape is None:
-        return None  # a shape still being learnt proves nothing
-    held = _held_by(ctx, view, unit)
-    if held is None or _another_group_takes(ctx, view, held):
-        return None
-    run = Run(ctx, simulation(ctx), Recall())
-    holding = _holding(ctx, view, unit)
-    gb = empty_at_max(ctx, view, holding, run.sim)
+class GangsAtMax:
+    """The at-max rule for the gangs of one run. What every gang's world shares is read once, on the
+    first question: the registered nodes of no managed group, and the running members of every gang
+    by node (finding one gang's members reads every bound pod)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._running: dict[str, dict[str, list[Pod]]] | None = None
+        self._unmanaged: list[str] | None = None
+
+    def never_starts(self, unit: Unit) -> NeverStarts:
+        """The rule for one gang, as diagnosis asks it of each group at its max size: why the gang
+        can never start ("needs 17 a100 nodes, more than the group's max size 16", or the rule that
+        keeps its members apart), the same for every group, or None when it could (every such group
+        is saturated). Answered once, when a group first asks: one placement of the members."""
+        answer: list[str | None] = []
+
+        def of(view: GroupView) -> str | None:
+            del view  # one answer for the gang: the groups are judged together
+            if not answer:
+                answer.append(_verdict(self, unit))
+            return answer[0]
+
+        return of
+
+    def running(self, gang: str | None) -> dict[str, list[Pod]]:
+        """The gang's running members by node: they count toward it, and keep their node."""
+        if not gang:
+            return {}
+        if self._running is None:
+            ctx = self.ctx
+            index = GangIndex(ctx.config.policy, ctx.snapshot.pod_groups)
+            self._running = {}
+            for name, pods in ctx.pods_on_node.items():
+                for pod in pods:
+                    mark = index.mark(pod) if pod.labels or pod.annotations else None
+                    if mark is not None:
+                        self._running.setdefault(mark.key, {}).setdefault(name, []).append(pod)
+        return self._running.get(gang, {})
+
+    def unmanaged(self) -> list[str]:
+        """The registered nodes of no managed group (those leaving their ASG aside)."""
+        if self._unmanaged is None:
+            ctx, parked = self.ctx, parked_nodes(self.ctx)
+            self._unmanaged = [
+                node.name
+                for node in ctx.snapshot.nodes
+                if node.name not in ctx.group_of_node and node.name not in parked
+            ]
+        return self._unmanaged
+
+
+@dataclass
+class _World:
+    """What the gang could ever start on: every group that can launch, at its max size with its nodes
+    new and empty (`groups`), and the registered nodes kept (`room`): those running its members
+    (`holding`, per group name) and those of no managed group, their room taken by the gang's own
+    members and DaemonSet pods alone."""
+
+    run: Run
+    groups: list[GroupBins]
+    room: ExistingRoom
+    members: set[str]  # keys of the gang's running members
+    holding: dict[str, int]
+
+
+def _verdict(gangs: GangsAtMax, unit: Unit) -> str | None:
+    """Why the gang has no place in the world it could ever start in (None: it has one)."""
+    ctx = gangs.ctx
+    world = _world(gangs, unit)
+    held = _held(ctx, world, unit)
+    if held is None:
+        return None  # no member the world admits must have a place: nothing to prove
+    run = world.run
     run.sim.prepare(held.pods)
-    place = run.group(gb, ExistingRoom(ctx, [], run.sim), gang=False)
+    held.plain = all(run.sim.is_plain(pod) for pod in held.pods)
+    place = place_anywhere(run, world.groups, world.room, held)
     placed: list[Pod] = []
     refusal: list[str | None] = []
 
@@ -51,97 +136,156 @@ def never_starts(ctx: Context, view: GroupView, unit: Unit) -> str | None:
         if found is not None:
             placed.append(pod)
         elif not refusal:  # before the rollback: the nodes as the member found them
-            refusal.append(_rule(run, gb, pod, request))
+            refusal.append(_rule(world, pod, request))
         return found
 
-    placements, _ = run.place_members(held, place_one, minimum=held.needed)
+    placements, missing = run.place_members(held, place_one, minimum=held.needed)
     if placements is not None:
         return None
     rule = refusal[0] if refusal else None
-    return _too_big(ctx, view, held, len(holding)) or _cause(view, held, len(placed), rule)
+    return _too_big(ctx, world, held) or _cause(world, held, len(placed), rule, missing)
 
 
-def _held_by(ctx: Context, view: GroupView, unit: Unit) -> Unit | None:
-    """The members the group must hold for the gang to start (those its nodes admit; the others run
-    elsewhere), with how many of them must have a place; None when none need to. Their required
-    pod affinity to pods outside the gang counts as met (`_outsiders_met`)."""
-    admits = {id(s): view.admits(s) for s in {id(p.scheduling): p.scheduling for p in unit.pods}.values()}
+def _world(gangs: GangsAtMax, unit: Unit) -> _World:
+    """The world of `_World`, its nodes in a simulation of their own: only the pods kept on them are
+    bound there, so pods that will have finished constrain nothing."""
+    ctx = gangs.ctx
+    on_node = gangs.running(unit.gang)
+    kept = set(on_node).union(gangs.unmanaged())
+    members = {pod.key for pods in on_node.values() for pod in pods}
+    bound = {
+        name: [p for p in ctx.pods_on_node.get(name, ()) if p.key in members or p.is_daemonset or p.is_mirror]
+        for name in kept
+    }
+    run = Run(ctx, simulation(ctx, bound), Recall())
+    others = {node.name for node in ctx.snapshot.nodes if node.name not in kept}
+    classes = existing_classes(
+        ctx, excluded=others, label_keys=referenced_label_keys([unit]), sim=run.sim, bound=bound
+    )
+    holding: dict[str, int] = {}
+    for name in on_node:
+        group = ctx.group_of_node.get(name)
+        holding[group.name if group else ""] = holding.get(group.name if group else "", 0) + 1
+    groups = [
+        empty_at_max(ctx, view, holding.get(view.name, 0), position)
+        for position, view in enumerate(ctx.groups)
+        if _launches(view)
+    ]
+    return _World(run, groups, ExistingRoom(ctx, classes, run.sim), members, holding)
+
+
+def _launches(view: GroupView) -> bool:
+    """Whether the group can ever launch a node: a known shape, an ASG and a max size above 0. A
+    capacity backoff ends, so it does not count; a group that is unavailable does."""
+    return (
+        view.shape is not None
+        and view.template.free is not None
+        and view.max_size > 0
+        and view.unavailable_reason is None
+    )
+
+
+def _held(ctx: Context, world: _World, unit: Unit) -> Unit | None:
+    """The pending members a node of the world admits (the others are not asked), with how many of
+    them must have a place; None when none need to. Their required pod affinity to pods outside
+    the gang counts as met (`_outsiders_met`)."""
+    specs = {id(p.scheduling): p for p in unit.pods}
+    admits = {
+        key: bool(world.room.targets(pod)) or any(gb.view.admits(pod.scheduling) for gb in world.groups)
+        for key, pod in specs.items()
+    }
     here = [(p, r) for p, r in zip(unit.pods, unit.requests, strict=True) if admits[id(p.scheduling)]]
     needed = unit.needed - (len(unit.pods) - len(here))
     if needed <= 0:
         return None
-    held = Unit(_outsiders_met(ctx, unit, [p for p, _ in here]), [r for _, r in here], gang=unit.gang)
+    gang = {pod.key for pod in unit.pods} | world.members
+    pods = _outsiders_met(ctx, gang, [p for p, _ in here])
+    held = Unit(pods, [r for _, r in here], gang=unit.gang)
     held.minimum = needed if needed < len(here) else None
     return held
 
 
-def _rule(run: Run, gb: GroupBins, pod: Pod, request: Request) -> str | None:
-    """The scheduler's words for what keeps the member off every node of the group at its max size
+def _rule(world: _World, pod: Pod, request: Request) -> str | None:
+    """The scheduler's words for what keeps the member off every node of the world that admits it
     (a node with room it may not use, or a new node it would not take), None when room alone does."""
-    sim, dims = run.sim, run.ctx.dims
+    sim, dims = world.run.sim, world.run.ctx.dims
     state = sim.state(pod)
-    for node, _, _ in gb.items():
+    nodes: list[SimNode] = [node for node, _, _ in world.room.nodes(pod)]
+    for gb in world.groups:
+        if gb.view.admits(pod.scheduling):
+            nodes.extend(node for node, _, _ in gb.items())
+            if gb.bins.can_open:
+                nodes.append(gb.probe())
+    for node in nodes:
         said = sim.static(pod, state, node) or sim.dynamic(pod, state, node, request, dims)
         if said and not said.startswith(_ROOM):
             return said
-    if gb.bins.can_open:
-        probe = gb.probe()
-        said = sim.static(pod, state, probe) or sim.dynamic(pod, state, probe, request, dims)
-        if said and not said.startswith(_ROOM):
-            return said
     return None
 
 
-def _another_group_takes(ctx: Context, view: GroupView, held: Unit) -> bool:
-    """Whether another group's node could take one of the members the group must hold: the planner
-    places each member where the scheduler would, across groups (two groups, one per zone; an MPIJob's
-    launcher), and this check places the gang on one group: no proof then (its group stays saturated,
-    as before the check: keeping idle nodes costs less than giving them back and buying them again)."""
-    for other in ctx.groups:
-        if other is view or other.template.free is None:
-            continue
-        for pod, request in zip(held.pods, held.requests, strict=True):
-            if other.admits(pod.scheduling) and nodes_needed(ctx, other, [request]) is not None:
-                return True
-    return False
+def _too_big(ctx: Context, world: _World, held: Unit) -> str | None:
+    """Why the gang's requests alone never fit the world (None: they would, a rule keeps the members
+    apart): the members placed by requests only, first fit on the kept nodes' room, then on new
+    nodes of the first group that admits each; the nodes the first left over needs are counted in
+    the groups that admit it, beside those its running members hold."""
+    rooms = {id(c.bins): Bins([list(f) for f in c.bins.free], list(c.bins.ids)) for c in world.room.classes}
+    new = {id(gb): Bins([], [], gb.bins.new_shape, max_new=gb.bins.max_new) for gb in world.groups}
+    placed, left = 0, []
+    for pod, request in zip(held.pods, held.requests, strict=True):
+        if any(rooms[id(b)].place(request) is not None for b in world.room.targets(pod)) or any(
+            gb.view.admits(pod.scheduling) and new[id(gb)].place(request) is not None for gb in world.groups
+        ):
+            placed += 1
+        else:
+            left.append((pod, request))
+    if placed >= held.needed:
+        return None
+    pod, request = left[0]
+    admitting = [gb for gb in world.groups if gb.view.admits(pod.scheduling)]
+    short = [gb for gb in admitting if _takes(gb, pod, request)]
+    if not short:
+        if admitting:
+            return f"a member does not fit an empty {admitting[0].view.name} node"
+        return "its members need more room than the nodes of no group that may run them have"
+    views = [gb.view for gb in short]
+    rest = [r for p, r in left if any(_takes(gb, p, r) for gb in short)][: held.needed - placed]
+    more = nodes_needed(ctx, views[0], rest)
+    if more is None:
+        return f"a member does not fit an empty {views[0].name} node"
+    needed = more + sum(new[id(gb)].opened for gb in short)
+    return _beyond(views, needed, sum(world.holding.get(v.name, 0) for v in views))
 
 
-def _holding(ctx: Context, view: GroupView, unit: Unit) -> list[Node]:
-    """The group's nodes that run members of the gang: they count toward it, and keep their node."""
-    if not unit.gang:
-        return []
-    index = GangIndex(ctx.config.policy, ctx.snapshot.pod_groups)
-    found = []
-    for node in view.nodes:
-        for pod in ctx.pods_on_node.get(node.name, ()):
-            mark = index.mark(pod) if pod.labels or pod.annotations else None
-            if mark is not None and mark.key == unit.gang:
-                found.append(node)
-                break
-    return found
+def _takes(gb: GroupBins, pod: Pod, request: Request) -> bool:
+    """Whether a new node of the group admits the member and has room for it, empty."""
+    shape = gb.bins.new_shape
+    return shape is not None and gb.view.admits(pod.scheduling) and fits(request, shape)
 
 
-def _too_big(ctx: Context, view: GroupView, held: Unit, holding: int) -> str | None:
-    """Why the gang's requests alone never fit the group at its max size, beside the `holding` nodes
-    its running members keep (None: they would)."""
-    needed = nodes_needed(ctx, view, held.requests[: held.needed])
-    if needed is None:
-        return f"a member does not fit an empty {view.name} node"
-    if needed + holding > view.max_size:
-        nodes = f"{needed} {view.name} node{'s' if needed != 1 else ''}"
-        beside = f" beside the {holding} its running members hold" if holding else ""
-        return f"needs {nodes}{beside}, more than the group's max size {view.max_size}"
-    return None
+def _beyond(views: list[GroupView], needed: int, holding: int) -> str:
+    """ "needs 17 a100 nodes, more than the group's max size 16", or for several groups "needs 5
+    nodes of a100-a and a100-b, more than the max sizes of a100-a (2) and a100-b (2) together"."""
+    beside = f" beside the {holding} its running members hold" if holding else ""
+    if len(views) == 1:
+        nodes = f"{needed} {views[0].name} node{'s' if needed != 1 else ''}"
+        return f"needs {nodes}{beside}, more than the group's max size {views[0].max_size}"
+    names = _listed([v.name for v in views])
+    sizes = _listed([f"{v.name} ({v.max_size})" for v in views])
+    return f"needs {needed} nodes of {names}{beside}, more than the max sizes of {sizes} together"
 
 
-def _outsiders_met(ctx: Context, unit: Unit, members: list[Pod]) -> list[Pod]:
-    """The members without the required pod affinity terms that live pods outside the gang answer (the
-    pods kube-scheduler counts for a term, filtering.go): this empty world holds none of them, so
-    they count as met. Only a relaxation: a gang that still has no place never starts there, and the
-    terms its own members answer are kept. The pods are read once, each spec judged once."""
+def _listed(items: list[str], last: str = "and") -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {last} {items[-1]}"
+
+
+def _outsiders_met(ctx: Context, gang: set[str], members: list[Pod]) -> list[Pod]:
+    """The members without the required pod affinity terms that live pods outside the gang (keys
+    `gang`: its pending and running members) answer (the pods kube-scheduler counts for a term,
+    filtering.go): the world holds none of them, so they count as met. Only a relaxation: a gang
+    that still has no place never starts, and the terms its own members answer are kept. The pods
+    are read once, each spec judged once."""
     if not any(member.constraints.affinity for member in members):
         return members
-    gang = {pod.key for pod in unit.pods}
     namespaces = ctx.snapshot.namespaces
     outsiders = [pod for pods in ctx.pods_on_node.values() for pod in pods if pod.key not in gang]
     kept: dict[int, tuple[PodAffinityTerm, ...]] = {}
@@ -164,12 +308,25 @@ def _outsiders_met(ctx: Context, unit: Unit, members: list[Pod]) -> list[Pod]:
     return relaxed
 
 
-def _cause(view: GroupView, held: Unit, placed: int, rule: str | None) -> str:
-    """The reason a gang whose requests fit the group at its max size gives when it still never
-    starts there: the rule that keeps its members apart."""
-    rules = rule or "anti-affinity, host ports, spread, devices"
+def _cause(world: _World, held: Unit, placed: int, rule: str | None, missing: Pod | None) -> str:
+    """The reason a gang whose requests fit the world still gives when it never starts: the rule
+    that keeps its members apart, in the groups that admit the first member left without a place."""
+    views = [gb.view for gb in world.groups if missing is not None and gb.view.admits(missing.scheduling)]
+    apart = f"its members' own rules keep them apart ({rule or _ANY_RULE})"
+    if not views:
+        return (
+            f"never starts on the nodes that may run it: {apart}; with only the gang's own pods on"
+            f" them, {placed} of the {held.needed} members that must run have a place"
+        )
+    holding = sum(world.holding.get(v.name, 0) for v in views)
+    empty = f"every node empty but the {holding} its running members hold" if holding else "every node empty"
+    if len(views) == 1:
+        at, hold = f"the group's max size {views[0].max_size}", "it must hold"
+    else:
+        sizes = _listed([f"{v.name} ({v.max_size})" for v in views])
+        at, hold = f"the max sizes of {sizes}", "they must hold"
+    where = _listed([v.name for v in views], "or")
     return (
-        f"never starts in {view.name}: its members' own rules keep them apart ({rules}); at the group's"
-        f" max size {view.max_size}, every node empty, {placed} of the {held.needed} members it must"
-        " hold have a place"
+        f"never starts in {where}: {apart}; at {at}, {empty}, {placed} of the {held.needed} members"
+        f" {hold} have a place"
     )

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -166,25 +166,14 @@ def new_node_room(ctx: Context, view: GroupView) -> tuple[int, ...]:
     return tuple(room)
 
 
-def empty_at_max(
-    ctx: Context, view: GroupView, holding: Sequence[Node] = (), sim: Simulation | None = None
-) -> GroupBins:
-    """The group grown to its max size with every node new and empty, but `holding` (its nodes that
-    run members of the gang asked about: they stay, with the room they have now): no booting or
-    launching node (what a gang needs of the group, however long its other nodes take to free up)."""
-    gb = GroupBins(
-        view, Bins([], [], new_node_room(ctx, view), max_new=max(0, view.max_size - len(holding))), 0, -1
+def empty_at_max(ctx: Context, view: GroupView, kept: int, target_id: int) -> GroupBins:
+    """The group grown to its max size with every node new and empty, but `kept` of its nodes (those
+    that run members of the gang asked about: they stay as they are, counted as registered room):
+    no booting or launching node (what a gang needs of the group, however long its other nodes take
+    to free up). No node joins the simulation until the placement opens one."""
+    return GroupBins(
+        view, Bins([], [], new_node_room(ctx, view), max_new=max(0, view.max_size - kept)), 0, target_id
     )
-    for node in holding:
-        room = ctx.room(node.allocatable, ctx.pods_on_node.get(node.name, ()))
-        gb.bins.free.append(room)
-        gb.bins.ids.append(node.name)
-        sim_node = template_node(view, len(gb.nodes), room)
-        gb.nodes.append(sim_node)
-        if sim is not None:
-            sim.add_node(sim_node)
-    gb.bins.placed = [0] * len(gb.bins.free)
-    return gb
 
 
 def _pending_slots(view: GroupView) -> int:

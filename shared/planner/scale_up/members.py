@@ -22,8 +22,9 @@ from shared.planner.scale_up.result import Placed
 from shared.planner.scale_up.run import Run
 
 
-def _anywhere(run: Run, ranked: list[GroupBins], room: ExistingRoom, unit: Unit) -> PlaceOne:
-    """One member on free room, else on the first ranked group that admits it alone."""
+def place_anywhere(run: Run, ranked: list[GroupBins], room: ExistingRoom, unit: Unit) -> PlaceOne:
+    """One member on free room, else on the first ranked group that admits it alone (the at-max rule
+    places a gang in the world it could ever start in the same way)."""
     existing = run.existing(room)
 
     def place_one(pod: Pod, request: Request, journal: Journal | None) -> tuple[Bins, int] | None:
@@ -49,7 +50,7 @@ def place_gang_members(run: Run, ranked: list[GroupBins], buckets: Buckets, room
     placed = Placed()
     for unit in gangs:
         placements, unit.missing = run.place_members(
-            unit, _anywhere(run, ranked, room, unit), minimum=unit.needed
+            unit, place_anywhere(run, ranked, room, unit), minimum=unit.needed
         )
         if placements is None:
             continue

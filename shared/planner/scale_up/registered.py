@@ -3,6 +3,7 @@ placing a pod there (cluster-autoscaler's first step: pods that fit existing nod
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -135,6 +136,7 @@ def existing_classes(
     sim: Simulation,
     least: Request | None = None,
     uncordoning: frozenset[str] = frozenset(),
+    bound: Mapping[str, list[Pod]] | None = None,
 ) -> list[ExistingClass]:
     """Registered nodes with room (but the `excluded` ones), grouped by what admission can see.
 
@@ -143,6 +145,7 @@ def existing_classes(
     one without room for `least` (see least_request): it could take no pending pod, and nothing
     else reads it. Its name still orders its class, so first fit meets the nodes as before.
     Nodes the plan uncordons anyway (`uncordoning`, plan_scale_up) are ordered as schedulable ones.
+    `bound`: the pods taking each node's room (default: all; the at-max rule keeps a gang's own).
     """
     classes: dict[tuple[object, ...], ExistingClass] = {}
     keys = sorted(label_keys)  # few keys, many labels per node: look the keys up, in key order
@@ -153,6 +156,7 @@ def existing_classes(
     same_taints: dict[int, int] = {}  # id(taints) -> id of the first equal list (the nodes live all call)
     # The labels pending pods look at, per label mapping: a group's nodes share theirs.
     visible_of: dict[int, tuple[tuple[str, str], ...]] = {}
+    on_node = ctx.pods_on_node if bound is None else bound
     for node in sorted(ctx.snapshot.nodes, key=_NAME):
         if not node.ready or node.name in excluded:
             continue
@@ -160,8 +164,8 @@ def existing_classes(
         scaler_cordoned = node.unschedulable and node.cordoned_by_scaler and node.name in ctx.group_of_node
         if node.unschedulable and not scaler_cordoned:
             continue
-        bound = ctx.pods_on_node.get(node.name, [])
-        free = ctx.room(node.allocatable, bound)
+        pods = on_node.get(node.name, [])
+        free = ctx.room(node.allocatable, pods)
         labels = node.labels
         visible = visible_of.get(id(labels))
         if visible is None:
@@ -182,7 +186,7 @@ def existing_classes(
         cls.bins.ids.append(node.name)
         cls.bins.placed.append(0)
         # A scaler-cordoned node is judged schedulable: the plan uncordons it to use it.
-        sim.add_node(SimNode(node.name, node.labels, node.taints, free, False, bound_ports(bound)))
+        sim.add_node(SimNode(node.name, node.labels, node.taints, free, False, bound_ports(pods)))
     return sorted((c for c in classes.values() if c.bins.ids), key=_class_order)
 
 

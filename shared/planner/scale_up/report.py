@@ -4,14 +4,13 @@ their max (saturated)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
 
 from shared.domain.plan import Outcome, PodOutcome
 from shared.planner.backlog import Unit
 from shared.planner.context import Context
 from shared.planner.diagnosis import Diagnosis, NeverStarts, diagnose
 from shared.planner.ground_truth import Recall
-from shared.planner.scale_up.at_max import never_starts
+from shared.planner.scale_up.at_max import GangsAtMax
 from shared.planner.scale_up.fill import Buckets
 from shared.planner.simulation import Simulation
 
@@ -26,6 +25,7 @@ def report_unplaced(ctx: Context, sim: Simulation, buckets: Buckets, recalled: R
     """Why each unit left in the buckets found no place, one diagnosis per distinct kind of unit."""
     remaining = sorted((u for b in buckets.values() for u in b.units.values()), key=lambda u: u.order)
     cache: dict[tuple[object, ...], Diagnosis] = {}
+    at_max = GangsAtMax(ctx)
     found = Unplaced()
     for unit in remaining:
         pod = unit.pods[0]
@@ -41,7 +41,7 @@ def report_unplaced(ctx: Context, sim: Simulation, buckets: Buckets, recalled: R
         )
         diagnosis = cache.get(key)
         if diagnosis is None:
-            diagnosis = cache[key] = diagnose(ctx, sim, unit, refused, _never(ctx, unit))
+            diagnosis = cache[key] = diagnose(ctx, sim, unit, refused, _never(at_max, unit))
         code, reason, saturated = diagnosis
         found.saturated.update(saturated)
         for member in unit.pods:
@@ -51,9 +51,9 @@ def report_unplaced(ctx: Context, sim: Simulation, buckets: Buckets, recalled: R
     return found
 
 
-def _never(ctx: Context, unit: Unit) -> NeverStarts | None:
+def _never(at_max: GangsAtMax, unit: Unit) -> NeverStarts | None:
     """For a gang waiting whole (not the members an elastic gang runs without), whether it could
-    ever start in a group: idle nodes are kept only for a gang they will serve."""
+    ever start: idle nodes are kept only for a gang they will serve (answered once for the gang)."""
     if not unit.gang or unit.extra:
         return None
-    return partial(never_starts, ctx, unit=unit)
+    return at_max.never_starts(unit)

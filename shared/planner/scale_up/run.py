@@ -3,7 +3,7 @@ path through the scheduler's filters, and the undo of gang attempts (all or noth
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from shared.domain.model import Node, Pod, Scheduling
 from shared.planner.backlog import Unit
@@ -206,11 +206,13 @@ class Run:
         return bins, len(bins.free) - 1
 
 
-def simulation(ctx: Context) -> Simulation:
-    """The scheduler's filters over every node the run may count on (nodes join as steps add them)."""
+def simulation(ctx: Context, bound: Mapping[str, Iterable[Pod]] | None = None) -> Simulation:
+    """The scheduler's filters over every node the run may count on (nodes join as steps add them).
+    `bound`: the pods on each node the filters see (default: every live pod; the at-max rule's world
+    keeps only a gang's own members and the DaemonSet pods)."""
     snapshot = ctx.snapshot
     return Simulation(
-        ctx.pods_on_node,
+        ctx.pods_on_node if bound is None else bound,
         snapshot.namespaces,
         Volumes.of(snapshot.pvcs, snapshot.pvs, snapshot.storage_classes),
         devices=ctx.devices,

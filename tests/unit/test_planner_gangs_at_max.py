@@ -1,0 +1,153 @@
+"""Gangs and groups at their max size: idle nodes are kept for a gang only if it could ever start,
+every group that can launch at its max size, every pod outside the gang finished (the at-max rule,
+shared/planner/scale_up/at_max.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shared.domain.model import Snapshot
+from shared.domain.plan import Outcome
+from shared.planner import plan
+from tests.builders import NOW, a100_group, asg, config, node, pod, snapshot
+from tests.builders_provisioning import pod_group, with_objects
+from tests.unit.test_planner_gangs import _apart, _idle_an_hour, _kueue
+
+A100 = "research-a100"
+COSCHEDULING = "scheduling.x-k8s.io/pod-group"
+
+
+def _two_a100_groups_at_max(members: list[dict[str, Any]]) -> Snapshot:
+    """a100-a (zone a) and a100-b (zone b), each at its max of 2 with a busy and an idle node (an
+    hour): a0 and b0 idle, a1 and b1 busy with an 8-GPU job."""
+    a = asg("research-a100-a", desired=2, max_size=2, instances=["i-a0", "i-a1"])
+    b = asg("research-a100-b", desired=2, max_size=2, instances=["i-b0", "i-b1"])
+    for instance in b["Instances"]:
+        instance["AvailabilityZone"] = "us-west-2b"
+    nodes = [node("a0", "i-a0"), node("a1", "i-a1")]
+    nodes += [node("b0", "i-b0", zone="us-west-2b"), node("b1", "i-b1", zone="us-west-2b")]
+    busy = [pod("busy-a", gpus=8, node="a1"), pod("busy-b", gpus=8, node="b1")]
+    return _idle_an_hour(snapshot(busy + members, nodes, [a, b]), "a0", "b0")
+
+
+def test_a_gang_larger_than_two_groups_together_keeps_no_idle_node_for_it() -> None:
+    # Given two a100 groups of at most 2 nodes each, each at its max with a busy and an idle node,
+    # and a gang of 5 whole-node members: 5 > 2 + 2, it can never start
+    cfg = config(
+        node_groups=[
+            a100_group(name="a100-a", asg_name="research-a100-a", price_per_hour=32.77, max_size=2),
+            a100_group(name="a100-b", asg_name="research-a100-b", price_per_hour=32.77, max_size=2),
+        ]
+    )
+    members = [pod(f"g-{i}", gpus=8, **_kueue("g", 5)) for i in range(5)]  # type: ignore[arg-type]
+    # When planned
+    result = plan(_two_a100_groups_at_max(members), cfg, NOW)
+    # Then neither group keeps its idle node for it (only idle ones are cordoned), and the gang says
+    # why once, for both groups
+    assert result.cordon and {c.node for c in result.cordon} <= {"a0", "b0"}
+    assert {p.reason for p in result.pods} == {
+        "gang research/g: needs 5 nodes of a100-a and a100-b, more than the max sizes of a100-a (2) and"
+        " a100-b (2) together"
+    }
+
+
+@pytest.mark.parametrize("off", ["max-size-0", "asg-missing"])
+def test_a_group_that_can_never_launch_does_not_make_a_gang_that_never_starts_keep_idle_nodes(
+    off: str,
+) -> None:
+    # Given three members that must each have a node of their own, a100 at its max of 2 (both nodes
+    # idle for an hour), and one more a100 group that can never launch: switched off (max size 0) or
+    # its Auto Scaling group gone
+    other = a100_group(name="a100-off", asg_name="research-a100-off", price_per_hour=32.77)
+    if off == "max-size-0":
+        other["max_size"] = 0
+    cfg = config(node_groups=[{**a100_group(price_per_hour=32.77), "max_size": 2}, other])
+    fleet = [asg(A100, desired=2, max_size=2, instances=["i-0", "i-1"])]
+    if off == "max-size-0":
+        fleet.append(asg("research-a100-off", desired=0, max_size=0))
+    snap = snapshot(_apart("g1", 3), [node("n0", "i-0"), node("n1", "i-1")], fleet)
+    # When planned
+    result = plan(_idle_an_hour(snap, "n0", "n1"), cfg, NOW)
+    # Then the gang never starts: a100's idle nodes are given back as without the other group
+    assert [c.node for c in result.cordon] == ["n0"]  # one a run: max_scale_in_fraction
+    (reason,) = {p.reason for p in result.pods}
+    assert "never starts in a100: its members' own rules keep them apart" in reason
+
+
+def _apart_member(i: int, on: str | None) -> dict[str, Any]:
+    """A member of coscheduling gang g (1 GPU) that must run on a node of its own (required hostname
+    anti-affinity against job=g), running on `on` or pending."""
+    member = pod(f"g-{i}", gpus=1, node=on, labels={COSCHEDULING: "g", "job": "g"})
+    term = {"labelSelector": {"matchLabels": {"job": "g"}}, "topologyKey": "kubernetes.io/hostname"}
+    member["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    return member
+
+
+def test_the_running_members_rules_keep_the_pending_ones_off_their_nodes_in_the_at_max_check() -> None:
+    # Given a gang of 4 members that must each have a node of their own: two run on n0 and n1 (7 GPUs
+    # free on each), two pend; a100 at its max of 3, n2 idle for an hour. The pending members need
+    # two nodes other than n0 and n1: only n2 can ever be one
+    members = [_apart_member(0, "n0"), _apart_member(1, "n1"), _apart_member(2, None), _apart_member(3, None)]
+    nodes = [node(f"n{i}", f"i-{i}") for i in range(3)]
+    group = asg(A100, desired=3, max_size=3, instances=[f"i-{i}" for i in range(3)])
+    snap = with_objects(snapshot(members, nodes, [group]), [pod_group("g", 4)])
+    # When planned
+    result = plan(
+        _idle_an_hour(snap, "n2"), config(node_groups=[a100_group(price_per_hour=32.77, max_size=3)]), NOW
+    )
+    # Then the gang never starts: n2 is given back, and the reason names the rule beside the running members
+    assert [c.node for c in result.cordon] == ["n2"]
+    reasons = {p.reason for p in result.pods if p.pod in ("research/g-2", "research/g-3")}
+    assert reasons == {
+        "gang research/g: never starts in a100: its members' own rules keep them apart (node(s) didn't"
+        " satisfy existing pods anti-affinity rules); at the group's max size 3, every node empty but the 2"
+        " its running members hold, 1 of the 2 members it must hold have a place"
+    }
+
+
+def test_a_node_a_running_member_holds_counts_the_room_its_other_jobs_will_free() -> None:
+    # Given a gang of 4 4-GPU members: g-0 runs on n0 beside another 4-GPU job; n1 idle for an hour;
+    # a100 at its max of 2. Once the job on n0 ends, g-1 starts on n0 and g-2, g-3 on n1
+    members = [pod("g-0", gpus=4, node="n0", labels={COSCHEDULING: "g"})]
+    members += [pod(f"g-{i}", gpus=4, labels={COSCHEDULING: "g"}) for i in range(1, 4)]
+    nodes = [node("n0", "i-0"), node("n1", "i-1")]
+    group = asg(A100, desired=2, max_size=2, instances=["i-0", "i-1"])
+    cfg = config(node_groups=[a100_group(price_per_hour=32.77, max_size=2)])
+
+    def planned(*others: dict[str, Any]) -> Any:
+        snap = with_objects(snapshot([*members, *others], nodes, [group]), [pod_group("g", 4)])
+        return plan(_idle_an_hour(snap, "n1"), cfg, NOW)
+
+    # When planned with the job running
+    result = planned(pod("job", gpus=4, node="n0"))
+    # Then n1 is kept for the gang, not given back to be bought again once the job ends
+    assert result.cordon == () and result.terminate == ()
+    assert "1 idle node(s) kept: at max size with pods waiting for it" in result.group("a100").reason
+    # And once the job has ended the gang starts there with nothing bought
+    after = planned()
+    assert after.group("a100").desired == 2 and after.cordon == ()
+    assert {p.outcome for p in after.pods if p.pod != "research/g-0"} == {Outcome.EXISTING}
+
+
+def test_a_gang_that_starts_with_a_member_on_a_node_of_no_group_keeps_the_idle_node() -> None:
+    # Given a100 at its max of 2 (g0 idle for an hour, g1 busy) and a busy a100 node no configured
+    # group manages (u0, a static pool); a gang of 3 whole-node members: once the jobs on g1 and u0
+    # end, it starts on g0, g1 and u0
+    cfg = config(node_groups=[a100_group(price_per_hour=32.77, max_size=2)])
+    members = [pod(f"g-{i}", gpus=8, **_kueue("g", 3)) for i in range(3)]  # type: ignore[arg-type]
+    nodes = [node("g0", "i-0"), node("g1", "i-1"), node("u0", "i-u0")]
+    group = asg(A100, desired=2, max_size=2, instances=["i-0", "i-1"])
+    busy = [pod("busy-g1", gpus=8, node="g1"), pod("busy-u0", gpus=8, node="u0")]
+    # When planned
+    result = plan(_idle_an_hour(snapshot(busy + members, nodes, [group]), "g0"), cfg, NOW)
+    # Then g0 is kept for the gang
+    assert result.cordon == () and result.terminate == ()
+    assert "1 idle node(s) kept: at max size with pods waiting for it" in result.group("a100").reason
+    # And once the jobs have ended the gang starts on g0, g1 and u0 with nothing bought
+    after = plan(_idle_an_hour(snapshot(members, nodes, [group]), "g0"), cfg, NOW)
+    assert after.group("a100").desired == 2
+    assert {p.outcome for p in after.pods} == {Outcome.EXISTING}
