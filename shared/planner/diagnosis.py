@@ -66,9 +66,16 @@ Diagnosis = tuple[ReasonCode, str, frozenset[str]]  # the code, the reason, the 
 
 
 def _diagnose_group(
-    ctx: Context, sim: Simulation, view: GroupView, unit: Unit, request: Resources, refused: bool
+    ctx: Context,
+    sim: Simulation,
+    view: GroupView,
+    unit: Unit,
+    request: Resources,
+    refused: bool,
+    judged: bool,
 ) -> tuple[ReasonCode, str]:
-    """Why this group did not take the unit, in the scheduler's words where a filter said no."""
+    """Why this group did not take the unit, in the scheduler's words where a filter said no.
+    `judged`: the at-max rule judges the unit (a gang, or a member of a gang of several shapes)."""
     pod = unit.pods[0]
     template = view.template
     labels = template.node_labels(0)
@@ -110,10 +117,19 @@ def _diagnose_group(
             reason = sim.dynamic(member, sim.state(member), probe, member_request, ctx.dims)
             if reason and not reason.startswith(("Insufficient", "Too many")):
                 return ReasonCode.FILTERED, reason
+    return _cannot_grow(ctx, view, unit, judged)
+
+
+def _cannot_grow(ctx: Context, view: GroupView, unit: Unit, judged: bool) -> tuple[ReasonCode, str]:
+    """Why a group that admits the unit and would fit it did not grow for it: at its max, growth
+    blocked, in capacity backoff, or (a gang) too few nodes to add. `judged`: _diagnose_group."""
     gang = unit.gang and not unit.extra
-    if gang and view.current_desired >= view.max_size:
+    if (gang or judged) and view.current_desired >= view.max_size:
         # At its max a group needs no launch for the gang: whether it is saturated (its idle nodes
-        # kept) is the at-max rule's, in backoff or not (report.py asks scale_up.at_max).
+        # kept) is the at-max rule's, in backoff or not (report.py asks scale_up.at_max). A member
+        # of a gang of several shapes is judged alone: the group is at its max for it.
+        if not gang:
+            return ReasonCode.AT_MAX, f"at max size {view.max_size}"
         return ReasonCode.GANG_DOES_NOT_FIT, gang_shortfall(ctx, view, unit.requests[: unit.needed])
     if view.capacity.growth_blocked:
         return ReasonCode.GROUP_UNAVAILABLE, view.capacity.growth_blocked
@@ -215,7 +231,7 @@ def diagnose(
     reasons: list[str] = []
     saturated: set[str] = set()
     for view in ctx.groups:
-        code, reason = _diagnose_group(ctx, sim, view, unit, request, view.name in refused)
+        code, reason = _diagnose_group(ctx, sim, view, unit, request, view.name in refused, never is not None)
         if code in _AT_MAX:
             cause = never(view) if never is not None else None
             if cause is None:
@@ -259,7 +275,8 @@ def _diagnose_member(
 ) -> Diagnosis:
     """A gang whose members differ, refused because one of them has no place: that member's
     reason, in the gang's name; nothing is bought for the others. A group at its max size is
-    saturated only if the whole gang could start (`never`, asked of the whole gang)."""
+    saturated only if the whole gang could start (`never`, asked of the whole gang), in capacity
+    backoff or not, as for a gang of one shape (the member is judged by the at-max rule)."""
     index = unit.pods.index(member)
     alone = Unit([member], [unit.requests[index]])
     code, reason, saturated = diagnose(ctx, sim, alone, refused, never)

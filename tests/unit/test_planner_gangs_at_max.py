@@ -4,16 +4,19 @@ shared/planner/scale_up/at_max.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from shared.domain.model import Snapshot
+from shared.domain.model import GroupState, ScalerState, Snapshot
 from shared.domain.plan import Outcome
 from shared.planner import plan
 from tests.builders import NOW, a100_group, asg, config, node, pod, snapshot
 from tests.builders_provisioning import pod_group, with_objects
 from tests.unit.test_planner_gangs import _apart, _idle_an_hour, _kueue
+from tests.unit.test_planner_mixed_gangs import _mpijob_at_a100, _two_groups
 
 A100 = "research-a100"
 COSCHEDULING = "scheduling.x-k8s.io/pod-group"
@@ -151,3 +154,32 @@ def test_a_gang_that_starts_with_a_member_on_a_node_of_no_group_keeps_the_idle_n
     after = plan(_idle_an_hour(snapshot(members, nodes, [group]), "g0"), cfg, NOW)
     assert after.group("a100").desired == 2
     assert {p.outcome for p in after.pods} == {Outcome.EXISTING}
+
+
+def test_a_mixed_gang_whose_group_at_max_is_in_capacity_backoff_keeps_its_idle_nodes() -> None:
+    # Given an MPIJob of 16 8-GPU workers and a CPU launcher, a100 at its max size 16 (n0 and n1 idle
+    # for an hour, the other 14 busy) and in capacity backoff: at its max it needs no launch
+    snap = _mpijob_at_a100(16, 16)
+    backoff = GroupState(backoff_until=NOW + timedelta(minutes=20))
+    snap = replace(snap, state=ScalerState(nodes=snap.state.nodes, groups={"a100": backoff}))
+    # When planned
+    result = plan(snap, _two_groups(), NOW)
+    # Then both idle nodes are kept for the gang, as without the backoff
+    assert result.cordon == () and result.terminate == ()
+    assert "2 idle node(s) kept: at max size with pods waiting for it" in result.group("a100").reason
+    (reason,) = {p.reason for p in result.pods if p.pod.startswith("research/mpi")}
+    assert "has no place: a100: at max size 16; cpu: " in reason
+
+
+def test_a_mixed_gang_that_never_starts_gives_back_the_idle_nodes_of_its_group_in_capacity_backoff() -> None:
+    # Given an MPIJob of 17 8-GPU workers and a CPU launcher, a100 at its max size 16 (n0 and n1
+    # idle for an hour) and in capacity backoff: 17 workers never start in 16 nodes
+    snap = _mpijob_at_a100(17, 16)
+    backoff = GroupState(backoff_until=NOW + timedelta(minutes=20))
+    snap = replace(snap, state=ScalerState(nodes=snap.state.nodes, groups={"a100": backoff}))
+    # When planned
+    result = plan(snap, _two_groups(), NOW)
+    # Then the gang says so, and an idle node is given back
+    (reason,) = {p.reason for p in result.pods if p.pod.startswith("research/mpi")}
+    assert "has no place: needs 17 a100 nodes, more than the group's max size 16; cpu: " in reason
+    assert [c.node for c in result.cordon] == ["n0"]
