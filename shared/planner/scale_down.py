@@ -97,22 +97,40 @@ def _replacements(ctx: Context, view: GroupView, out: ScaleDownResult) -> None:
 # network is up: pkg/kubelet/kubelet_node_status.go, initialNode calls setNodeStatus), so a node never
 # Ready has its condition's lastTransitionTime at its creation, within the API round trips.
 _REGISTRATION_SLACK = timedelta(seconds=120)
+# The conditions the kubelet sets beside Ready. When it stops posting, the node lifecycle controller
+# sets all of them Unknown at once (pkg/controller/nodelifecycle, tryUpdateNodeHealth: "Kubelet
+# stopped posting node status."); when it is back, its first status moves them all to what it sees,
+# at the same instant. So a Ready change they share ends a silence, whatever Ready was before it.
+_KUBELET_CONDITIONS = frozenset({"MemoryPressure", "DiskPressure", "PIDPressure"})
+_SAME_UPDATE = timedelta(seconds=5)  # one status update; timestamps have whole seconds
 
 
 def _went_not_ready(node: Node, deadline: int) -> bool:
     """A machine that ran and broke, not a launch that failed: with repair on, repair judges it (its
     Ready toleration, no capacity backoff), as EKS and Karpenter node repair do.
 
-    Ready=False since a transition after its registration: the kubelet reports it, and it was Ready
-    in between (False follows False with no transition). Ready=Unknown also follows a kubelet that
-    never became Ready and stopped reporting (the node lifecycle controller's grace), so only an
-    Unknown since later than the provisioning deadline tells that the node ran."""
+    Ready=False since a transition after its registration, while the kubelet kept reporting: it was
+    Ready in between (False follows False with no transition). Ready=Unknown also follows a kubelet
+    that never became Ready and stopped reporting (the node lifecycle controller's grace), and so
+    does a False its kubelet posted on coming back (Unknown -> False, its other conditions changing
+    with it): only such a change later than the provisioning deadline tells that the node ran."""
     changed, created = node.ready_changed_at, node.created_at
     if changed is None or created is None:
         return False
     status = next((c.status for c in node.conditions if c.type == "Ready"), None)
-    after = _REGISTRATION_SLACK if status == "False" else timedelta(seconds=deadline)
+    reporting = status == "False" and not _back_from_silence(node, changed)
+    after = _REGISTRATION_SLACK if reporting else timedelta(seconds=deadline)
     return changed - created > after
+
+
+def _back_from_silence(node: Node, ready_changed: datetime) -> bool:
+    """Whether the kubelet's other conditions changed with Ready: its first status after a silence."""
+    return any(
+        c.type in _KUBELET_CONDITIONS
+        and c.changed_at is not None
+        and abs(c.changed_at - ready_changed) <= _SAME_UPDATE
+        for c in node.conditions
+    )
 
 
 def _keep(out: ScaleDownResult, view: GroupView, count: int, why: str) -> None:

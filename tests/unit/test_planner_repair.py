@@ -413,6 +413,59 @@ def test_with_repair_off_a_node_that_ran_then_died_is_still_replaced_without_bac
     assert not result.group("a100").enter_backoff
 
 
+def _kubelet_conditions(ready: str, ready_since: datetime, others_since: datetime) -> list[dict[str, Any]]:
+    """A node's conditions as `kubectl get node -o json` prints them: the kubelet's three pressure
+    conditions beside Ready, each with its own lastTransitionTime."""
+    pressure = [
+        ("MemoryPressure", "KubeletHasSufficientMemory"),
+        ("DiskPressure", "KubeletHasNoDiskPressure"),
+        ("PIDPressure", "KubeletHasSufficientPID"),
+    ]
+    found: list[dict[str, Any]] = [
+        {"type": kind, "status": "False", "reason": reason, "lastTransitionTime": iso(others_since)}
+        for kind, reason in pressure
+    ]
+    ready_condition = {"type": "Ready", "status": ready, "reason": "KubeletNotReady"}
+    return [*found, {**ready_condition, "lastTransitionTime": iso(ready_since)}]
+
+
+def test_a_node_never_ready_whose_kubelet_came_back_not_ready_is_still_a_failed_launch() -> None:
+    # Given a node registered two hours ago and never Ready, whose kubelet went silent (the node
+    # lifecycle controller set every condition Unknown) and came back still NotReady 10 minutes in:
+    # Ready=False since then, a transition after registration, and its pressure conditions changed
+    # in the same status update
+    created = NOW - timedelta(hours=2)
+    back = created + timedelta(minutes=10)
+    never = node("n1", "i-1", created=created, ready=False)
+    never["status"]["conditions"] = _kubelet_conditions("False", back, back + timedelta(seconds=1))
+    busy = node("n0", "i-0", created=NOW - timedelta(days=2))
+    job = [pod("job", gpus=8, node="n0", tolerations=[GPU_TOLERATION])]
+    # When planned, repair on or off
+    for repair in (True, False):
+        result = run([busy, never], job, repair={"enabled": repair})
+        # Then it is replaced as a failed launch and the group backs off, as for Ready=Unknown
+        assert [t.node for t in result.terminate] == ["n1"]
+        assert result.group("a100").enter_backoff
+        if not repair:
+            assert "the launch failed" in result.terminate[0].reason
+
+
+def test_a_node_whose_kubelet_reported_it_not_ready_after_running_is_no_failed_launch() -> None:
+    # Given a node Ready 15 minutes after launch, then NotReady for 25 as its kubelet reports (its
+    # pressure conditions unchanged since registration: the kubelet never went silent)
+    created = NOW - timedelta(minutes=40)
+    broken = node("n1", "i-1", created=created, ready=False)
+    broken["status"]["conditions"] = _kubelet_conditions("False", NOW - timedelta(minutes=25), created)
+    busy = node("n0", "i-0", created=NOW - timedelta(days=2))
+    job = [pod("job", gpus=8, node="n0", tolerations=[GPU_TOLERATION])]
+    # When planned with repair off (NotReady longer than the provisioning deadline)
+    result = run([busy, broken], job, repair={"enabled": False})
+    # Then it is replaced as a machine that broke: no capacity backoff
+    assert [t.node for t in result.terminate] == ["n1"]
+    assert "it ran, then broke (repair is off)" in result.terminate[0].reason
+    assert not result.group("a100").enter_backoff
+
+
 def test_a_node_never_ready_since_its_launch_is_a_failed_launch() -> None:
     # Given a node whose Ready condition never changed since its registration, 25 minutes ago
     never = node("n1", "i-1", created=NOW - timedelta(minutes=25), ready=False)
