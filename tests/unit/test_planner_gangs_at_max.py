@@ -12,11 +12,13 @@ import pytest
 
 from shared.domain.model import GroupState, ScalerState, Snapshot
 from shared.domain.plan import Outcome
+from shared.formats.aws import capacity_reservation_from_json
 from shared.planner import plan
 from tests.builders import NOW, a100_group, asg, config, node, pod, snapshot
 from tests.builders_provisioning import pod_group, with_objects
+from tests.unit.test_aws_capacity import BLOCK_JSON, configured, group, reserved, zoned
 from tests.unit.test_planner_gangs import _apart, _idle_an_hour, _kueue
-from tests.unit.test_planner_mixed_gangs import _mpijob_at_a100, _two_groups
+from tests.unit.test_planner_mixed_gangs import _cpu_group, _full_a100, _mpijob, _mpijob_at_a100, _two_groups
 
 A100 = "research-a100"
 COSCHEDULING = "scheduling.x-k8s.io/pod-group"
@@ -183,3 +185,68 @@ def test_a_mixed_gang_that_never_starts_gives_back_the_idle_nodes_of_its_group_i
     (reason,) = {p.reason for p in result.pods if p.pod.startswith("research/mpi")}
     assert "has no place: needs 17 a100 nodes, more than the group's max size 16; cpu: " in reason
     assert [c.node for c in result.cordon] == ["n0"]
+
+
+def test_a_gang_only_a_retired_group_admits_keeps_none_of_its_idle_nodes() -> None:
+    # Given a100 retired in config (max_size 0) while its ASG still runs two nodes, idle for an hour,
+    # and a gang of 3 whole-node members only a100 admits
+    cfg = config(node_groups=[a100_group(price_per_hour=32.77, max_size=0)])
+    members = [pod(f"g-{i}", gpus=8, **_kueue("g", 3)) for i in range(3)]  # type: ignore[arg-type]
+    fleet = [asg(A100, desired=2, max_size=16, instances=["i-0", "i-1"])]
+    snap = snapshot(members, [node("n0", "i-0"), node("n1", "i-1")], fleet)
+    # When planned
+    result = plan(_idle_an_hour(snap, "n0", "n1"), cfg, NOW)
+    # Then the gang never starts: the retired group's idle nodes go, and the reason names the group
+    assert result.cordon and {c.node for c in result.cordon} <= {"n0", "n1"}
+    (reason,) = {p.reason for p in result.pods}
+    assert "no group that admits it can launch: a100 (max size 0)" in reason
+
+
+def test_an_mpijob_whose_launchers_only_group_has_max_size_0_keeps_no_idle_gpu_node() -> None:
+    # Given an MPIJob (a CPU launcher and 4 GPU workers, minMember 5), a100 at its max 4 (n0 and n1
+    # idle an hour, n2 and n3 busy) and the only group that admits the launcher switched off (its
+    # ASG's max size 0): the launcher can run nowhere, ever
+    busy, nodes = _full_a100(4)
+    pods = _mpijob("mpi", 4, {"labels": {COSCHEDULING: "mpi"}}) + busy[2:]
+    fleet = [asg(A100, desired=4, max_size=4, instances=[f"i-{i}" for i in range(4)])]
+    fleet.append(asg("research-cpu", desired=0, max_size=0))
+    snap = with_objects(snapshot(pods, nodes, fleet), [pod_group("mpi", 5)])
+    cfg = config(node_groups=[a100_group(price_per_hour=32.77, max_size=4), _cpu_group()])
+    # When planned
+    result = plan(_idle_an_hour(snap, "n0", "n1"), cfg, NOW)
+    # Then the gang never starts: a100's idle nodes are given back
+    assert result.cordon and {c.node for c in result.cordon} <= {"n0", "n1"}
+
+
+def _blocked_world(kind: str) -> tuple[Snapshot, Any]:
+    """a100 at its max 2 in zone a (n0 idle an hour, n1 busy) and a 4-node group that cannot
+    launch: its reservation holds another instance type, or its Launch process is suspended; a gang
+    of 4 whole-node members both admit."""
+    a100 = zoned(asg(A100, desired=2, max_size=2, instances=["i-0", "i-1"]), "us-west-2a")
+    extra: dict[str, Any] = {}
+    if kind == "launch-suspended":
+        extra = {"SuspendedProcesses": [{"ProcessName": "Launch", "SuspensionReason": "User"}]}
+    other = zoned(asg("research-block", desired=0, max_size=4), "us-west-2a", **extra)
+    settings: dict[str, Any] = {"max_size": 4}
+    if kind == "reservation-mismatch":
+        settings |= {"instance_type": "g6e.48xlarge", "capacity_reservation_ids": ["cr-0123456789abcdef0"]}
+    cfg = configured(group("a100", 32.77, max_size=2), group("block", 98.0, **settings))
+    members = [pod(f"g-{i}", gpus=8, **_kueue("g", 4)) for i in range(4)]  # type: ignore[arg-type]
+    snap = snapshot(
+        [pod("busy", gpus=8, node="n1"), *members], [node("n0", "i-0"), node("n1", "i-1")], [a100, other]
+    )
+    if kind == "reservation-mismatch":
+        snap = reserved(capacity_reservation_from_json(BLOCK_JSON), snap, "research-block")
+    return _idle_an_hour(snap, "n0"), cfg
+
+
+@pytest.mark.parametrize("kind", ["reservation-mismatch", "launch-suspended"])
+def test_a_group_whose_growth_is_blocked_does_not_count_at_its_max_size(kind: str) -> None:
+    # Given a gang of 4 that only a100's 2 nodes could ever hold, the other group blocked for good
+    snap, cfg = _blocked_world(kind)
+    # When planned
+    result = plan(snap, cfg, NOW)
+    # Then a100's idle node is given back, the gang never starting
+    assert [c.node for c in result.cordon] == ["n0"]
+    (reason,) = {p.reason for p in result.pods}
+    assert "needs 4 a100 nodes, more than the group's max size 2" in reason

@@ -92,7 +92,9 @@ class GangsAtMax:
         return self._running.get(gang, {})
 
     def unmanaged(self) -> list[str]:
-        """The registered nodes of no managed group (those leaving their ASG aside)."""
+        """The registered nodes kept as they are, emptied (those leaving their ASG aside): those of
+        no managed group, and those of a group that cannot launch for good but may keep nodes (an
+        ASG and a max size above 0: growth blocked, or unavailable), at most its max size of them."""
         if self._unmanaged is None:
             ctx, parked = self.ctx, parked_nodes(self.ctx)
             self._unmanaged = [
@@ -100,6 +102,10 @@ class GangsAtMax:
                 for node in ctx.snapshot.nodes
                 if node.name not in ctx.group_of_node and node.name not in parked
             ]
+            for view in ctx.groups:
+                if view.asg is not None and view.max_size > 0 and not _launches(view):
+                    names = sorted(n.name for n in view.nodes if n.name not in parked)
+                    self._unmanaged.extend(names[: view.max_size])
         return self._unmanaged
 
 
@@ -175,23 +181,27 @@ def _world(gangs: GangsAtMax, unit: Unit) -> _World:
 
 
 def _launches(view: GroupView) -> bool:
-    """Whether the group can ever launch a node: a known shape, an ASG and a max size above 0. A
-    capacity backoff ends, so it does not count; a group that is unavailable does."""
+    """Whether the group can ever launch a node: a known shape, an ASG, a max size above 0 and no
+    growth blocked (a reservation it cannot launch into, an ended Capacity Block, its Launch process
+    suspended). A capacity backoff ends, so it does not count; a group that is unavailable does."""
     return (
         view.shape is not None
         and view.template.free is not None
         and view.max_size > 0
         and view.unavailable_reason is None
+        and view.capacity.growth_blocked is None
     )
 
 
 def _held(ctx: Context, world: _World, unit: Unit) -> Unit | None:
-    """The pending members a node of the world admits (the others are not asked), with how many of
-    them must have a place; None when none need to. Their required pod affinity to pods outside
-    the gang counts as met (`_outsiders_met`)."""
+    """The pending members asked, with how many of them must have a place; None when none need to.
+    Every member is asked but one no managed group admits (whether it can launch or not) and no
+    registered node kept admits: whoever serves it (another autoscaler) is not judged here. A member
+    only a group that cannot launch admits is asked, and fails when that group's nodes have no room.
+    Their required pod affinity to pods outside the gang counts as met (`_outsiders_met`)."""
     specs = {id(p.scheduling): p for p in unit.pods}
     admits = {
-        key: bool(world.room.targets(pod)) or any(gb.view.admits(pod.scheduling) for gb in world.groups)
+        key: bool(world.room.targets(pod)) or any(view.admits(pod.scheduling) for view in ctx.groups)
         for key, pod in specs.items()
     }
     here = [(p, r) for p, r in zip(unit.pods, unit.requests, strict=True) if admits[id(p.scheduling)]]
@@ -246,7 +256,7 @@ def _too_big(ctx: Context, world: _World, held: Unit) -> str | None:
     if not short:
         if admitting:
             return f"a member does not fit an empty {admitting[0].view.name} node"
-        return "its members need more room than the nodes of no group that may run them have"
+        return _nowhere(ctx, pod)
     views = [gb.view for gb in short]
     rest = [r for p, r in left if any(_takes(gb, p, r) for gb in short)][: held.needed - placed]
     more = nodes_needed(ctx, views[0], rest)
@@ -254,6 +264,22 @@ def _too_big(ctx: Context, world: _World, held: Unit) -> str | None:
         return f"a member does not fit an empty {views[0].name} node"
     needed = more + sum(new[id(gb)].opened for gb in short)
     return _beyond(views, needed, sum(world.holding.get(v.name, 0) for v in views))
+
+
+def _nowhere(ctx: Context, pod: Pod) -> str:
+    """Why a member no group that can launch admits has no place: the registered nodes that may run
+    it lack room, and the groups that admit it (if any) can never launch for it."""
+    stuck = [view for view in ctx.groups if view.admits(pod.scheduling)]
+    if not stuck:
+        return "a member needs more room than the nodes of no group that may run it have"
+    why = _listed([f"{v.name} ({_cannot_launch(v)})" for v in stuck])
+    return f"a member has no room on the nodes that may run it, and no group that admits it can launch: {why}"
+
+
+def _cannot_launch(view: GroupView) -> str:
+    if view.max_size <= 0:
+        return f"max size {view.max_size}"
+    return view.unavailable_reason or view.capacity.growth_blocked or "shape unknown"
 
 
 def _takes(gb: GroupBins, pod: Pod, request: Request) -> bool:
