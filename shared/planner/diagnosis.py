@@ -249,7 +249,26 @@ def diagnose(
     codes = set(by_group.values())
     code = next(c for c in _CODE_ORDER if c in codes)
     subject = _gang_subject(unit) if unit.gang else _describe_size(request)
+    if unit.gang and never is not None:
+        saturated |= gang_saturates(ctx, unit, never)
     return code, f"{subject}: " + "; ".join(reasons), frozenset(saturated)
+
+
+def gang_saturates(ctx: Context, unit: Unit, never: NeverStarts) -> set[str]:
+    """The groups a gang that could start saturates: every group at its max size that admits any of
+    its members and whose node would fit it, not only those of the member that found no place (an
+    MPIJob waiting for a GPU node also needs its launcher's CPU node: giving that back buys it again).
+    None when the gang never starts (`never`, one answer for the gang)."""
+    at_max = [
+        view
+        for view in ctx.groups
+        if view.shape is not None
+        and view.current_desired >= view.max_size
+        and any(view.admits(p.scheduling) and not p.requests.exceeding(view.shape) for p in unit.pods)
+    ]
+    if not at_max or never(at_max[0]) is not None:
+        return set()
+    return {view.name for view in at_max}
 
 
 def is_mixed(unit: Unit) -> bool:
@@ -280,6 +299,8 @@ def _diagnose_member(
     index = unit.pods.index(member)
     alone = Unit([member], [unit.requests[index]])
     code, reason, saturated = diagnose(ctx, sim, alone, refused, never)
+    if never is not None:
+        saturated |= gang_saturates(ctx, unit, never)
     if code is ReasonCode.AT_MAX:
         code = ReasonCode.GANG_DOES_NOT_FIT  # a group could take the member but cannot grow
     size = _describe_size(member.requests)

@@ -250,3 +250,32 @@ def test_a_group_whose_growth_is_blocked_does_not_count_at_its_max_size(kind: st
     assert [c.node for c in result.cordon] == ["n0"]
     (reason,) = {p.reason for p in result.pods}
     assert "needs 4 a100 nodes, more than the group's max size 2" in reason
+
+
+def _mpijob_waiting_for_a_gpu_node(job_on_n1: bool) -> Snapshot:
+    """a100 at its max 2 (n0 idle an hour, n1 busy with a job when `job_on_n1`), cpu at its max 1
+    (c0 idle an hour), and an MPIJob of 2 workers and a CPU launcher (minMember 3)."""
+    pods = _mpijob("mpi", 2, {"labels": {COSCHEDULING: "mpi"}})
+    if job_on_n1:
+        pods.append(pod("busy", gpus=8, node="n1"))
+    cpu = node("c0", "i-c0", gpus=0, cpu="31", memory="120Gi", labels={"node-role": "cpu"}, taints=[])
+    fleet = [
+        asg(A100, desired=2, max_size=2, instances=["i-0", "i-1"]),
+        asg("research-cpu", desired=1, max_size=1, instances=["i-c0"]),
+    ]
+    snap = with_objects(
+        snapshot(pods, [node("n0", "i-0"), node("n1", "i-1"), cpu], fleet), [pod_group("mpi", 3)]
+    )
+    return _idle_an_hour(snap, "n0", "c0")
+
+
+def test_a_mixed_gang_that_could_start_keeps_the_idle_node_of_its_launchers_group_too() -> None:
+    # Given an MPIJob whose workers wait for the job on n1 to end, and whose launcher will need the
+    # cpu group's idle node c0 (cpu at its max 1); once the job ends, nothing is bought
+    cfg = config(node_groups=[a100_group(price_per_hour=32.77, max_size=2), {**_cpu_group(), "max_size": 1}])
+    after = plan(_mpijob_waiting_for_a_gpu_node(job_on_n1=False), cfg, NOW)
+    assert {p.outcome for p in after.pods} == {Outcome.EXISTING}
+    # When planned while the job runs
+    result = plan(_mpijob_waiting_for_a_gpu_node(job_on_n1=True), cfg, NOW)
+    # Then neither n0 (the workers') nor c0 (the launcher's) is given back
+    assert result.cordon == () and result.terminate == ()
