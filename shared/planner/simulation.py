@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from shared.domain.constraints import LabelSelector, PodAffinityTerm, SpreadConstraint
+from shared.domain.dra import DeviceId
 from shared.domain.model import Pod, Scheduling, Taint
 from shared.planner.filters.dynamic_resources import Allocation, ClaimDemand, DeviceWorld, dynamic_resources
 from shared.planner.filters.framework import Reason, SimNode
@@ -439,6 +440,12 @@ class Simulation:
         if self._in_use is None:
             self._in_use = set(self.devices.allocated)
         return self.devices.allocate(demand, node, self._in_use, self._claim_nodes)
+
+    def release(self, devices: Iterable[DeviceId]) -> None:
+        """DRA: devices allocated to claims that count as free in this simulation (the at-max rule's
+        world, where the pods holding them have finished)."""
+        if self.devices is not None:
+            self._in_use = set(self.devices.allocated).difference(devices)
 
     def dynamic(
         self, pod: Pod, state: PodState, node: SimNode, request: Request, dims: tuple[str, ...]

@@ -15,8 +15,22 @@ from shared.domain.plan import Outcome
 from shared.formats.aws import capacity_reservation_from_json
 from shared.planner import plan
 from tests.builders import NOW, a100_group, asg, config, node, pod, snapshot
+from tests.builders_dra import (
+    by_name,
+    claim_spec,
+    claim_template,
+    device_class,
+    dra_pod,
+    from_template,
+    gpu_device,
+    gpu_slice,
+    request,
+    resource_claim,
+    slice_spec,
+)
 from tests.builders_provisioning import pod_group, with_objects
 from tests.unit.test_aws_capacity import BLOCK_JSON, configured, group, reserved, zoned
+from tests.unit.test_planner_dra import _dra
 from tests.unit.test_planner_gangs import _apart, _idle_an_hour, _kueue
 from tests.unit.test_planner_mixed_gangs import _cpu_group, _full_a100, _mpijob, _mpijob_at_a100, _two_groups
 
@@ -278,4 +292,77 @@ def test_a_mixed_gang_that_could_start_keeps_the_idle_node_of_its_launchers_grou
     # When planned while the job runs
     result = plan(_mpijob_waiting_for_a_gpu_node(job_on_n1=True), cfg, NOW)
     # Then neither n0 (the workers') nor c0 (the launcher's) is given back
+    assert result.cordon == () and result.terminate == ()
+
+
+_EIGHT_DEVICES = [slice_spec([gpu_device(i) for i in range(8)], pool="gpus")]
+
+
+def _running_dra(name: str, claim: str, on: str, gang: bool) -> dict[str, Any]:
+    """A running pod holding the allocated claim `claim` on node `on` (a member of gang g or not)."""
+    running = dra_pod(name, [by_name(claim)], statuses=None)
+    if gang:
+        running["metadata"]["labels"] = {COSCHEDULING: "g"}
+    running["spec"]["nodeName"] = on
+    running["status"] = {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    return running
+
+
+def _pending_dra(i: int, template: str) -> dict[str, Any]:
+    member = dra_pod(f"g-{i}", [from_template(template=template)])
+    member["metadata"]["labels"] = {COSCHEDULING: "g"}
+    return member
+
+
+def _dra_world(
+    pods: list[dict[str, Any]], objects: list[Any], nodes: list[dict[str, Any]], idle: str, members: int
+) -> Any:
+    """a100 (DRA, 8 devices a node) at its max 2 (n0, n1), `idle` idle an hour, gang g of `members`;
+    planned."""
+    fleet = [asg(A100, desired=2, max_size=2, instances=["i-0", "i-1"])]
+    group = pod_group("g", members, namespace="ml")
+    snap = with_objects(replace(snapshot(pods, nodes, fleet), dra=_dra(objects)), [group])
+    cfg = config(node_groups=[a100_group(price_per_hour=32.77, max_size=2, resource_slices=_EIGHT_DEVICES)])
+    return plan(_idle_an_hour(snap, idle), cfg, NOW)
+
+
+def test_a_dra_gang_keeps_the_idle_node_while_a_job_holds_the_devices_of_a_node_of_no_group() -> None:
+    # Given a DRA gang of 3 (8 devices each), a100 at its max 2 (n0 idle an hour, n1 busy with a pod
+    # of no device), and u0, a node of no group whose 8 devices a running job's claim holds: once
+    # both jobs end the gang starts on n0, n1 and u0
+    objects = [device_class(), claim_template("eight", claim_spec(request(count=8)), namespace="ml")]
+    objects += [gpu_slice("n0"), gpu_slice("n1"), gpu_slice("u0")]
+    objects.append(
+        resource_claim(
+            "job-gpus",
+            claim_spec(request(count=8)),
+            allocated_on="u0",
+            devices=tuple(f"gpu-{i}" for i in range(8)),
+        )
+    )
+    pods = [_pending_dra(i, "eight") for i in range(3)]
+    pods += [pod("busy-n1", gpus=0, cpu="1", node="n1"), _running_dra("job", "job-gpus", "u0", gang=False)]
+    nodes = [node("n0", "i-0", gpus=0), node("n1", "i-1", gpus=0), node("u0", "i-u0", gpus=0)]
+    # When planned
+    result = _dra_world(pods, objects, nodes, "n0", 3)
+    # Then n0 is kept for it: the job's devices count as free in the world it could start in
+    assert result.cordon == () and result.terminate == ()
+
+
+def test_a_dra_gang_keeps_the_idle_node_while_a_job_beside_its_running_member_holds_devices() -> None:
+    # Given a DRA gang of 4 (4 devices each, minimum 3 pending): g-0 runs on n0 (devices 0-3), a job
+    # holds n0's devices 4-7, n1 idle an hour: once the job ends, g-1 on n0, g-2 and g-3 on n1
+    objects = [device_class(), claim_template("four", claim_spec(request(count=4)), namespace="ml")]
+    objects += [gpu_slice("n0"), gpu_slice("n1")]
+    for claim, devices in (("g0-gpus", range(4)), ("job-gpus", range(4, 8))):
+        held = tuple(f"gpu-{i}" for i in devices)
+        objects.append(resource_claim(claim, claim_spec(request(count=4)), allocated_on="n0", devices=held))
+    pods = [
+        _running_dra("g-0", "g0-gpus", "n0", gang=True),
+        _running_dra("job", "job-gpus", "n0", gang=False),
+    ]
+    pods += [_pending_dra(i, "four") for i in range(1, 4)]
+    # When planned
+    result = _dra_world(pods, objects, [node("n0", "i-0", gpus=0), node("n1", "i-1", gpus=0)], "n1", 4)
+    # Then n1 is kept for it: the job's devices beside g-0 count as free, g-0's own stay taken
     assert result.cordon == () and result.terminate == ()

@@ -26,7 +26,7 @@ keeping of idle nodes hangs on it: no busy node is cordoned for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from shared.domain.constraints import PodAffinityTerm
 from shared.domain.model import Pod
@@ -34,32 +34,23 @@ from shared.planner.backlog import Unit
 from shared.planner.context import Context, GroupView
 from shared.planner.diagnosis import NeverStarts
 from shared.planner.filters.framework import SimNode
-from shared.planner.gangs import GangIndex, nodes_needed
-from shared.planner.ground_truth import Recall
+from shared.planner.gangs import nodes_needed
 from shared.planner.packing import Bins, Journal, Request, fits
-from shared.planner.scale_up.groups import GroupBins, empty_at_max
+from shared.planner.scale_up.at_max_world import World, Worlds
+from shared.planner.scale_up.groups import GroupBins
 from shared.planner.scale_up.members import place_anywhere
-from shared.planner.scale_up.registered import (
-    ExistingRoom,
-    existing_classes,
-    parked_nodes,
-    referenced_label_keys,
-)
-from shared.planner.scale_up.run import Run, simulation
 
 _ROOM = ("Insufficient", "Too many")  # the filters' words for room, not for a rule
 _ANY_RULE = "anti-affinity, host ports, spread, devices"
 
 
 class GangsAtMax:
-    """The at-max rule for the gangs of one run. What every gang's world shares is read once, on the
-    first question: the registered nodes of no managed group, and the running members of every gang
-    by node (finding one gang's members reads every bound pod)."""
+    """The at-max rule for the gangs of one run (`units`: those left without a place). What every
+    gang's world shares is read once, on the first question (`Worlds`)."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, units: list[Unit]) -> None:
         self.ctx = ctx
-        self._running: dict[str, dict[str, list[Pod]]] | None = None
-        self._unmanaged: list[str] | None = None
+        self.worlds = Worlds(ctx, units)
 
     def never_starts(self, unit: Unit) -> NeverStarts:
         """The rule for one gang, as diagnosis asks it of each group at its max size: why the gang
@@ -76,57 +67,11 @@ class GangsAtMax:
 
         return of
 
-    def running(self, gang: str | None) -> dict[str, list[Pod]]:
-        """The gang's running members by node: they count toward it, and keep their node."""
-        if not gang:
-            return {}
-        if self._running is None:
-            ctx = self.ctx
-            index = GangIndex(ctx.config.policy, ctx.snapshot.pod_groups)
-            self._running = {}
-            for name, pods in ctx.pods_on_node.items():
-                for pod in pods:
-                    mark = index.mark(pod) if pod.labels or pod.annotations else None
-                    if mark is not None:
-                        self._running.setdefault(mark.key, {}).setdefault(name, []).append(pod)
-        return self._running.get(gang, {})
-
-    def unmanaged(self) -> list[str]:
-        """The registered nodes kept as they are, emptied (those leaving their ASG aside): those of
-        no managed group, and those of a group that cannot launch for good but may keep nodes (an
-        ASG and a max size above 0: growth blocked, or unavailable), at most its max size of them."""
-        if self._unmanaged is None:
-            ctx, parked = self.ctx, parked_nodes(self.ctx)
-            self._unmanaged = [
-                node.name
-                for node in ctx.snapshot.nodes
-                if node.name not in ctx.group_of_node and node.name not in parked
-            ]
-            for view in ctx.groups:
-                if view.asg is not None and view.max_size > 0 and not _launches(view):
-                    names = sorted(n.name for n in view.nodes if n.name not in parked)
-                    self._unmanaged.extend(names[: view.max_size])
-        return self._unmanaged
-
-
-@dataclass
-class _World:
-    """What the gang could ever start on: every group that can launch, at its max size with its nodes
-    new and empty (`groups`), and the registered nodes kept (`room`): those running its members
-    (`holding`, per group name) and those of no managed group, their room taken by the gang's own
-    members and DaemonSet pods alone."""
-
-    run: Run
-    groups: list[GroupBins]
-    room: ExistingRoom
-    members: set[str]  # keys of the gang's running members
-    holding: dict[str, int]
-
 
 def _verdict(gangs: GangsAtMax, unit: Unit) -> str | None:
     """Why the gang has no place in the world it could ever start in (None: it has one)."""
     ctx = gangs.ctx
-    world = _world(gangs, unit)
+    world = gangs.worlds.world(unit)
     held = _held(ctx, world, unit)
     if held is None:
         return None  # no member the world admits must have a place: nothing to prove
@@ -145,55 +90,14 @@ def _verdict(gangs: GangsAtMax, unit: Unit) -> str | None:
             refusal.append(_rule(world, pod, request))
         return found
 
-    placements, missing = run.place_members(held, place_one, minimum=held.needed)
+    placements, missing = run.place_members(held, place_one, minimum=held.needed, trial=True)
     if placements is not None:
         return None
     rule = refusal[0] if refusal else None
     return _too_big(ctx, world, held) or _cause(world, held, len(placed), rule, missing)
 
 
-def _world(gangs: GangsAtMax, unit: Unit) -> _World:
-    """The world of `_World`, its nodes in a simulation of their own: only the pods kept on them are
-    bound there, so pods that will have finished constrain nothing."""
-    ctx = gangs.ctx
-    on_node = gangs.running(unit.gang)
-    kept = set(on_node).union(gangs.unmanaged())
-    members = {pod.key for pods in on_node.values() for pod in pods}
-    bound = {
-        name: [p for p in ctx.pods_on_node.get(name, ()) if p.key in members or p.is_daemonset or p.is_mirror]
-        for name in kept
-    }
-    run = Run(ctx, simulation(ctx, bound), Recall())
-    others = {node.name for node in ctx.snapshot.nodes if node.name not in kept}
-    classes = existing_classes(
-        ctx, excluded=others, label_keys=referenced_label_keys([unit]), sim=run.sim, bound=bound
-    )
-    holding: dict[str, int] = {}
-    for name in on_node:
-        group = ctx.group_of_node.get(name)
-        holding[group.name if group else ""] = holding.get(group.name if group else "", 0) + 1
-    groups = [
-        empty_at_max(ctx, view, holding.get(view.name, 0), position)
-        for position, view in enumerate(ctx.groups)
-        if _launches(view)
-    ]
-    return _World(run, groups, ExistingRoom(ctx, classes, run.sim), members, holding)
-
-
-def _launches(view: GroupView) -> bool:
-    """Whether the group can ever launch a node: a known shape, an ASG, a max size above 0 and no
-    growth blocked (a reservation it cannot launch into, an ended Capacity Block, its Launch process
-    suspended). A capacity backoff ends, so it does not count; a group that is unavailable does."""
-    return (
-        view.shape is not None
-        and view.template.free is not None
-        and view.max_size > 0
-        and view.unavailable_reason is None
-        and view.capacity.growth_blocked is None
-    )
-
-
-def _held(ctx: Context, world: _World, unit: Unit) -> Unit | None:
+def _held(ctx: Context, world: World, unit: Unit) -> Unit | None:
     """The pending members asked, with how many of them must have a place; None when none need to.
     Every member is asked but one no managed group admits (whether it can launch or not) and no
     registered node kept admits: whoever serves it (another autoscaler) is not judged here. A member
@@ -215,7 +119,7 @@ def _held(ctx: Context, world: _World, unit: Unit) -> Unit | None:
     return held
 
 
-def _rule(world: _World, pod: Pod, request: Request) -> str | None:
+def _rule(world: World, pod: Pod, request: Request) -> str | None:
     """The scheduler's words for what keeps the member off every node of the world that admits it
     (a node with room it may not use, or a new node it would not take), None when room alone does."""
     sim, dims = world.run.sim, world.run.ctx.dims
@@ -233,7 +137,7 @@ def _rule(world: _World, pod: Pod, request: Request) -> str | None:
     return None
 
 
-def _too_big(ctx: Context, world: _World, held: Unit) -> str | None:
+def _too_big(ctx: Context, world: World, held: Unit) -> str | None:
     """Why the gang's requests alone never fit the world (None: they would, a rule keeps the members
     apart): the members placed by requests only, first fit on the kept nodes' room, then on new
     nodes of the first group that admits each; the nodes the first left over needs are counted in
@@ -334,7 +238,7 @@ def _outsiders_met(ctx: Context, gang: set[str], members: list[Pod]) -> list[Pod
     return relaxed
 
 
-def _cause(world: _World, held: Unit, placed: int, rule: str | None, missing: Pod | None) -> str:
+def _cause(world: World, held: Unit, placed: int, rule: str | None, missing: Pod | None) -> str:
     """The reason a gang whose requests fit the world still gives when it never starts: the rule
     that keeps its members apart, in the groups that admit the first member left without a place."""
     views = [gb.view for gb in world.groups if missing is not None and gb.view.admits(missing.scheduling)]

@@ -35,14 +35,24 @@ class ExistingClass:
 class ExistingRoom:
     """Free room of registered nodes: which classes admit a pod, and the outcome of a placement."""
 
-    def __init__(self, ctx: Context, classes: list[ExistingClass], sim: Simulation) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        classes: list[ExistingClass],
+        sim: Simulation,
+        known: Mapping[tuple[int, int], SimNode] | None = None,
+    ) -> None:
+        """`known`: the nodes of classes another room already mapped (the at-max rule's shared
+        room): copied, not rebuilt node by node."""
         self.ctx = ctx
         self.classes = classes
         self.sim = sim
         self._admitting: dict[int, list[Bins]] = {}
         self._uncordon = {id(cls.bins) for cls in classes if cls.uncordon}
-        self.node_of: dict[tuple[int, int], SimNode] = {}
+        self.node_of: dict[tuple[int, int], SimNode] = dict(known) if known else {}
         for cls in classes:
+            if known and (id(cls.bins), 0) in known:
+                continue
             for index, name in enumerate(cls.bins.ids):
                 assert name is not None
                 self.node_of[(id(cls.bins), index)] = sim.nodes[name]
@@ -187,10 +197,10 @@ def existing_classes(
         cls.bins.placed.append(0)
         # A scaler-cordoned node is judged schedulable: the plan uncordons it to use it.
         sim.add_node(SimNode(node.name, node.labels, node.taints, free, False, bound_ports(pods)))
-    return sorted((c for c in classes.values() if c.bins.ids), key=_class_order)
+    return sorted((c for c in classes.values() if c.bins.ids), key=class_order)
 
 
-def _class_order(cls: ExistingClass) -> tuple[bool, str]:
+def class_order(cls: ExistingClass) -> tuple[bool, str]:
     """Schedulable nodes first (and those uncordoned anyway), by name; uncordoning is the fallback
     before buying nodes."""
     return (cls.uncordon and not cls.uncordoned_anyway, cls.first)

@@ -25,7 +25,7 @@ def report_unplaced(ctx: Context, sim: Simulation, buckets: Buckets, recalled: R
     """Why each unit left in the buckets found no place, one diagnosis per distinct kind of unit."""
     remaining = sorted((u for b in buckets.values() for u in b.units.values()), key=lambda u: u.order)
     cache: dict[tuple[object, ...], Diagnosis] = {}
-    at_max = GangsAtMax(ctx)
+    at_max = GangsAtMax(ctx, remaining)
     found = Unplaced()
     for unit in remaining:
         pod = unit.pods[0]

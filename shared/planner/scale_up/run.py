@@ -64,12 +64,13 @@ class Run:
         return self.place_members(unit, place_one, minimum=len(unit.pods))[0]
 
     def place_members(
-        self, unit: Unit, place_one: PlaceOne, *, minimum: int
+        self, unit: Unit, place_one: PlaceOne, *, minimum: int, trial: bool = False
     ) -> tuple[list[tuple[Pod, Bins, int]] | None, Pod | None]:
         """Place the unit's pods, at least `minimum` of them (an elastic gang keeps every member
         beyond it that fits, as Volcano binds a job once minAvailable members are allocated), or
-        none. Returns the placements (None when too few fit) and the first member with no place."""
-        journal = Journal() if len(unit.pods) > 1 else None
+        none. Returns the placements (None when too few fit) and the first member with no place.
+        `trial`: only the answer counts, every placement is undone (the at-max rule's shared room)."""
+        journal = Journal() if len(unit.pods) > 1 or trial else None
         if journal is not None:
             self.sim.checkpoint()
         placements: list[tuple[Pod, Bins, int]] = []
@@ -82,12 +83,12 @@ class Run:
             missing = missing or pod
             if minimum == len(unit.pods):
                 break  # all or nothing: no need to try the others
-        if len(placements) < minimum:
+        if len(placements) < minimum or trial:
             if journal is not None:
                 self.sim.rollback()
                 journal.rollback()
                 self.placer.forget()
-            return None, missing
+            return (placements if len(placements) >= minimum else None), missing
         if journal is not None:
             self.sim.commit()
         return placements, missing
