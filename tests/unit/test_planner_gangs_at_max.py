@@ -366,3 +366,26 @@ def test_a_dra_gang_keeps_the_idle_node_while_a_job_beside_its_running_member_ho
     result = _dra_world(pods, objects, [node("n0", "i-0", gpus=0), node("n1", "i-1", gpus=0)], "n1", 4)
     # Then n1 is kept for it: the job's devices beside g-0 count as free, g-0's own stay taken
     assert result.cordon == () and result.terminate == ()
+
+
+def test_a_gang_first_fit_places_badly_is_not_said_to_need_more_nodes_than_it_does() -> None:
+    # Given a100-a (pool a) and a100-b (pool b), max 1 each, both at their max (a0 busy, b0 idle an
+    # hour), and a gang of 2 whole-node members: g-0 may run in either pool, g-1 only in pool a
+    def pool(name: str, asg_name: str, label: str) -> dict[str, Any]:
+        labels = {"gpu": "a100", "pool": label}
+        return a100_group(name=name, asg_name=asg_name, price_per_hour=32.77, max_size=1, labels=labels)
+
+    cfg = config(node_groups=[pool("a100-a", "asg-a", "a"), pool("a100-b", "asg-b", "b")])
+    members = [pod("g-0", gpus=8, **_kueue("g", 2))]  # type: ignore[arg-type]
+    members.append(pod("g-1", gpus=8, node_selector={"pool": "a"}, **_kueue("g", 2)))  # type: ignore[arg-type]
+    nodes = [node(f"{p}0", f"i-{p}0", labels={"gpu": "a100", "pool": p}) for p in "ab"]
+    fleet = [asg(f"asg-{p}", desired=1, max_size=1, instances=[f"i-{p}0"]) for p in "ab"]
+    snap = _idle_an_hour(snapshot([pod("busy", gpus=8, node="a0"), *members], nodes, fleet), "b0")
+    # When planned (first fit puts g-0 on pool a's one node: the placement's own limit)
+    result = plan(snap, cfg, NOW)
+    # Then the reason claims no node count the gang does not need (2 nodes of a100-a), and says what
+    # first fit found
+    (reason,) = {p.reason for p in result.pods}
+    assert "needs 2" not in reason
+    assert "first fit, its members find no place together" in reason
+    assert "1 of the 2 members it must hold have a place" in reason

@@ -3,25 +3,36 @@ max size it could use are saturated by it (their idle nodes kept for it) or not.
 
 One question per gang, answered once a run whatever the number of groups at their max: could the
 gang start if every group that can ever launch grew to its max size with its nodes empty, and every
-pod that is not a member of the gang (DaemonSet pods excepted) had finished? That world holds:
+pod that is not a member of the gang (DaemonSet pods excepted) had finished? That world holds
+(`at_max_world`, its shared part built once a run):
 - each managed group with a known shape, an ASG, a max size above 0 and nothing that keeps it from
-  launching for good (capacity backoff ends: it does not count), grown to its max size, every node
-  new and empty but the nodes that run members of the gang;
+  launching for good (unavailable, growth blocked: a reservation it cannot launch into, an ended
+  Capacity Block, its Launch process suspended; capacity backoff ends: it does not count), grown to
+  its max size, every node new and empty but the nodes that run members of the gang;
+- a group that cannot launch but has an ASG and a max size above 0: its registered nodes not
+  leaving, at most its max size of them, and no new node; a group of max size 0 or without an ASG
+  holds nothing;
 - those nodes, and the registered nodes of no managed group (the planner places members on their
   free room too), each with its allocatable less only the gang's running members and its DaemonSet
-  and mirror pods. The running members stay on them in the simulation, under their nodes' real
-  names, so their anti-affinity, host ports, spread and devices constrain the pending members.
+  and mirror pods, the DRA devices of claims only pods outside the gang hold free. The running
+  members stay on them in the simulation, under their nodes' real names, so their anti-affinity,
+  host ports, spread and devices constrain the pending members.
 The pending members are placed there as the planner places a gang (`place_anywhere`, member by
 member across free room and groups, at least the gang's minimum), each through the scheduler's
-filters. Members no node of that world admits are not asked. Required pod affinity to pods outside
-the gang counts as met, those pods being gone (`_outsiders_met`).
+filters, as a trial that leaves the shared room as it was. Every member is asked but one no managed
+group (launching or not) and no kept registered node admits: whoever serves it (another autoscaler)
+is not judged here; a member only a group that cannot launch admits is asked, and fails when that
+group's nodes have no room. Required pod affinity to pods outside the gang counts as met, those pods
+being gone (`_outsiders_met`).
 
-A gang with a place there will start once the jobs in its way end: every group at its max keeps its
-idle nodes for it (giving them back would buy them again). A gang without one never starts, however
+A gang with a place there will start once the jobs in its way end: every group at its max that
+admits any of its members keeps its idle nodes for it (giving them back would buy them again;
+diagnosis.gang_saturates). A gang without one never starts, however
 long its groups wait: cluster-autoscaler lets no pod it cannot help keep an unneeded node, and
 neither does this; every group says why ("needs 5 nodes of a100-a and a100-b, more than the max
-sizes of a100-a (2) and a100-b (2) together", or the rule that keeps the members apart). Only the
-keeping of idle nodes hangs on it: no busy node is cordoned for it.
+sizes of a100-a (2) and a100-b (2) together" only when that count holds whatever the order of the
+members, or the rule that keeps the members apart, or that first fit found no place for them all).
+Only the keeping of idle nodes hangs on it: no busy node is cordoned for it.
 """
 
 from __future__ import annotations
@@ -41,7 +52,6 @@ from shared.planner.scale_up.groups import GroupBins
 from shared.planner.scale_up.members import place_anywhere
 
 _ROOM = ("Insufficient", "Too many")  # the filters' words for room, not for a rule
-_ANY_RULE = "anti-affinity, host ports, spread, devices"
 
 
 class GangsAtMax:
@@ -162,12 +172,30 @@ def _too_big(ctx: Context, world: World, held: Unit) -> str | None:
             return f"a member does not fit an empty {admitting[0].view.name} node"
         return _nowhere(ctx, pod)
     views = [gb.view for gb in short]
-    rest = [r for p, r in left if any(_takes(gb, p, r) for gb in short)][: held.needed - placed]
-    more = nodes_needed(ctx, views[0], rest)
-    if more is None:
+    if any(gb.bins.new_shape != short[0].bins.new_shape for gb in short):
+        return None  # nodes of several shapes: no one count to give, the cause says what it can
+    needed = _needed_at_least(ctx, world, held, short)
+    if needed is None:
         return f"a member does not fit an empty {views[0].name} node"
-    needed = more + sum(new[id(gb)].opened for gb in short)
+    if needed <= sum(gb.bins.max_new for gb in short):
+        return None  # first fit fell short, not the max sizes: the cause says so
     return _beyond(views, needed, sum(world.holding.get(v.name, 0) for v in views))
+
+
+def _needed_at_least(ctx: Context, world: World, held: Unit, short: list[GroupBins]) -> int | None:
+    """How many new nodes of the `short` groups (one shape) the gang needs at least, whatever the
+    order of its members: those no kept node has room for and no other group takes go there, but
+    for as many of the others as could run elsewhere. A bound, never first fit's count (first fit
+    may fill a node with a member that could have gone elsewhere); None when one fits no such node."""
+    ids = {id(gb) for gb in short}
+    only = [
+        r
+        for p, r in zip(held.pods, held.requests, strict=True)
+        if not any(fits(r, free) for bins in world.room.targets(p) for free in bins.free)
+        and all(id(gb) in ids for gb in world.groups if _takes(gb, p, r))
+    ]
+    elsewhere = len(held.pods) - len(only)
+    return nodes_needed(ctx, short[0].view, only[: max(0, held.needed - elsewhere)])
 
 
 def _nowhere(ctx: Context, pod: Pod) -> str:
@@ -242,7 +270,11 @@ def _cause(world: World, held: Unit, placed: int, rule: str | None, missing: Pod
     """The reason a gang whose requests fit the world still gives when it never starts: the rule
     that keeps its members apart, in the groups that admit the first member left without a place."""
     views = [gb.view for gb in world.groups if missing is not None and gb.view.admits(missing.scheduling)]
-    apart = f"its members' own rules keep them apart ({rule or _ANY_RULE})"
+    apart = (
+        f"its members' own rules keep them apart ({rule})"
+        if rule
+        else "placed one by one as the scheduler would, first fit, its members find no place together"
+    )
     if not views:
         return (
             f"never starts on the nodes that may run it: {apart}; with only the gang's own pods on"
