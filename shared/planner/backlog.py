@@ -164,9 +164,8 @@ def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list
     requests = prepare_requests(ctx)
     singles: list[Pod] = []
     nominated: list[Pod] = []  # left alone, room on its way: a gang member among them is present
-    for pod in ctx.snapshot.pods:
-        # Bound pods (most of them) are never pending: no property call for them.
-        if pod.node_name or not pod.is_pending_unschedulable or pod.key in requests.consumers:
+    for pod in ctx.unbound:  # bound pods (most of them) are never pending: not read here at all
+        if not pod.is_pending_unschedulable or pod.key in requests.consumers:
             continue
         outcome = _left_alone(ctx, pod)
         if outcome is not None:
