@@ -199,8 +199,8 @@ def plan_attrition(
         chosen, lifted = _plan_group(ctx, view, policy, marked, incoming, outcomes, leaving)
         marks.extend(NodeMark(n, view.name, why, taint.key, taint.effect) for n, why in chosen)
         unmarks.extend(NodeMark(n, view.name, why, taint.key, taint.effect) for n, why in lifted)
-    known = {n.name for view in ctx.groups for n in view.nodes}
-    for name in sorted(marked - known):  # a node left its group's ASG: nothing to steer there
+    # A node left its group's ASG: nothing to steer there (group_of_node holds every group's nodes).
+    for name in sorted(marked - ctx.group_of_node.keys()):
         if any(n.name == name for n in ctx.snapshot.nodes):
             unmarks.append(NodeMark(name, "", "not a node of a managed group", taint.key, taint.effect))
     return AttritionResult(

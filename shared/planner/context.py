@@ -240,7 +240,12 @@ def _zone_ids(
 
 def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Context:
     """Join config, ASGs, nodes and pods into the indexes the planning rules read."""
-    nodes_by_instance = {n.instance_id: n for n in snapshot.nodes if n.instance_id}
+    nodes_by_instance: dict[str, Node] = {}
+    nodes_by_name: dict[str, Node] = {}
+    for node in snapshot.nodes:  # both indexes in one pass: every node of every run
+        nodes_by_name[node.name] = node
+        if node.instance_id:
+            nodes_by_instance[node.instance_id] = node
     pods_on_node: dict[str, list[Pod]] = {}
     busy: set[str] = set()
     unbound: list[Pod] = []
@@ -276,5 +281,5 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
         pods_on_node=pods_on_node,
         busy_nodes=frozenset(busy),
         unbound=unbound,
-        nodes_by_name={n.name: n for n in snapshot.nodes},
+        nodes_by_name=nodes_by_name,
     )
