@@ -102,17 +102,11 @@ class AttritionResult:
     unmark: tuple[NodeMark, ...] = ()
 
 
-class _Found(NamedTuple):
-    """A node attrition may mark (or keep marked), as the pass over the group finds it, before it is
-    ranked (a named tuple: one is built for many nodes of every run, and a frozen dataclass's __init__
-    sets each field through object.__setattr__)."""
-
-    name: str
-    free: int
-    node: Node
-    pods: Sequence[Pod]
-    used: int
-    gpus: int
+# A node attrition may mark (or keep marked) as the pass over its group finds it, before it is ranked:
+# (its free GPUs, the node). A plain pair: one is built for many nodes of every run. A candidate has
+# no pod arriving (_why_not), so its GPUs in use are its GPUs less the free ones.
+_Found = tuple[int, Node]
+_FREE = itemgetter(0)
 
 
 class _Candidate(NamedTuple):
@@ -169,10 +163,10 @@ class _Prefix:
         and no reason is written (they stay marked). Most runs, where marks stand, rank nothing."""
         if not found or self.full or self.kept >= self.removable:
             return False
-        if self.pool - min(f.free for f in found) < self.spare:
+        if self.pool - min(map(_FREE, found)) < self.spare:
             return False
         fits_all = self.kept + len(found) <= self.removable
-        return not (marked and fits_all and self.pool - sum(f.free for f in found) >= self.spare)
+        return not (marked and fits_all and self.pool - sum(map(_FREE, found)) >= self.spare)
 
 
 def plan_attrition(
@@ -251,14 +245,36 @@ def _plan_group(
             continue  # never a candidate, and why not is read only to lift a mark: no protection test
         why_not = _why_not(node, pods, view.asg, arriving, schedulable, gpus, free, leaving, policy)
         if why_not is None:
-            (held if node.name in marked else others).append(_Found(node.name, free, node, pods, used, gpus))
+            (held if node.name in marked else others).append((free, node))
         elif node.name in marked and why_not not in (_LEAVING, _NOT_SCHEDULABLE, _FULL):
             lifted.append((node.name, why_not))
     if not policy.enabled or not (held or others):
         return [], lifted
     spare = spare_gpus(view, policy, gpus_per_node)
     prefix = _Prefix(pool, kept, removable_above_min(len(view.nodes), view.min_size), spare)
-    return _walk(prefix, held, others, lifted, cutoff, now), lifted
+    return _walk(prefix, held, others, lifted, _Ranking(pods_on_node, cutoff, now)), lifted
+
+
+class _Ranking(NamedTuple):
+    """What ranking candidates reads besides the nodes: their pods, the priority cutoff, the clock."""
+
+    pods_on_node: Mapping[str, Sequence[Pod]]
+    cutoff: int | None
+    now: datetime
+
+    def ranked(self, found: list[_Found]) -> list[_Candidate]:
+        """`found` in the order they are marked in, cheapest to empty first (see _Candidate)."""
+        ranked: list[_Candidate] = []
+        cutoff, now = self.cutoff, self.now
+        for free, node in found:
+            # Counted and their latest end taken: busy_pods' order by key is not needed here.
+            busy = [p for p in self.pods_on_node.get(node.name, ()) if p.keeps_node_busy(cutoff, now)]
+            remaining = expected_remaining_seconds(now, busy)
+            newest = -node.created_at.timestamp() if node.created_at else -0.0
+            gpus = node.allocatable.gpus
+            ranked.append(_Candidate(remaining, gpus - free, len(busy), newest, node.name, node, gpus, free))
+        ranked.sort(key=_ORDER)
+        return ranked
 
 
 def _walk(
@@ -266,34 +282,24 @@ def _walk(
     held: list[_Found],
     others: list[_Found],
     lifted: list[tuple[str, str]],
-    cutoff: int | None,
-    now: datetime,
+    ranking: _Ranking,
 ) -> list[tuple[str, str]]:
     """(node, reason) to mark: the prefix of the candidates in their order, the marked ones (`held`)
     first; the marked ones past it join `lifted`. Each set is ranked only when its order matters."""
-    for cand in _ranked(held, cutoff, now) if prefix.order_matters(held, marked=True) else held:
-        if not prefix.take(cand.free):
-            lifted.append((cand.name, f"its room is needed: {prefix.room()}"))
+    if prefix.order_matters(held, marked=True):
+        walk = [(cand.free, cand.name) for cand in ranking.ranked(held)]
+    else:
+        walk = [(free, node.name) for free, node in held]
+    for free, name in walk:
+        if not prefix.take(free):
+            lifted.append((name, f"its room is needed: {prefix.room()}"))
     chosen: list[tuple[str, str]] = []
     if prefix.order_matters(others, marked=False):
-        for ranked in _ranked(others, cutoff, now):
-            if not prefix.take(ranked.free):
+        for cand in ranking.ranked(others):
+            if not prefix.take(cand.free):
                 break  # the prefix ended: the rest stay unmarked
-            chosen.append((ranked.name, _mark_reason(ranked, prefix.pool, prefix.spare)))
+            chosen.append((cand.name, _mark_reason(cand, prefix.pool, prefix.spare)))
     return chosen
-
-
-def _ranked(found: list[_Found], cutoff: int | None, now: datetime) -> list[_Candidate]:
-    """`found` in the order they are marked in, cheapest to empty first (see _Candidate)."""
-    ranked: list[_Candidate] = []
-    for name, free, node, pods, used, gpus in found:
-        # Counted and their latest end taken: busy_pods' order by key is not needed here.
-        busy = [p for p in pods if p.keeps_node_busy(cutoff, now)]
-        remaining = expected_remaining_seconds(now, busy)
-        newest = -node.created_at.timestamp() if node.created_at else -0.0
-        ranked.append(_Candidate(remaining, used, len(busy), newest, name, node, gpus, free))
-    ranked.sort(key=_ORDER)
-    return ranked
 
 
 def mark_blocker(node: Node | None, pods: Sequence[Pod]) -> str | None:
