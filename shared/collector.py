@@ -23,11 +23,6 @@ them again. What it costs: the reference cycles the import left as garbage are f
 freed (~27,000 objects, ~8.6 MB, once per container: the functions' memory is 1,024 MB); collecting
 them first would add ~49 ms to every cold start. A list's decode does not keep: its objects are
 dropped after the run, and a frozen object in a reference cycle would never be freed.
-
-`gc_frozen`: what is alive when a long block starts (a replay's trace, loaded up front: hundreds of
-thousands of jobs and pods) is out of every collection's reach until the block ends, then handed
-back to the collector, so nothing is kept past it. A full collection of the whole Philly replay
-walked them ten times, ~1 s of its ~55 s.
 """
 
 from __future__ import annotations
@@ -35,21 +30,6 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-
-@contextmanager
-def gc_frozen() -> Iterator[None]:
-    """Within the block, the objects alive at its start are frozen (`gc.freeze`); after it, they are
-    collectable again (`gc.unfreeze`). Nothing is done when something froze objects before: unfreezing
-    would hand theirs back too."""
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 @contextmanager

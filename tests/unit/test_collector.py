@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.collector import gc_frozen, gc_paused
+from shared.collector import gc_paused
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,26 +50,6 @@ def test_a_collector_that_was_off_stays_off() -> None:
     finally:
         if was:
             gc.enable()
-
-
-def test_what_is_alive_is_frozen_inside_and_collectable_again_after() -> None:
-    if gc.get_freeze_count():
-        gc.unfreeze()  # an earlier test's freeze would make gc_frozen stand aside
-    kept = [object() for _ in range(10)]
-    with gc_frozen():
-        assert gc.get_freeze_count() >= len(kept)
-    assert gc.get_freeze_count() == 0
-
-
-def test_an_earlier_freeze_is_left_as_it_was() -> None:
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        with gc_frozen():
-            pass
-        assert gc.get_freeze_count() == frozen
-    finally:
-        gc.unfreeze()
 
 
 PROBE = """

@@ -42,7 +42,6 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from shared.collector import gc_frozen
 from shared.config import ScalerConfig
 from shared.domain.errors import ConfigError
 from shared.domain.model import Snapshot
@@ -146,10 +145,6 @@ class Replay:
 
     def run(self) -> SimResult:
         """Replay until every job finished and the fleet settled (or nothing can change any more)."""
-        with gc_frozen():  # the jobs, loaded up front, live all replay: no full collection walks them
-            return self._run()
-
-    def _run(self) -> SimResult:
         wall = time.perf_counter()
         events = self._events
         state = self._state
