@@ -560,6 +560,9 @@ class PodMemory:
     and did not bind). `bought`: group -> when the scaler first grew it for this pod. `refused`:
     group -> until when no capacity is bought there for this pod (the scheduler rejected the pod on
     capacity bought for it). `uid` tells a pod re-created under the same name from the old one.
+
+    `recalled` and `counted` build the memory of the next run field by field (every pending pod of
+    every run passes both; dataclasses.replace walked the fields each time): a new field goes there too.
     """
 
     uid: str = ""
@@ -568,6 +571,23 @@ class PodMemory:
     distrusted: tuple[str, ...] = ()
     bought: Mapping[str, datetime] = field(default_factory=dict)
     refused: Mapping[str, datetime] = field(default_factory=dict)
+
+    def recalled(
+        self,
+        uid: str,
+        counted_on: str,
+        counted_since: datetime | None,
+        distrusted: tuple[str, ...],
+        refused: Mapping[str, datetime],
+    ) -> PodMemory:
+        """This memory with the scheduler's verdicts of this run applied (ground_truth.recall)."""
+        return PodMemory(uid, counted_on, counted_since, distrusted, self.bought, refused)
+
+    def counted(
+        self, counted_on: str, counted_since: datetime | None, bought: Mapping[str, datetime]
+    ) -> PodMemory:
+        """This memory with where this run counts the pod and what it bought (ground_truth.remember)."""
+        return PodMemory(self.uid, counted_on, counted_since, self.distrusted, bought, self.refused)
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,16 +102,22 @@ class AttritionResult:
     unmark: tuple[NodeMark, ...] = ()
 
 
-class _Candidate(NamedTuple):
-    """A node attrition may mark (a named tuple: one is built for many nodes of every run, and a frozen
-    dataclass's __init__ sets each field through object.__setattr__).
+# A node attrition may mark (or keep marked) as the pass over its group finds it, before it is ranked:
+# (its free GPUs, the node). A plain pair: one is built for many nodes of every run. A candidate has
+# no pod arriving (_why_not), so its GPUs in use are its GPUs less the free ones.
+_Found = tuple[int, Node]
+_FREE = itemgetter(0)
 
-    Its first fields are the order candidates are marked in, cheapest to empty first: already marked,
-    then least expected remaining work, fewest GPUs in use and busy pods, newest, then the name. The
-    sort reads them off in C (`_ORDER`), with no key function called per candidate.
+
+class _Candidate(NamedTuple):
+    """A candidate ranked within its set (the marked ones, or the others; `_Prefix` walks the marked
+    first, so marks do not churn).
+
+    Its first fields are the order within the set, cheapest to empty first: least expected remaining
+    work, fewest GPUs in use and busy pods, newest, then the name. The sort reads them off in C
+    (`_ORDER`), with no key function called per candidate.
     """
 
-    unmarked: bool
     remaining: float  # seconds until its last busy pod is expected to end (see expected_remaining_seconds)
     used: int
     busy: int
@@ -123,7 +129,44 @@ class _Candidate(NamedTuple):
 
 
 # The order's fields, not the node: names are unique, but a Node has no order to fall back on.
-_ORDER = itemgetter(0, 1, 2, 3, 4, 5)
+_ORDER = itemgetter(0, 1, 2, 3, 4)
+
+
+class _Prefix:
+    """The walk down the candidates in their order: marks go to a prefix of it, while the free GPUs
+    left on unmarked nodes (`pool`) stay at least the `spare` and the marked nodes (`kept`) below what
+    the group can lose (`removable`). The first candidate that cannot join ends the prefix (`full`)."""
+
+    __slots__ = ("full", "kept", "pool", "removable", "spare")
+
+    def __init__(self, pool: int, kept: int, removable: int, spare: int) -> None:
+        self.pool, self.kept, self.removable, self.spare = pool, kept, removable, spare
+        self.full = False
+
+    def take(self, free: int) -> bool:
+        """Whether the next candidate, with `free` GPUs, joins the prefix."""
+        self.full = self.full or self.kept >= self.removable or self.pool - free < self.spare
+        if self.full:
+            return False
+        self.pool -= free
+        self.kept += 1
+        return True
+
+    def room(self) -> str:
+        return f"{self.pool} free GPU(s) unmarked, {self.spare} kept for new pods"
+
+    def order_matters(self, found: Sequence[_Found], marked: bool) -> bool:
+        """Whether the order within `found` (the marked candidates, or the others, next in the walk)
+        can change what the walk decides. Not when the prefix ends at the first of them, whichever it
+        is: none joins, and each marked one is lifted with the same pool. Nor, for marked ones, when
+        all of them join, in whichever order: `kept` grows by their count, `pool` shrinks by their sum,
+        and no reason is written (they stay marked). Most runs, where marks stand, rank nothing."""
+        if not found or self.full or self.kept >= self.removable:
+            return False
+        if self.pool - min(map(_FREE, found)) < self.spare:
+            return False
+        fits_all = self.kept + len(found) <= self.removable
+        return not (marked and fits_all and self.pool - sum(map(_FREE, found)) >= self.spare)
 
 
 def plan_attrition(
@@ -150,8 +193,8 @@ def plan_attrition(
         chosen, lifted = _plan_group(ctx, view, policy, marked, incoming, outcomes, leaving)
         marks.extend(NodeMark(n, view.name, why, taint.key, taint.effect) for n, why in chosen)
         unmarks.extend(NodeMark(n, view.name, why, taint.key, taint.effect) for n, why in lifted)
-    known = {n.name for view in ctx.groups for n in view.nodes}
-    for name in sorted(marked - known):  # a node left its group's ASG: nothing to steer there
+    # A node left its group's ASG: nothing to steer there (group_of_node holds every group's nodes).
+    for name in sorted(marked - ctx.group_of_node.keys()):
         if any(n.name == name for n in ctx.snapshot.nodes):
             unmarks.append(NodeMark(name, "", "not a node of a managed group", taint.key, taint.effect))
     return AttritionResult(
@@ -177,7 +220,8 @@ def _plan_group(
     """(node, reason) to mark and to unmark in one group."""
     cutoff, now = ctx.config.policy.pod_priority_cutoff, ctx.now
     lifted: list[tuple[str, str]] = []
-    ranked: list[_Candidate] = []
+    held: list[_Found] = []  # candidates marked now
+    others: list[_Found] = []
     kept = 0  # marked nodes that are cordoned: still marked, they count against what the group can lose
     pool = 0  # free GPUs of schedulable nodes: what new pods may use once marks are placed
     gpus_per_node = 0
@@ -201,49 +245,60 @@ def _plan_group(
             continue  # never a candidate, and why not is read only to lift a mark: no protection test
         why_not = _why_not(node, pods, view.asg, arriving, schedulable, gpus, free, leaving, policy)
         if why_not is None:
-            # Counted and their latest end taken: busy_pods' order by key is not needed here.
-            busy = [p for p in pods if p.keeps_node_busy(cutoff, now)]
-            remaining = expected_remaining_seconds(now, busy)
-            newest = -node.created_at.timestamp() if node.created_at else -0.0
-            name = node.name
-            ranked.append(
-                _Candidate(name not in marked, remaining, used, len(busy), newest, name, node, gpus, free)
-            )
+            (held if node.name in marked else others).append((free, node))
         elif node.name in marked and why_not not in (_LEAVING, _NOT_SCHEDULABLE, _FULL):
             lifted.append((node.name, why_not))
-    if not policy.enabled or not ranked:
+    if not policy.enabled or not (held or others):
         return [], lifted
     spare = spare_gpus(view, policy, gpus_per_node)
-    removable = removable_above_min(len(view.nodes), view.min_size)
-    ranked.sort(key=_ORDER)
-    return _mark_prefix(ranked, marked, lifted, pool, kept, removable, spare), lifted
+    prefix = _Prefix(pool, kept, removable_above_min(len(view.nodes), view.min_size), spare)
+    return _walk(prefix, held, others, lifted, _Ranking(pods_on_node, cutoff, now)), lifted
 
 
-def _mark_prefix(
-    ranked: list[_Candidate],
-    marked: frozenset[str],
+class _Ranking(NamedTuple):
+    """What ranking candidates reads besides the nodes: their pods, the priority cutoff, the clock."""
+
+    pods_on_node: Mapping[str, Sequence[Pod]]
+    cutoff: int | None
+    now: datetime
+
+    def ranked(self, found: list[_Found]) -> list[_Candidate]:
+        """`found` in the order they are marked in, cheapest to empty first (see _Candidate)."""
+        ranked: list[_Candidate] = []
+        cutoff, now = self.cutoff, self.now
+        for free, node in found:
+            # Counted and their latest end taken: busy_pods' order by key is not needed here.
+            busy = [p for p in self.pods_on_node.get(node.name, ()) if p.keeps_node_busy(cutoff, now)]
+            remaining = expected_remaining_seconds(now, busy)
+            newest = -node.created_at.timestamp() if node.created_at else -0.0
+            gpus = node.allocatable.gpus
+            ranked.append(_Candidate(remaining, gpus - free, len(busy), newest, node.name, node, gpus, free))
+        ranked.sort(key=_ORDER)
+        return ranked
+
+
+def _walk(
+    prefix: _Prefix,
+    held: list[_Found],
+    others: list[_Found],
     lifted: list[tuple[str, str]],
-    pool: int,
-    kept: int,
-    removable: int,
-    spare: int,
+    ranking: _Ranking,
 ) -> list[tuple[str, str]]:
-    """(node, reason) to mark: a prefix of the ranked candidates, while `pool` free GPUs stay above the
-    `spare` and `kept` marked nodes below what the group can lose; the marked ones past it join `lifted`."""
+    """(node, reason) to mark: the prefix of the candidates in their order, the marked ones (`held`)
+    first; the marked ones past it join `lifted`. Each set is ranked only when its order matters."""
+    if prefix.order_matters(held, marked=True):
+        walk = [(cand.free, cand.name) for cand in ranking.ranked(held)]
+    else:
+        walk = [(free, node.name) for free, node in held]
+    for free, name in walk:
+        if not prefix.take(free):
+            lifted.append((name, f"its room is needed: {prefix.room()}"))
     chosen: list[tuple[str, str]] = []
-    full = False  # the first candidate that cannot be marked ends the marked prefix
-    for cand in ranked:
-        name = cand.name
-        full = full or kept >= removable or pool - cand.free < spare
-        if not full:
-            pool -= cand.free
-            kept += 1
-            if name not in marked:
-                chosen.append((name, _mark_reason(cand, pool, spare)))
-        elif name in marked:
-            lifted.append(
-                (name, f"its room is needed: {pool} free GPU(s) unmarked, {spare} kept for new pods")
-            )
+    if prefix.order_matters(others, marked=False):
+        for cand in ranking.ranked(others):
+            if not prefix.take(cand.free):
+                break  # the prefix ended: the rest stay unmarked
+            chosen.append((cand.name, _mark_reason(cand, prefix.pool, prefix.spare)))
     return chosen
 
 

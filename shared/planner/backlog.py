@@ -52,7 +52,10 @@ class Unit:
     @property
     def signature(self) -> tuple[int, ...]:
         """Identity of the distinct scheduling specs of the members (what admission depends on)."""
-        return tuple(sorted({id(p.scheduling) for p in self.pods}))
+        pods = self.pods
+        if len(pods) == 1:  # most units, asked of twice a run each: no set, no sort
+            return (id(pods[0].scheduling),)
+        return tuple(sorted({id(p.scheduling) for p in pods}))
 
 
 @dataclass
@@ -164,9 +167,8 @@ def backlog_units(ctx: Context) -> tuple[list[Unit], dict[str, PodOutcome], list
     requests = prepare_requests(ctx)
     singles: list[Pod] = []
     nominated: list[Pod] = []  # left alone, room on its way: a gang member among them is present
-    for pod in ctx.snapshot.pods:
-        # Bound pods (most of them) are never pending: no property call for them.
-        if pod.node_name or not pod.is_pending_unschedulable or pod.key in requests.consumers:
+    for pod in ctx.unbound:  # bound pods (most of them) are never pending: not read here at all
+        if not pod.is_pending_unschedulable or pod.key in requests.consumers:
             continue
         outcome = _left_alone(ctx, pod)
         if outcome is not None:

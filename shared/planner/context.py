@@ -109,6 +109,7 @@ class Context:
     group_of_node: dict[str, GroupView]
     pods_on_node: dict[str, list[Pod]]  # live pods only: terminal ones are left out
     busy_nodes: frozenset[str]  # nodes running a pod other than DaemonSet/mirror pods
+    unbound: list[Pod]  # live pods bound to no node, in the snapshot's order (the backlog is among them)
     nodes_by_name: dict[str, Node] = field(default_factory=dict)  # every registered node
     _requests: dict[Resources, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     _vectors: dict[Resources, tuple[int, ...]] = field(default_factory=dict)
@@ -239,13 +240,23 @@ def _zone_ids(
 
 def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Context:
     """Join config, ASGs, nodes and pods into the indexes the planning rules read."""
-    nodes_by_instance = {n.instance_id: n for n in snapshot.nodes if n.instance_id}
+    nodes_by_instance: dict[str, Node] = {}
+    nodes_by_name: dict[str, Node] = {}
+    for node in snapshot.nodes:  # both indexes in one pass: every node of every run
+        nodes_by_name[node.name] = node
+        if node.instance_id:
+            nodes_by_instance[node.instance_id] = node
     pods_on_node: dict[str, list[Pod]] = {}
     busy: set[str] = set()
+    unbound: list[Pod] = []
     cutoff = config.policy.pod_priority_cutoff
     for pod in snapshot.pods:  # every pod of every run: its node's name read once, no defaultdict
         node_name = pod.node_name
-        if node_name and pod.phase not in TERMINAL_PHASES:  # Pod.is_terminal, without the call
+        if pod.phase in TERMINAL_PHASES:  # Pod.is_terminal, without the call
+            continue
+        if not node_name:
+            unbound.append(pod)  # most runs: none, and the backlog's pass reads these alone
+        else:
             on_node = pods_on_node.get(node_name)
             if on_node is None:
                 pods_on_node[node_name] = [pod]
@@ -269,5 +280,6 @@ def build_context(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Co
         group_of_node=group_of_node,
         pods_on_node=pods_on_node,
         busy_nodes=frozenset(busy),
-        nodes_by_name={n.name: n for n in snapshot.nodes},
+        unbound=unbound,
+        nodes_by_name=nodes_by_name,
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from shared.domain.model import Node, Pod, PodMemory
@@ -58,13 +58,12 @@ def recall(pending: list[Pod], stored: Mapping[str, PodMemory], verdicts: Verdic
             verdicts.refute(memory, counted, refused)
             counted = ""
         verdicts.refuse_bought(pod, memory, refused)
-        out.memory[pod.key] = replace(
-            memory,
-            uid=pod.uid or memory.uid,
-            counted_on=counted,
-            counted_since=memory.counted_since if counted else None,
-            distrusted=tuple(sorted(distrusted)),
-            refused=refused,
+        out.memory[pod.key] = memory.recalled(
+            pod.uid or memory.uid,
+            counted,
+            memory.counted_since if counted else None,
+            tuple(sorted(distrusted)),
+            refused,
         )
         room = verdicts.refused_room(memory, refused)
         if distrusted or room:
@@ -194,5 +193,5 @@ def remember(
         if not (node or memory.distrusted or bought or memory.refused):
             continue  # nothing to remember of this pod: no memory to build
         since = memory.counted_since if node and node == memory.counted_on else (now if node else None)
-        out[key] = replace(memory, counted_on=node, counted_since=since, bought=bought)
+        out[key] = memory.counted(node, since, bought)
     return dict(sorted(out.items()))

@@ -232,11 +232,11 @@ def _plan_group(
 ) -> None:
     instances: dict[str, AsgInstance] | None = None  # built for the first node judged (most runs: none)
     found: list[tuple[Node, RotationCause, str]] = []
-    judged = _may_be_due(asg, ctx.snapshot, ctx.config)
-    for planned in view.nodes:
-        node = nodes.get(planned.name, planned)
-        if not judged and not carries_taint(node.taints, ROTATION_TAINT_KEY):  # _rotation_marked, no call
-            continue  # nothing can make it due, and it carries no mark to lift: what `due` would say
+    if _may_be_due(asg, ctx.snapshot, ctx.config):
+        judged = [nodes.get(planned.name, planned) for planned in view.nodes]
+    else:
+        judged = _rotation_marked_nodes(view, nodes)
+    for node in judged:
         if instances is None:
             instances = {i.instance_id: i for i in asg.live_instances}
         instance = instances.get(node.instance_id or "")
@@ -279,6 +279,23 @@ def _plan_group(
             continue
         slots -= 1 if paced else 0
         _rotate(ctx, view, node, cause, why, out)
+
+
+def _rotation_marked_nodes(view: GroupView, nodes: Mapping[str, Node]) -> list[Node]:
+    """The group's nodes, as read, that carry the rotation mark: when nothing can make a node due
+    (_may_be_due), `due` finds nothing for the others and they have no mark to lift. Whether a taint
+    list carries the mark is judged once per list (_rotation_marked): a group's nodes share theirs,
+    and the lists live as long as the nodes, so their ids are stable over the call."""
+    marks: dict[int, bool] = {}
+    found: list[Node] = []
+    for planned in view.nodes:
+        node = nodes.get(planned.name, planned)
+        marked = marks.get(id(node.taints))
+        if marked is None:
+            marked = marks[id(node.taints)] = carries_taint(node.taints, ROTATION_TAINT_KEY)
+        if marked:
+            found.append(node)
+    return found
 
 
 def _rotate(

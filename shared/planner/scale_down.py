@@ -154,8 +154,9 @@ def _idle_nodes(
     stored_idle = ctx.snapshot.state.nodes
     idle_nodes: list[tuple[datetime, Node]] = []
     cordoned_idle: list[tuple[datetime, Node]] = []
+    running = ctx.busy_nodes  # not is_idle(ctx, node), without a call: every node of every run
     for node in view.nodes:
-        if node.name in busy_nodes or not is_idle(ctx, node):
+        if node.name in busy_nodes or node.name in running:
             # unschedulable first: a field, where cordoned_by_scaler is a property (most nodes are busy)
             if (
                 node.unschedulable

@@ -136,7 +136,10 @@ class PodState:
 def any_anti_affinity(bound: Iterable[Pod]) -> bool:
     """Whether a live pod among `bound` has required anti-affinity: then pending pods it repels must be
     judged node by node, however plain they are themselves."""
-    return any(pod.constraints.anti_affinity and not pod.is_terminal for pod in bound)
+    for pod in bound:  # noqa: SIM110 - a loop, not any() over a generator: every bound pod, with a backlog
+        if pod.constraints.anti_affinity and not pod.is_terminal:
+            return True
+    return False
 
 
 def _spread_key(pod: Pod, constraint: SpreadConstraint, keys: tuple[str, ...]) -> tuple[object, ...]:

@@ -169,6 +169,21 @@ def test_protected_nodes_are_never_marked_and_lose_a_mark() -> None:
     assert [m.node for m in result.mark] == ["n2", "n4"]
 
 
+def test_every_candidate_is_marked_when_a_protected_node_holds_the_spare() -> None:
+    # Given n1, never scaled down, with its 8 GPUs free (the spare), and n2 and n3 with 2 and 3 free
+    nodes = nodes_with({"n1": 0, "n2": 6, "n3": 5})
+    nodes[0]["metadata"]["annotations"] = {"backlog-scaler/scale-down-disabled": "true"}
+    pods = running({"n1": 0, "n2": 6, "n3": 5})
+    result = plan(snapshot(pods, nodes, group(3)), attrition(), NOW)
+
+    # Then both candidates are marked, in their order (fewer GPUs in use first): 13 - 3 = 10, then
+    # 10 - 2 = 8 free GPUs stay unmarked
+    assert [(m.node, m.reason.partition(" (")[2]) for m in result.mark] == [
+        ("n2", "8 free GPU(s) stay on unmarked nodes, 8 kept for new pods)"),
+        ("n3", "10 free GPU(s) stay on unmarked nodes, 8 kept for new pods)"),
+    ]
+
+
 def test_min_size_caps_the_marks() -> None:
     # Given a group at min size 3 of 4 nodes: only one node can ever be given back
     nodes = nodes_with({"n1": 1, "n2": 1, "n3": 1, "n4": 1})

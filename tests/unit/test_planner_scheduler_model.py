@@ -571,3 +571,29 @@ def test_a_managed_spot_node_group_labels_its_template_with_its_capacity_type() 
     # Then the Spot pod scales the group up and the on-demand one does not
     assert outcome(result, "spot")[:2] == ("scale-up", "a100")
     assert outcome(result, "on-demand")[2] is ReasonCode.NO_MATCHING_GROUP
+
+
+def test_the_memory_of_the_next_run_keeps_every_field_it_does_not_set() -> None:
+    # PodMemory.recalled and .counted build the next run's memory field by field: one that left a
+    # field out would forget it (every field here differs from its default)
+    memory = PodMemory(
+        uid="uid-1",
+        counted_on="n1",
+        counted_since=NOW,
+        distrusted=("n2",),
+        bought={"a100": NOW},
+        refused={"h100": NOW + timedelta(minutes=5)},
+    )
+    again = memory.recalled(
+        memory.uid, memory.counted_on, memory.counted_since, memory.distrusted, memory.refused
+    )
+    assert again == memory
+    assert memory.counted(memory.counted_on, memory.counted_since, memory.bought) == memory
+    assert {f for f in PodMemory.__slots__ if not f.startswith("_")} == {
+        "uid",
+        "counted_on",
+        "counted_since",
+        "distrusted",
+        "bought",
+        "refused",
+    }

@@ -5,7 +5,9 @@ fast, issue 25): a settled node is HEALTHY without reading its signals (`health.
 judges only marked nodes when nothing else can make one due (`rotation._may_be_due`); scale-up
 without a backlog counts booting nodes and launches as spare without building bins
 (`scale_up._without_backlog`); with a backlog of plain pods, a registered node without room for any
-of them joins neither the room nor the simulation (`scale_up.least_request`). Each is checked
+of them joins neither the room nor the simulation (`scale_up.least_request`); attrition ranks the
+marked candidates, or the others, only when their order can change which are marked or lifted
+(`attrition._Prefix.order_matters`). Each is checked
 against the full reading on every snapshot of a
 replay of the Philly slice with GPU faults injected (nodes go unhealthy, are cordoned, replaced,
 recover), under both example configs (one keeping headroom nodes, which counts the spare booting
@@ -34,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "tests" / "fixtures" / "traces" / "philly_4000.csv"
 JOBS = 250
 
+attrition = importlib.import_module("shared.planner.attrition")
 health = importlib.import_module("shared.planner.health")
 rotation = importlib.import_module("shared.planner.rotation")
 scale_up = importlib.import_module("shared.planner.scale_up")
@@ -63,7 +66,7 @@ def test_every_plan_of_a_replay_is_the_full_readings_plan(
 ) -> None:
     trace = load_trace(TRACE, "philly")
     trace = replace(trace, jobs=trace.jobs[:JOBS])
-    seen = {"plans": 0, "unhealthy": 0, "backlog": 0, "idle": 0, "least": 0}
+    seen = {"plans": 0, "unhealthy": 0, "backlog": 0, "idle": 0, "least": 0, "unranked": 0}
 
     least_request = scale_up.least_request
 
@@ -73,6 +76,15 @@ def test_every_plan_of_a_replay_is_the_full_readings_plan(
         return least
 
     monkeypatch.setattr(scale_up, "least_request", counted)
+
+    order_matters = attrition._Prefix.order_matters
+
+    def ranks(prefix: Any, found: Any, marked: bool) -> bool:
+        matters = order_matters(prefix, found, marked)
+        seen["unranked"] += bool(found) and not matters
+        return matters
+
+    monkeypatch.setattr(attrition._Prefix, "order_matters", ranks)
 
     def both(snapshot: Snapshot, config: ScalerConfig, now: datetime) -> Plan:
         fast = plan(snapshot, config, now)
@@ -85,6 +97,7 @@ def test_every_plan_of_a_replay_is_the_full_readings_plan(
                 lambda ctx, result, booting: scale_up._place(ctx, result, [], booting, frozenset()),
             )
             full_reading.setattr(scale_up, "least_request", lambda units, ctx: None)
+            full_reading.setattr(attrition._Prefix, "order_matters", lambda prefix, found, marked: True)
             full = plan(snapshot, config, now)
         assert fast == full, f"the plans at {now.isoformat()} differ"
         seen["plans"] += 1
@@ -97,4 +110,4 @@ def test_every_plan_of_a_replay_is_the_full_readings_plan(
 
     assert result.started == JOBS
     # The comparison covered what the shortcuts skip and what they do not.
-    assert seen["unhealthy"] > 0 and seen["backlog"] > 0 and seen["idle"] > 0 and seen["least"] > 0, seen
+    assert all(seen.values()), seen

@@ -139,6 +139,9 @@ class Scheduler:
         self._buckets: dict[tuple[NodeClass, tuple[int, ...]], list[Slot]] = {}
         self._static: dict[tuple[int, NodeClass], tuple[Scheduling, bool, int]] = {}
         self._requests: dict[tuple[int, ...], tuple[tuple[int, int], ...]] = {}
+        # NodeResourcesFit's score by (allocatable, free room, request): a pure function of the three
+        # values, and the candidates of a bind repeat them (most nodes share a shape and a few loads).
+        self._fits: dict[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], int] = {}
         self.slots: dict[str, Slot] = {}
 
     # ------------------------------------------------------------------ the node set
@@ -250,9 +253,16 @@ class Scheduler:
         return best
 
     def _fit(self, slot: Slot, vector: tuple[int, ...]) -> int:
-        requested = [slot.allocatable[d] - slot.free[d] + vector[d] for d in self._scored_dims]
-        capacity = [slot.allocatable[d] for d in self._scored_dims]
-        return fit_score(self.scoring, requested, capacity, self._weights)
+        free = slot.key  # its free room, as it is filed now (every change of `free` refiles it)
+        key = (slot.allocatable, free, vector)
+        found = self._fits.get(key)
+        if found is None:
+            requested = [slot.allocatable[d] - free[d] + vector[d] for d in self._scored_dims]
+            capacity = [slot.allocatable[d] for d in self._scored_dims]
+            if len(self._fits) >= _FITS_MAX:
+                self._fits.clear()
+            found = self._fits[key] = fit_score(self.scoring, requested, capacity, self._weights)
+        return found
 
     def place(self, pods: Sequence[PodRequest], *, keep: bool = True) -> list[Slot] | None:
         """Bind every pod or none (a gang): each pod in turn on the best node given the earlier ones.
@@ -275,3 +285,4 @@ class Scheduler:
 
 
 _age = attrgetter("age")
+_FITS_MAX = 65536  # scores remembered; past it the memo starts over

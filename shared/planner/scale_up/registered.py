@@ -129,7 +129,7 @@ def least_request(units: list[Unit], ctx: Context) -> Request | None:
     as room, and room for none of them never becomes room (bins only lose room during a run)."""
     if any(not p.constraints.is_plain for unit in units for p in unit.pods):
         return None
-    if any_anti_affinity(p for pods in ctx.pods_on_node.values() for p in pods):
+    if any(any_anti_affinity(pods) for pods in ctx.pods_on_node.values()):  # no generator per pod
         return None
     least: dict[int, int] | None = None
     for request in {r for unit in units for r in unit.requests}:
