@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from shared.config import ScalerConfig
 from shared.domain.model import GroupState, NodeState, ScalerState, Snapshot
 from shared.domain.plan import Outcome, Plan, ReasonCode
 from shared.planner import plan
@@ -460,15 +461,19 @@ def test_a_gang_that_fits_the_group_at_its_max_size_keeps_the_idle_nodes_it_wait
     assert {p.code for p in result.pods if p.pod.startswith("research/g1")} == {ReasonCode.GANG_DOES_NOT_FIT}
 
 
+def two_a100_groups_of_two() -> ScalerConfig:
+    """Two a100 groups of at most 2 nodes each (one per zone in the tests that use it)."""
+    groups = [
+        a100_group(name=f"a100-{z}", asg_name=f"research-a100-{z}", price_per_hour=32.77, max_size=2)
+        for z in ("a", "b")
+    ]
+    return config(node_groups=groups)
+
+
 def test_a_gang_two_groups_start_together_keeps_the_idle_node_of_each() -> None:
     # Given two a100 groups of at most 2 nodes (one per zone), each at its max with a busy and an idle
     # node, and a gang of 4 whole-node members: from zero the planner buys 2 in each
-    cfg = config(
-        node_groups=[
-            a100_group(name="a100-a", asg_name="research-a100-a", price_per_hour=32.77, max_size=2),
-            a100_group(name="a100-b", asg_name="research-a100-b", price_per_hour=32.77, max_size=2),
-        ]
-    )
+    cfg = two_a100_groups_of_two()
     members = [pod(f"g-{i}", gpus=8, **_kueue("g", 4)) for i in range(4)]  # type: ignore[arg-type]
     a = asg("research-a100-a", desired=2, max_size=2, instances=["i-a0", "i-a1"])
     b = asg("research-a100-b", desired=2, max_size=2, instances=["i-b0", "i-b1"])

@@ -31,7 +31,7 @@ from tests.builders_dra import (
 from tests.builders_provisioning import pod_group, with_objects
 from tests.unit.test_aws_capacity import BLOCK_JSON, configured, group, reserved, zoned
 from tests.unit.test_planner_dra import _dra
-from tests.unit.test_planner_gangs import _apart, _idle_an_hour, _kueue
+from tests.unit.test_planner_gangs import _apart, _idle_an_hour, _kueue, two_a100_groups_of_two
 from tests.unit.test_planner_mixed_gangs import _cpu_group, _full_a100, _mpijob, _mpijob_at_a100, _two_groups
 
 A100 = "research-a100"
@@ -54,12 +54,7 @@ def _two_a100_groups_at_max(members: list[dict[str, Any]]) -> Snapshot:
 def test_a_gang_larger_than_two_groups_together_keeps_no_idle_node_for_it() -> None:
     # Given two a100 groups of at most 2 nodes each, each at its max with a busy and an idle node,
     # and a gang of 5 whole-node members: 5 > 2 + 2, it can never start
-    cfg = config(
-        node_groups=[
-            a100_group(name="a100-a", asg_name="research-a100-a", price_per_hour=32.77, max_size=2),
-            a100_group(name="a100-b", asg_name="research-a100-b", price_per_hour=32.77, max_size=2),
-        ]
-    )
+    cfg = two_a100_groups_of_two()
     members = [pod(f"g-{i}", gpus=8, **_kueue("g", 5)) for i in range(5)]  # type: ignore[arg-type]
     # When planned
     result = plan(_two_a100_groups_at_max(members), cfg, NOW)
