@@ -235,7 +235,8 @@ def diagnose(
         if code in _AT_MAX:
             cause = never(view) if never is not None else None
             if cause is None:
-                saturated.add(view.name)
+                if never is None or view.max_size > 0:  # a group retired to max size 0: gang_saturates
+                    saturated.add(view.name)
             else:
                 code, reason = ReasonCode.GANG_DOES_NOT_FIT, cause
         by_group[view.name] = code
@@ -258,11 +259,13 @@ def gang_saturates(ctx: Context, unit: Unit, never: NeverStarts) -> set[str]:
     """The groups a gang that could start saturates: every group at its max size that admits any of
     its members and whose node would fit it, not only those of the member that found no place (an
     MPIJob waiting for a GPU node also needs its launcher's CPU node: giving that back buys it again).
-    None when the gang never starts (`never`, one answer for the gang)."""
+    None when the gang never starts (`never`, one answer for the gang). A group retired to max size 0
+    is never one: the gang's world holds none of its nodes, so they would be kept for nothing."""
     at_max = [
         view
         for view in ctx.groups
         if view.shape is not None
+        and view.max_size > 0
         and view.current_desired >= view.max_size
         and any(view.admits(p.scheduling) and not p.requests.exceeding(view.shape) for p in unit.pods)
     ]

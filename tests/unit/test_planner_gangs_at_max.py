@@ -384,3 +384,30 @@ def test_a_gang_first_fit_places_badly_is_not_said_to_need_more_nodes_than_it_do
     assert "needs 2" not in reason
     assert "first fit, its members find no place together" in reason
     assert "1 of the 2 members it must hold have a place" in reason
+
+
+def test_a_gang_that_could_start_keeps_no_idle_node_of_a_group_retired_to_max_size_zero() -> None:
+    # Given a100 at its max of 2 (n0 idle, n1 busy), a100-b at its max of 1 (b0 busy), a group
+    # a100-old retired in config (max size 0) whose ASG still runs an idle node o0, and a gang of 3
+    # whole-node members every group admits: it can start on n0, n1 and b0 once their jobs end
+    cfg = config(
+        node_groups=[
+            a100_group(price_per_hour=32.77, max_size=2),
+            a100_group(name="a100-b", asg_name="research-a100-b", price_per_hour=32.77, max_size=1),
+            a100_group(name="a100-old", asg_name="research-a100-old", price_per_hour=32.77, max_size=0),
+        ]
+    )
+    members = [pod(f"g-{i}", gpus=8, **_kueue("g", 3)) for i in range(3)]  # type: ignore[arg-type]
+    fleet = [
+        asg("research-a100", desired=2, max_size=2, instances=["i-0", "i-1"]),
+        asg("research-a100-b", desired=1, max_size=1, instances=["i-b0"]),
+        asg("research-a100-old", desired=1, max_size=16, instances=["i-f0"]),
+    ]
+    nodes = [node("n0", "i-0"), node("n1", "i-1"), node("b0", "i-b0"), node("o0", "i-f0")]
+    busy = [pod("busy", gpus=8, node="n1"), pod("busy-b", gpus=8, node="b0")]
+    # When planned
+    result = plan(_idle_an_hour(snapshot(busy + members, nodes, fleet), "n0", "o0"), cfg, NOW)
+    # Then a100's idle node is kept for the gang, and the retired group's is not
+    touched = {a.node for a in (*result.cordon, *result.terminate)}
+    assert "n0" not in touched
+    assert "o0" in touched
