@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -470,11 +471,9 @@ def two_a100_groups_of_two() -> ScalerConfig:
     return config(node_groups=groups)
 
 
-def test_a_gang_two_groups_start_together_keeps_the_idle_node_of_each() -> None:
-    # Given two a100 groups of at most 2 nodes (one per zone), each at its max with a busy and an idle
-    # node, and a gang of 4 whole-node members: from zero the planner buys 2 in each
-    cfg = two_a100_groups_of_two()
-    members = [pod(f"g-{i}", gpus=8, **_kueue("g", 4)) for i in range(4)]  # type: ignore[arg-type]
+def two_a100_groups_at_max(members: list[dict[str, Any]]) -> Snapshot:
+    """a100-a (zone a) and a100-b (zone b), each at its max of 2 with a busy and an idle node (an
+    hour): a0 and b0 idle, a1 and b1 busy with an 8-GPU job."""
     a = asg("research-a100-a", desired=2, max_size=2, instances=["i-a0", "i-a1"])
     b = asg("research-a100-b", desired=2, max_size=2, instances=["i-b0", "i-b1"])
     for instance in b["Instances"]:
@@ -482,7 +481,15 @@ def test_a_gang_two_groups_start_together_keeps_the_idle_node_of_each() -> None:
     nodes = [node("a0", "i-a0"), node("a1", "i-a1")]
     nodes += [node("b0", "i-b0", zone="us-west-2b"), node("b1", "i-b1", zone="us-west-2b")]
     busy = [pod("busy-a", gpus=8, node="a1"), pod("busy-b", gpus=8, node="b1")]
-    snap = _idle_an_hour(snapshot(busy + members, nodes, [a, b]), "a0", "b0")
+    return _idle_an_hour(snapshot(busy + members, nodes, [a, b]), "a0", "b0")
+
+
+def test_a_gang_two_groups_start_together_keeps_the_idle_node_of_each() -> None:
+    # Given two a100 groups of at most 2 nodes (one per zone), each at its max with a busy and an idle
+    # node, and a gang of 4 whole-node members: from zero the planner buys 2 in each
+    cfg = two_a100_groups_of_two()
+    members = [pod(f"g-{i}", gpus=8, **_kueue("g", 4)) for i in range(4)]  # type: ignore[arg-type]
+    snap = two_a100_groups_at_max(members)
     # When planned
     result = plan(snap, cfg, NOW)
     # Then neither group is judged alone (the gang starts across both once the jobs end): no idle

@@ -31,24 +31,17 @@ from tests.builders_dra import (
 from tests.builders_provisioning import pod_group, with_objects
 from tests.unit.test_aws_capacity import BLOCK_JSON, configured, group, reserved, zoned
 from tests.unit.test_planner_dra import _dra
-from tests.unit.test_planner_gangs import _apart, _idle_an_hour, _kueue, two_a100_groups_of_two
+from tests.unit.test_planner_gangs import (
+    _apart,
+    _idle_an_hour,
+    _kueue,
+    two_a100_groups_at_max,
+    two_a100_groups_of_two,
+)
 from tests.unit.test_planner_mixed_gangs import _cpu_group, _full_a100, _mpijob, _mpijob_at_a100, _two_groups
 
 A100 = "research-a100"
 COSCHEDULING = "scheduling.x-k8s.io/pod-group"
-
-
-def _two_a100_groups_at_max(members: list[dict[str, Any]]) -> Snapshot:
-    """a100-a (zone a) and a100-b (zone b), each at its max of 2 with a busy and an idle node (an
-    hour): a0 and b0 idle, a1 and b1 busy with an 8-GPU job."""
-    a = asg("research-a100-a", desired=2, max_size=2, instances=["i-a0", "i-a1"])
-    b = asg("research-a100-b", desired=2, max_size=2, instances=["i-b0", "i-b1"])
-    for instance in b["Instances"]:
-        instance["AvailabilityZone"] = "us-west-2b"
-    nodes = [node("a0", "i-a0"), node("a1", "i-a1")]
-    nodes += [node("b0", "i-b0", zone="us-west-2b"), node("b1", "i-b1", zone="us-west-2b")]
-    busy = [pod("busy-a", gpus=8, node="a1"), pod("busy-b", gpus=8, node="b1")]
-    return _idle_an_hour(snapshot(busy + members, nodes, [a, b]), "a0", "b0")
 
 
 def test_a_gang_larger_than_two_groups_together_keeps_no_idle_node_for_it() -> None:
@@ -57,7 +50,7 @@ def test_a_gang_larger_than_two_groups_together_keeps_no_idle_node_for_it() -> N
     cfg = two_a100_groups_of_two()
     members = [pod(f"g-{i}", gpus=8, **_kueue("g", 5)) for i in range(5)]  # type: ignore[arg-type]
     # When planned
-    result = plan(_two_a100_groups_at_max(members), cfg, NOW)
+    result = plan(two_a100_groups_at_max(members), cfg, NOW)
     # Then neither group keeps its idle node for it (only idle ones are cordoned), and the gang says
     # why once, for both groups
     assert result.cordon and {c.node for c in result.cordon} <= {"a0", "b0"}

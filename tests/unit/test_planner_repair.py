@@ -438,16 +438,9 @@ def test_a_node_never_ready_whose_kubelet_came_back_not_ready_is_still_a_failed_
     back = created + timedelta(minutes=10)
     never = node("n1", "i-1", created=created, ready=False)
     never["status"]["conditions"] = _kubelet_conditions("False", back, back + timedelta(seconds=1))
-    busy = node("n0", "i-0", created=NOW - timedelta(days=2))
-    job = [pod("job", gpus=8, node="n0", tolerations=[GPU_TOLERATION])]
     # When planned, repair on or off
-    for repair in (True, False):
-        result = run([busy, never], job, repair={"enabled": repair})
-        # Then it is replaced as a failed launch and the group backs off, as for Ready=Unknown
-        assert [t.node for t in result.terminate] == ["n1"]
-        assert result.group("a100").enter_backoff
-        if not repair:
-            assert "the launch failed" in result.terminate[0].reason
+    # Then it is replaced as a failed launch and the group backs off, as for Ready=Unknown
+    _replaced_as_failed_launch(never)
 
 
 def test_a_node_whose_kubelet_reported_it_not_ready_after_running_is_no_failed_launch() -> None:
@@ -479,10 +472,22 @@ def test_a_node_never_ready_since_its_launch_is_a_failed_launch() -> None:
     assert result.group("a100").enter_backoff
 
 
+def _replaced_as_failed_launch(never: dict[str, Any]) -> None:
+    """Planned beside a busy node, repair on and off: `never` is replaced as a failed launch and its
+    group backs off."""
+    busy = node("n0", "i-0", created=NOW - timedelta(days=2))
+    job = [pod("job", gpus=8, node="n0", tolerations=[GPU_TOLERATION])]
+    for repair in (True, False):
+        result = run([busy, never], job, repair={"enabled": repair})
+        assert [t.node for t in result.terminate] == ["n1"]
+        assert result.group("a100").enter_backoff
+        if not repair:
+            assert "the launch failed" in result.terminate[0].reason
+
+
 def test_a_node_never_ready_whose_kubelet_stopped_reporting_is_still_a_failed_launch() -> None:
     # Given a node registered NotReady two hours ago whose kubelet died 10 minutes in, never Ready: the
     # node lifecycle controller set Ready=Unknown then (a transition after its registration)
-    busy = node("n0", "i-0", created=NOW - timedelta(days=2))
     never = node("n1", "i-1", created=NOW - timedelta(hours=2), ready=False)
     never["status"]["conditions"] = [
         {
@@ -492,13 +497,7 @@ def test_a_node_never_ready_whose_kubelet_stopped_reporting_is_still_a_failed_la
             "lastTransitionTime": iso(NOW - timedelta(hours=2) + timedelta(minutes=10)),
         }
     ]
-    job = [pod("job", gpus=8, node="n0", tolerations=[GPU_TOLERATION])]
     # When planned, repair on or off
-    for repair in (True, False):
-        result = run([busy, never], job, repair={"enabled": repair})
-        # Then it is replaced as a failed launch and the group backs off (Unknown within the
-        # provisioning deadline of its registration does not prove it ever ran)
-        assert [t.node for t in result.terminate] == ["n1"]
-        assert result.group("a100").enter_backoff
-        if not repair:
-            assert "the launch failed" in result.terminate[0].reason
+    # Then it is replaced as a failed launch and the group backs off (Unknown within the
+    # provisioning deadline of its registration does not prove it ever ran)
+    _replaced_as_failed_launch(never)
