@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The light install of `make demo` and `make plan-example`: the package and the local run (moto, plot).
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: test demo plan-example lint typecheck unit bench clean
+.PHONY: test demo plan-example lint typecheck unit native bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,6 +28,15 @@ $(CHECKOV): | $(BIN)/python
 	$(PY) -m venv $(VENV)/checkov
 	$(VENV)/checkov/bin/pip install --quiet checkov==3.3.30
 
+# The planner and the replay compiled by mypyc for the local tools (shared/local/native.py), rebuilt
+# when a compiled source changes; until then the sources run (shared/native_guard.py).
+NATIVE := shared/_native.json
+NATIVE_SOURCES := $(shell find shared/domain shared/planner shared/formats shared/local/sim -name '*.py')
+$(NATIVE): $(NATIVE_SOURCES) pyproject.toml | $(STAMP)
+	$(BIN)/python -m shared.local.native
+
+native: $(NATIVE)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -35,9 +44,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy shared functions
 
-unit: $(STAMP) $(CHECKOV)
+# Twice: on the compiled planner (what the CLI and the replay run), then on its sources (what Lambda
+# runs, and where the tests that patch planner functions run).
+unit: $(STAMP) $(CHECKOV) $(NATIVE)
 	$(BIN)/lint-imports
 	$(BIN)/pytest -n 2
+	BACKLOG_SCALER_PURE=1 $(BIN)/pytest -n 2
 
 test: lint typecheck unit
 
@@ -60,4 +72,5 @@ bench: $(STAMP)
 	$(if $(TRACE),$(BIN)/python bench/placement_bound.py $(TRACE),@echo "placement_bound: skipped (give TRACE=path/to/philly.csv)")
 
 clean:
-	rm -rf $(VENV) cdk.out .mypy_cache .ruff_cache
+	rm -rf $(VENV) cdk.out .mypy_cache .ruff_cache build shared/_native.json
+	find shared -name "*.so" -delete; rm -f *__mypyc*.so

@@ -30,6 +30,10 @@ APP_CODE_DIRS = ("shared", "functions")
 # the local run, the CLI), which no function imports.
 APP_CODE_SKIPPED_DIRS = frozenset({"__pycache__", ".mypy_cache", "tests"})
 APP_CODE_SKIPPED_TREES = ("shared/local",)
+# What the local build compiles for this machine's Python (shared/local/native.py): Lambda runs the
+# sources. Its extension modules (`*.so`) and manifest never enter the package.
+APP_CODE_SKIPPED_SUFFIXES = frozenset({".pyc", ".so"})
+APP_CODE_SKIPPED_FILES = frozenset({"shared/_native.json"})
 # Where Lambda puts the code: the function package at LAMBDA_TASK_ROOT (/var/task), layers under /opt
 # (https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html#configuration-envvars-runtime,
 # https://docs.aws.amazon.com/lambda/latest/dg/packaging-layers.html#packaging-layers-paths).
@@ -120,7 +124,8 @@ def _packaged(relative: Path) -> bool:
     return (
         parts[0] in APP_CODE_DIRS
         and not APP_CODE_SKIPPED_DIRS.intersection(parts[:-1])
-        and relative.suffix != ".pyc"
+        and relative.suffix not in APP_CODE_SKIPPED_SUFFIXES
+        and relative.as_posix() not in APP_CODE_SKIPPED_FILES
         and not any(relative.is_relative_to(tree) for tree in APP_CODE_SKIPPED_TREES)
     )
 

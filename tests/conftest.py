@@ -10,6 +10,7 @@ from hypothesis import settings
 
 from shared.adapters.aws import clients
 from tests.fakes.aws import use_fake_credentials
+from tests.native import PLANNER_COMPILED
 
 # Property tests draw the same examples on every run of the test command ("repeatable", the default),
 # so a run of CI fails only for a change, never for a draw: random draws found two failures in
@@ -31,3 +32,8 @@ def fake_aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     use_fake_credentials(monkeypatch, "us-east-1")
     yield
     clients.clear_clients()
+
+
+def pytest_report_header() -> str:
+    how = "compiled by mypyc (make native)" if PLANNER_COMPILED else "its sources"
+    return f"planner: {how}"

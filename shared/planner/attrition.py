@@ -194,7 +194,7 @@ def plan_attrition(
         marks.extend(NodeMark(n, view.name, why, taint.key, taint.effect) for n, why in chosen)
         unmarks.extend(NodeMark(n, view.name, why, taint.key, taint.effect) for n, why in lifted)
     # A node left its group's ASG: nothing to steer there (group_of_node holds every group's nodes).
-    for name in sorted(marked - ctx.group_of_node.keys()):
+    for name in sorted(marked.difference(ctx.group_of_node)):
         if any(n.name == name for n in ctx.snapshot.nodes):
             unmarks.append(NodeMark(name, "", "not a node of a managed group", taint.key, taint.effect))
     return AttritionResult(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -267,7 +268,7 @@ def plan_scale_down(
     busy_nodes: set[str],
     uncordoning: set[str],
     desired_after_scale_up: dict[str, int],
-    saturated: set[str] = frozenset(),  # type: ignore[assignment]
+    saturated: AbstractSet[str] = frozenset(),
 ) -> ScaleDownResult:
     """Choose nodes to cordon, uncordon and terminate, group by group.
 

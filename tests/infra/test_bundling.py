@@ -322,3 +322,19 @@ def test_the_package_byte_code_is_the_runtimes_own(version: str, tmp_path: Path)
     ).stdout.split()
     compiled = tmp_path / "shared" / "__pycache__" / f"constants.{tag}.pyc"
     assert compiled.read_bytes()[:4].hex() == magic
+
+
+def test_the_local_native_build_never_enters_the_function_package(tmp_path: Path) -> None:
+    # Given the sources with what `make native` leaves beside them (extension modules, its manifest)
+    for name in ("shared/__init__.py", "shared/planner/plan.py", "functions/reconcile/handler.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / "shared/planner/plan.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF")
+    (tmp_path / "shared/_native.json").write_text("{}")
+
+    # Then the function package holds the sources only: Lambda runs them
+    assert [p.as_posix() for p in app_code_files(tmp_path)] == [
+        "functions/reconcile/handler.py",
+        "shared/__init__.py",
+        "shared/planner/plan.py",
+    ]

@@ -4,7 +4,7 @@ on real-format inputs."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import timedelta
 from typing import Any
 
@@ -589,7 +589,7 @@ def test_the_memory_of_the_next_run_keeps_every_field_it_does_not_set() -> None:
     )
     assert again == memory
     assert memory.counted(memory.counted_on, memory.counted_since, memory.bought) == memory
-    assert {f for f in PodMemory.__slots__ if not f.startswith("_")} == {
+    assert {f.name for f in fields(PodMemory)} == {
         "uid",
         "counted_on",
         "counted_since",

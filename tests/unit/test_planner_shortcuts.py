@@ -31,6 +31,7 @@ from shared.domain.plan import Plan
 from shared.local.sim.engine import Replay, SimOptions
 from shared.local.sim.trace import load_trace
 from shared.planner import plan
+from tests.native import needs_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "tests" / "fixtures" / "traces" / "philly_4000.csv"
@@ -50,6 +51,7 @@ def _config(path: str, headroom: int) -> ScalerConfig:
     return parse_config(document)
 
 
+@needs_sources
 @pytest.mark.parametrize(
     ("config_path", "headroom", "options"),
     [

@@ -71,7 +71,7 @@ from shared.local.sim.state import SimState
 from shared.local.sim.store import SimStateStore
 from shared.local.sim.trace import Trace
 from shared.local.sim.workload import default_sizing, missing_allocatable
-from shared.planner import plan as plan_fn
+from shared.planner.plan import plan as plan_fn
 
 __all__ = [
     "GroupResult",

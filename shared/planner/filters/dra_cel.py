@@ -72,10 +72,10 @@ def _version_key(value: Any) -> tuple[Any, ...]:
 
 def _compare(a: Any, b: Any) -> int:
     if isinstance(a, Mapping) and _V in a:
-        ka, kb = _version_key(a), _version_key(b)
-    else:
-        ka, kb = _fraction(a), _fraction(b)  # type: ignore[assignment]
-    return (ka > kb) - (ka < kb)
+        va, vb = _version_key(a), _version_key(b)
+        return (va > vb) - (va < vb)
+    qa, qb = _fraction(a), _fraction(b)
+    return (qa > qb) - (qa < qb)
 
 
 def _is(parse: Callable[[str], Any]) -> Callable[[str], bool]:
@@ -90,7 +90,12 @@ def _is(parse: Callable[[str], Any]) -> Callable[[str], bool]:
 
 
 def _version_part(index: int) -> Callable[[Any], int]:
-    return lambda value: int(value[_V][index]) if _V in value else _fraction(None)  # type: ignore[return-value]
+    def part(value: Any) -> int:
+        if not isinstance(value, Mapping) or _V not in value:
+            raise ValueError("not a semver")
+        return int(value[_V][index])
+
+    return part
 
 
 @cache

@@ -1,0 +1,109 @@
+"""Never run a stale compiled module: import every module of `shared` from its source unless the
+extension modules beside them were built from exactly these sources (shared/local/native.py).
+
+Imported by `shared/__init__.py` only when the build's manifest exists (never in Lambda: the function
+package ships neither). mypyc's modules call each other directly, so one stale module would still be
+reached from the others: the choice is all compiled or all source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+PURE_VARIABLE = "BACKLOG_SCALER_PURE"
+PACKAGE_ROOT = Path(__file__).resolve().parent
+MANIFEST = PACKAGE_ROOT / "_native.json"
+
+
+class StaleNativeBuild(RuntimeWarning):
+    """The compiled modules do not match the sources: the sources run (`make native` rebuilds)."""
+
+
+class _SourceOnlyFinder(importlib.abc.MetaPathFinder):
+    """Finds `shared.*` modules by their `.py` files (or byte code), never an extension module."""
+
+    def __init__(self) -> None:
+        self._finders: dict[str, importlib.machinery.FileFinder] = {}
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if not fullname.startswith("shared.") or path is None:
+            return None
+        for entry in path:
+            finder = self._finders.get(entry)
+            if finder is None:
+                finder = self._finders[entry] = importlib.machinery.FileFinder(
+                    entry,
+                    (importlib.machinery.SourceFileLoader, importlib.machinery.SOURCE_SUFFIXES),
+                    (importlib.machinery.SourcelessFileLoader, importlib.machinery.BYTECODE_SUFFIXES),
+                )
+            spec = finder.find_spec(fullname, target)
+            if spec is not None:
+                return spec
+        return None
+
+
+def interpreter_tag() -> str:
+    """Which interpreter the extension modules are built for (they load in no other)."""
+    return f"{sys.implementation.cache_tag}-{sys.platform}"
+
+
+def source_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def stale_sources(recorded: dict[str, object], root: Path = PACKAGE_ROOT.parent) -> list[str]:
+    """Sources that differ from the build's record (changed, new or gone), relative to `root`."""
+    sources = recorded.get("sources")
+    if not isinstance(sources, dict) or not sources:
+        return ["(a manifest without sources)"]
+    trees = {name.rsplit("/", 1)[0] for name in sources}
+    present = {p.relative_to(root).as_posix() for tree in trees for p in (root / tree).glob("*.py")}
+    changed = sorted(present.symmetric_difference(sources))
+    for name in sorted(present.intersection(sources)):
+        if source_digest(root / name) != sources[name]:
+            changed.append(name)
+    return changed
+
+
+def is_compiled(module: ModuleType) -> bool:
+    """Whether `module` was loaded from an extension module (compiled) rather than its source."""
+    return str(getattr(module, "__file__", "")).endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+
+
+def use_sources() -> None:
+    sys.meta_path.insert(0, _SourceOnlyFinder())
+
+
+def guard() -> None:
+    """Called once, when `shared` is imported and the manifest exists."""
+    if os.environ.get(PURE_VARIABLE) == "1":
+        use_sources()
+        return
+    try:
+        recorded = json.loads(MANIFEST.read_text())
+    except (OSError, ValueError) as exc:
+        warnings.warn(f"{MANIFEST}: unreadable ({exc}); running the sources", StaleNativeBuild, stacklevel=2)
+        use_sources()
+        return
+    if recorded.get("interpreter") != interpreter_tag():
+        return  # this interpreter loads none of the extension modules: nothing stale can run
+    stale = stale_sources(recorded)
+    if stale:
+        shown = ", ".join(stale[:3]) + (f" and {len(stale) - 3} more" if len(stale) > 3 else "")
+        warnings.warn(
+            f"compiled modules are older than {shown}: running the sources (`make native` rebuilds)",
+            StaleNativeBuild,
+            stacklevel=2,
+        )
+        use_sources()

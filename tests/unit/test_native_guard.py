@@ -1,0 +1,86 @@
+"""The compiled planner (shared/local/native.py) runs only when built from exactly these sources."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from shared.native_guard import PURE_VARIABLE, source_digest, stale_sources
+
+ROOT = Path(__file__).resolve().parents[2]
+WHICH_PLAN = "import importlib; print(importlib.import_module('shared.planner.plan').__file__)"
+
+
+def _tree(root: Path, files: dict[str, str]) -> dict[str, object]:
+    """Write `files` under `root`; the manifest a build of them records."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return {"interpreter": "x", "sources": {name: source_digest(root / name) for name in files}}
+
+
+def test_a_tree_as_built_is_not_stale(tmp_path: Path) -> None:
+    recorded = _tree(tmp_path, {"shared/planner/a.py": "A = 1\n", "shared/planner/b.py": "B = 2\n"})
+    assert stale_sources(recorded, tmp_path) == []
+
+
+def test_a_changed_a_new_and_a_removed_source_are_each_stale(tmp_path: Path) -> None:
+    recorded = _tree(
+        tmp_path,
+        {"shared/planner/a.py": "A = 1\n", "shared/planner/b.py": "B = 2\n", "shared/domain/c.py": ""},
+    )
+    (tmp_path / "shared/planner/a.py").write_text("A = 3\n")
+    (tmp_path / "shared/planner/new.py").write_text("")
+    (tmp_path / "shared/domain/c.py").unlink()
+    assert sorted(stale_sources(recorded, tmp_path)) == [
+        "shared/domain/c.py",
+        "shared/planner/a.py",
+        "shared/planner/new.py",
+    ]
+
+
+def test_a_manifest_without_sources_is_stale(tmp_path: Path) -> None:
+    assert stale_sources({"interpreter": "x"}, tmp_path)
+    assert stale_sources({"interpreter": "x", "sources": {}}, tmp_path)
+
+
+def _python(code: str, *, path: Path, pure: bool = False) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if k != PURE_VARIABLE}
+    environment["PYTHONPATH"] = str(path)
+    if pure:
+        environment[PURE_VARIABLE] = "1"
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=environment, cwd=path
+    )
+
+
+def test_the_pure_variable_imports_the_sources() -> None:
+    ran = _python(WHICH_PLAN, path=ROOT, pure=True)
+    assert ran.stdout.strip() == str(ROOT / "shared" / "planner" / "plan.py")
+
+
+def test_a_source_changed_since_the_build_runs_every_module_from_source(tmp_path: Path) -> None:
+    # Given a copy of the package with whatever the build left beside the sources, and a manifest
+    # that records another content for one compiled source
+    shutil.copytree(ROOT / "shared", tmp_path / "shared", ignore=shutil.ignore_patterns("__pycache__"))
+    for runtime in ROOT.glob("*__mypyc*.so"):
+        shutil.copy2(runtime, tmp_path)
+    sources = {
+        p.relative_to(tmp_path).as_posix(): source_digest(p)
+        for p in (tmp_path / "shared" / "planner").rglob("*.py")
+    }
+    sources["shared/planner/plan.py"] = "0" * 64
+    interpreter = _python(
+        "from shared.native_guard import interpreter_tag; print(interpreter_tag())", path=ROOT
+    )
+    manifest = {"interpreter": interpreter.stdout.strip(), "sources": sources}
+    (tmp_path / "shared" / "_native.json").write_text(json.dumps(manifest))
+
+    # When the planner is imported, Then it is the source, and the warning names the stale module
+    ran = _python(WHICH_PLAN, path=tmp_path)
+    assert ran.stdout.strip() == str(tmp_path / "shared" / "planner" / "plan.py")
+    assert "shared/planner/plan.py" in ran.stderr and "make native" in ran.stderr
