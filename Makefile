@@ -32,7 +32,7 @@ $(CHECKOV): | $(BIN)/python
 # when a compiled source changes; until then the sources run (shared/native_guard.py).
 NATIVE := shared/_native.json
 NATIVE_SOURCES := $(shell find shared/domain shared/planner shared/formats shared/local/sim -name '*.py')
-$(NATIVE): $(NATIVE_SOURCES) pyproject.toml | $(STAMP)
+$(NATIVE): $(NATIVE_SOURCES) shared/local/native.py pyproject.toml | $(STAMP)
 	$(BIN)/python -m shared.local.native
 
 native: $(NATIVE)
@@ -73,4 +73,4 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) cdk.out .mypy_cache .ruff_cache build shared/_native.json
-	find shared -name "*.so" -delete; rm -f *__mypyc*.so
+	find shared -name "*.so" -delete; rm -f *__mypyc.*.so

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import json
 import os
 import sys
@@ -29,7 +30,8 @@ class StaleNativeBuild(RuntimeWarning):
 
 
 class _SourceOnlyFinder(importlib.abc.MetaPathFinder):
-    """Finds `shared.*` modules by their `.py` files (or byte code), never an extension module."""
+    """Finds `shared.*` modules by their `.py` files (or byte code), never an extension module: a
+    module whose source is gone is not found, even if a compiled one of an older build is."""
 
     def __init__(self) -> None:
         self._finders: dict[str, importlib.machinery.FileFinder] = {}
@@ -50,7 +52,7 @@ class _SourceOnlyFinder(importlib.abc.MetaPathFinder):
             spec = finder.find_spec(fullname, target)
             if spec is not None:
                 return spec
-        return None
+        raise ModuleNotFoundError(f"No module named {fullname!r} (as a source)", name=fullname)
 
 
 def interpreter_tag() -> str:
@@ -67,6 +69,9 @@ def stale_sources(recorded: dict[str, object], root: Path = PACKAGE_ROOT.parent)
     sources = recorded.get("sources")
     if not isinstance(sources, dict) or not sources:
         return ["(a manifest without sources)"]
+    library = recorded.get("library")
+    if not isinstance(library, str) or not (root / library).is_file():
+        return [f"(the compiled code's library {library})"]
     trees = {name.rsplit("/", 1)[0] for name in sources}
     present = {p.relative_to(root).as_posix() for tree in trees for p in (root / tree).glob("*.py")}
     changed = sorted(present.symmetric_difference(sources))
@@ -74,6 +79,22 @@ def stale_sources(recorded: dict[str, object], root: Path = PACKAGE_ROOT.parent)
         if source_digest(root / name) != sources[name]:
             changed.append(name)
     return changed
+
+
+class _LibraryFinder(importlib.abc.MetaPathFinder):
+    """Finds the library of the compiled code by the top-level name mypyc gives it, beside the package."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._name = path.name.split(".", 1)[0]
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self._name:
+            return None
+        loader = importlib.machinery.ExtensionFileLoader(fullname, str(self._path))
+        return importlib.util.spec_from_file_location(fullname, self._path, loader=loader)
 
 
 def is_compiled(module: ModuleType) -> bool:
@@ -107,3 +128,5 @@ def guard() -> None:
             stacklevel=2,
         )
         use_sources()
+        return
+    sys.meta_path.append(_LibraryFinder(PACKAGE_ROOT.parent / str(recorded["library"])))

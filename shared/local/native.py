@@ -46,17 +46,18 @@ def compiled_sources(root: Path = ROOT) -> list[str]:
     return sorted(f for f in found if "__pycache__" not in f)
 
 
-def manifest(root: Path = ROOT) -> dict[str, object]:
+def manifest(root: Path = ROOT, library: str = "") -> dict[str, object]:
     return {
         "interpreter": interpreter_tag(),
+        "library": library,
         "sources": {name: source_digest(root / name) for name in compiled_sources(root)},
     }
 
 
 def _extension_modules(root: Path) -> list[Path]:
-    """Extension modules the build wrote: beside each compiled source and mypyc's shared runtime."""
+    """Extension modules the build wrote: beside each compiled source, and the library of their code."""
     beside = [p for tree in COMPILED_TREES for p in (root / tree).rglob("*.so")]
-    return beside + [p for p in root.glob("*__mypyc*.so")]
+    return beside + list(root.glob("*__mypyc.*.so"))
 
 
 def clean(root: Path = ROOT) -> None:
@@ -87,10 +88,16 @@ def build(root: Path = ROOT) -> None:
         )
     finally:
         os.chdir(previous)
+    # The library of the compiled code (every module beside a source forwards to it) has a top-level
+    # name and must sit beside the package (mypyc derives each compiled package's __path__ from its
+    # place); the guard finds it there by name wherever `shared` is imported from (a console script
+    # does not put the repository on sys.path).
+    (library,) = root.glob("*__mypyc.*.so")
     if manifest(root) != before:  # edited while compiling: what was built matches no source
         clean(root)
         raise SystemExit("sources changed during the build; run it again")
-    (root / MANIFEST_NAME).write_text(json.dumps(before, indent=1, sort_keys=True) + "\n")
+    recorded = {**before, "library": library.relative_to(root).as_posix()}
+    (root / MANIFEST_NAME).write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
     print(f"compiled {len(sources)} modules of {', '.join(COMPILED_TREES)}", file=sys.stderr)
 
 

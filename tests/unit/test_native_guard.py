@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -9,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shared.native_guard import PURE_VARIABLE, source_digest, stale_sources
+from shared.native_guard import PURE_VARIABLE, is_compiled, source_digest, stale_sources
+from tests.native import PLANNER_COMPILED
 
 ROOT = Path(__file__).resolve().parents[2]
 WHICH_PLAN = "import importlib; print(importlib.import_module('shared.planner.plan').__file__)"
@@ -20,7 +22,12 @@ def _tree(root: Path, files: dict[str, str]) -> dict[str, object]:
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
-    return {"interpreter": "x", "sources": {name: source_digest(root / name) for name in files}}
+    (root / "0123__mypyc.so").write_bytes(b"")
+    return {
+        "interpreter": "x",
+        "library": "0123__mypyc.so",
+        "sources": {name: source_digest(root / name) for name in files},
+    }
 
 
 def test_a_tree_as_built_is_not_stale(tmp_path: Path) -> None:
@@ -43,19 +50,33 @@ def test_a_changed_a_new_and_a_removed_source_are_each_stale(tmp_path: Path) -> 
     ]
 
 
-def test_a_manifest_without_sources_is_stale(tmp_path: Path) -> None:
-    assert stale_sources({"interpreter": "x"}, tmp_path)
-    assert stale_sources({"interpreter": "x", "sources": {}}, tmp_path)
+def test_a_manifest_without_sources_or_without_its_library_is_stale(tmp_path: Path) -> None:
+    recorded = _tree(tmp_path, {"shared/planner/a.py": "A = 1\n"})
+    assert stale_sources({**recorded, "sources": {}}, tmp_path)
+    assert stale_sources({k: v for k, v in recorded.items() if k != "sources"}, tmp_path)
+    (tmp_path / "0123__mypyc.so").unlink()
+    assert stale_sources(recorded, tmp_path) == ["(the compiled code's library 0123__mypyc.so)"]
 
 
-def _python(code: str, *, path: Path, pure: bool = False) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != PURE_VARIABLE}
-    environment["PYTHONPATH"] = str(path)
+def _python(
+    code: str, *, path: Path | None, pure: bool = False, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if k not in (PURE_VARIABLE, "PYTHONPATH")}
+    if path is not None:
+        environment["PYTHONPATH"] = str(path)
     if pure:
         environment[PURE_VARIABLE] = "1"
     return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=environment, cwd=path
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=environment, cwd=cwd
     )
+
+
+def test_the_compiled_planner_loads_from_anywhere_the_package_does(tmp_path: Path) -> None:
+    # A console script puts neither the repository nor the working directory on sys.path: the
+    # installed package alone must find the compiled code's library
+    ran = _python(WHICH_PLAN, path=None, cwd=tmp_path)
+    assert ran.stdout.strip() == importlib.import_module("shared.planner.plan").__file__
+    assert is_compiled(importlib.import_module("shared.planner.plan")) == PLANNER_COMPILED
 
 
 def test_the_pure_variable_imports_the_sources() -> None:
@@ -67,8 +88,6 @@ def test_a_source_changed_since_the_build_runs_every_module_from_source(tmp_path
     # Given a copy of the package with whatever the build left beside the sources, and a manifest
     # that records another content for one compiled source
     shutil.copytree(ROOT / "shared", tmp_path / "shared", ignore=shutil.ignore_patterns("__pycache__"))
-    for runtime in ROOT.glob("*__mypyc*.so"):
-        shutil.copy2(runtime, tmp_path)
     sources = {
         p.relative_to(tmp_path).as_posix(): source_digest(p)
         for p in (tmp_path / "shared" / "planner").rglob("*.py")
@@ -77,10 +96,17 @@ def test_a_source_changed_since_the_build_runs_every_module_from_source(tmp_path
     interpreter = _python(
         "from shared.native_guard import interpreter_tag; print(interpreter_tag())", path=ROOT
     )
-    manifest = {"interpreter": interpreter.stdout.strip(), "sources": sources}
+    for library in ROOT.glob("*__mypyc.*.so"):
+        shutil.copy2(library, tmp_path)
+    library = next(tmp_path.glob("*__mypyc.*.so"), tmp_path / "missing.so")
+    manifest = {
+        "interpreter": interpreter.stdout.strip(),
+        "library": library.relative_to(tmp_path).as_posix(),
+        "sources": sources,
+    }
     (tmp_path / "shared" / "_native.json").write_text(json.dumps(manifest))
 
     # When the planner is imported, Then it is the source, and the warning names the stale module
-    ran = _python(WHICH_PLAN, path=tmp_path)
+    ran = _python(WHICH_PLAN, path=tmp_path, cwd=tmp_path)
     assert ran.stdout.strip() == str(tmp_path / "shared" / "planner" / "plan.py")
     assert "shared/planner/plan.py" in ran.stderr and "make native" in ran.stderr
