@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import cached_property
 from operator import attrgetter
 
 from shared.config import NodeGroupConfig, ScalerConfig
@@ -45,10 +44,14 @@ class GroupView:
     # Read off config and template once: every rule asks them of every group, often once per node.
     name: str = field(init=False)
     shape: Resources | None = field(init=False)  # allocatable of a new node (before its DaemonSets)
+    _launch_labels: tuple[Mapping[str, str], ...] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         self.name = self.config.name
         self.shape = self.template.allocatable
+        self._launch_labels = None
 
     @property
     def taints(self) -> tuple[Taint, ...]:
@@ -60,10 +63,15 @@ class GroupView:
         """Labels a new node of the group carries (its hostname aside)."""
         return self.template.labels
 
-    @cached_property
+    @property
     def launch_labels(self) -> tuple[Mapping[str, str], ...]:
         """The labels a new node may carry: one mapping per zone of a multi-zone group (launch_labels)."""
-        return launch_labels(self.capacity.zones, self.template.labels, self.zone_ids)
+        found = self._launch_labels
+        if found is None:
+            found = self._launch_labels = launch_labels(
+                self.capacity.zones, self.template.labels, self.zone_ids
+            )
+        return found
 
     def admits(self, scheduling: Scheduling) -> bool:
         """Whether a new node of the group, in whichever zone it launches, admits `scheduling`
@@ -113,11 +121,22 @@ class Context:
     nodes_by_name: dict[str, Node] = field(default_factory=dict)  # every registered node
     _requests: dict[Resources, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     _vectors: dict[Resources, tuple[int, ...]] = field(default_factory=dict)
+    # What the properties below build when first asked, kept for the run (never passed). Fields, not
+    # functools.cached_property: compiled by mypyc (shared/local/native.py), a class keeps no
+    # instance __dict__ and a cached_property becomes a plain property, built again at every read.
+    _devices: tuple[DeviceWorld | None] | None = field(default=None, repr=False, compare=False)
+    _dims: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    _dim_index: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
-    @cached_property
+    @property
     def devices(self) -> DeviceWorld | None:
         """DRA: the run's ResourceSlices, classes and claims. Built when first asked: only placing
         pending pods reads it, and most runs have none (it joins every registered node)."""
+        if self._devices is None:
+            self._devices = (self._device_world(),)
+        return self._devices[0]
+
+    def _device_world(self) -> DeviceWorld | None:
         return device_world(
             self.snapshot.dra,
             {
@@ -126,21 +145,36 @@ class Context:
             },
         )
 
-    @cached_property
+    @property
     def dims(self) -> tuple[str, ...]:
         """The run's resource dimensions, sorted: every name a node, pod, group shape or template
         overhead has, and pods. Built when first asked (a run without pending pods never asks)."""
-        snapshot = self.snapshot
-        # Distinct resource vectors only: pods and nodes share a handful of shapes.
-        vectors = {id(n.allocatable): n.allocatable for n in snapshot.nodes}
-        vectors.update({id(p.requests): p.requests for p in snapshot.pods})
-        vectors.update({id(v.shape): v.shape for v in self.groups if v.shape is not None})
-        vectors.update({id(v.template.overhead): v.template.overhead for v in self.groups})
-        return tuple(sorted({PODS} | {name for vector in vectors.values() for name, _ in vector.items}))
+        if self._dims is None:
+            self._dims = self._collect_dims()
+        return self._dims
 
-    @cached_property
+    def _collect_dims(self) -> tuple[str, ...]:
+        snapshot = self.snapshot
+        vectors = [n.allocatable for n in snapshot.nodes]
+        vectors += [p.requests for p in snapshot.pods]
+        vectors += [v.shape for v in self.groups if v.shape is not None]
+        vectors += [v.template.overhead for v in self.groups]
+        names = {PODS}
+        # Pods and nodes share a handful of shapes, mostly next to each other: a vector read just
+        # before is not read again.
+        last = None
+        for vector in vectors:
+            if vector is not last:
+                last = vector
+                for name, _ in vector.items:
+                    names.add(name)
+        return tuple(sorted(names))
+
+    @property
     def dim_index(self) -> dict[str, int]:
-        return {name: i for i, name in enumerate(self.dims)}
+        if self._dim_index is None:
+            self._dim_index = {name: i for i, name in enumerate(self.dims)}
+        return self._dim_index
 
     def vector(self, resources: Resources) -> tuple[int, ...]:
         """Resources as a dense tuple in this run's dimension order (cached: shapes repeat)."""

@@ -73,8 +73,9 @@ def _python(
 
 def test_the_compiled_planner_loads_from_anywhere_the_package_does(tmp_path: Path) -> None:
     # A console script puts neither the repository nor the working directory on sys.path: the
-    # installed package alone must find the compiled code's library
-    ran = _python(WHICH_PLAN, path=None, cwd=tmp_path)
+    # installed package alone must find the compiled code's library (the child runs in the same
+    # mode as this test run: compiled, or sources when the pure variable is set)
+    ran = _python(WHICH_PLAN, path=None, cwd=tmp_path, pure=os.environ.get(PURE_VARIABLE) == "1")
     assert ran.stdout.strip() == importlib.import_module("shared.planner.plan").__file__
     assert is_compiled(importlib.import_module("shared.planner.plan")) == PLANNER_COMPILED
 
