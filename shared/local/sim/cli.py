@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import copyreg
-import dataclasses
 import math
 import multiprocessing
 import os
@@ -14,17 +12,13 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any, TextIO
 
 from shared.config import ScalerConfig, load_config
-from shared.domain import resources as domain_resources
 from shared.domain.durations import short_duration
 from shared.domain.errors import InputError
 from shared.domain.quantity import quantity
 from shared.local import json_io
-from shared.local.sim import entities, faults, workload
-from shared.local.sim import trace as trace_module
 from shared.local.sim.compare_table import compare_table
 from shared.local.sim.engine import SimOptions, SimResult, at, simulate
 from shared.local.sim.report import build_report, compare_document, report_table
@@ -405,28 +399,6 @@ def replay_all(
         ]
         first = _run_one(args, trace, *runs[0], sizing)
         return [first, *(other.result() for other in others)]
-
-
-def _rebuilt(cls: type, values: dict[str, Any]) -> Any:
-    return cls(**values)
-
-
-def _by_constructor(obj: Any) -> tuple[Callable[..., Any], tuple[type, dict[str, Any]]]:
-    values = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.init}
-    return _rebuilt, (type(obj), values)
-
-
-def _pickle_by_constructor(*modules: ModuleType) -> None:
-    """Send the dataclasses of `modules` to and from the other replay's process through their
-    constructors: compiled by mypyc (shared/local/native.py), a frozen one restores its fields by
-    assignment, which it refuses."""
-    for module in modules:
-        for value in vars(module).values():
-            if isinstance(value, type) and dataclasses.is_dataclass(value):
-                copyreg.pickle(value, _by_constructor)
-
-
-_pickle_by_constructor(entities, faults, trace_module, workload, domain_resources)
 
 
 def _usable_cpus() -> int:

@@ -67,6 +67,7 @@ from shared.local.sim.fleet import SimFleet
 from shared.local.sim.loading import JobLoader
 from shared.local.sim.metrics import SeriesRecorder, account_until, not_started
 from shared.local.sim.migration import SimMigrator
+from shared.local.sim.pickling import register as register_pickling
 from shared.local.sim.state import SimState
 from shared.local.sim.store import SimStateStore
 from shared.local.sim.trace import Trace
@@ -83,6 +84,10 @@ __all__ = [
     "epoch_seconds",
     "simulate",
 ]
+
+# A replay's inputs and figures go to and from other processes (`simulate --compare`,
+# bench/sim_bench.py --jobs): see shared/local/sim/pickling.py.
+register_pickling()
 
 
 class Replay:

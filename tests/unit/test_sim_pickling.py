@@ -1,0 +1,46 @@
+"""A replay's inputs and figures cross to other processes (`simulate --compare`, bench/sim_bench.py
+--jobs) by pickle; compiled by mypyc, frozen dataclasses refuse the ordinary unpickling, so the
+replay's modules register them to be rebuilt by their constructors (shared/local/sim/pickling.py)."""
+
+from __future__ import annotations
+
+import pickle
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from shared.local.sim.engine import SimOptions, SimResult, simulate
+from shared.local.sim.trace import Trace, load_trace
+from tests.builders import config
+
+TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+
+
+def _replay(trace: Trace) -> SimResult:
+    return simulate(trace, config(), SimOptions())
+
+
+def test_a_trace_and_its_replay_come_back_from_a_pickle_equal() -> None:
+    # Given a trace and the figures of its replay
+    trace = load_trace(TRACES / "two_whole_node_jobs.csv")
+    result = _replay(trace)
+
+    # When both make the round trip a worker process makes
+    trace_back = pickle.loads(pickle.dumps(trace))
+    result_back = pickle.loads(pickle.dumps(result))
+
+    # Then they are what was sent
+    assert trace_back == trace
+    assert result_back.waits == result.waits
+    assert result_back.groups == result.groups
+
+
+def test_a_replay_runs_in_a_worker_process_as_in_this_one() -> None:
+    # Given a trace sent to a worker process, as bench/sim_bench.py --jobs does
+    trace = load_trace(TRACES / "two_whole_node_jobs.csv")
+    with ProcessPoolExecutor(max_workers=1) as pool:
+        remote = pool.submit(_replay, trace).result()
+
+    # Then its figures are the ones replayed here
+    here = _replay(trace)
+    assert remote.waits == here.waits
+    assert remote.groups == here.groups
