@@ -4,6 +4,7 @@ replay's modules register them to be rebuilt by their constructors (shared/local
 
 from __future__ import annotations
 
+import multiprocessing
 import pickle
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -35,9 +36,10 @@ def test_a_trace_and_its_replay_come_back_from_a_pickle_equal() -> None:
 
 
 def test_a_replay_runs_in_a_worker_process_as_in_this_one() -> None:
-    # Given a trace sent to a worker process, as bench/sim_bench.py --jobs does
+    # Given a trace sent to a worker process, as bench/sim_bench.py --jobs does; a spawned one (the
+    # default on macOS, and no fork of this threaded test process), which registers for itself
     trace = load_trace(TRACES / "two_whole_node_jobs.csv")
-    with ProcessPoolExecutor(max_workers=1) as pool:
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         remote = pool.submit(_replay, trace).result()
 
     # Then its figures are the ones replayed here
