@@ -64,19 +64,29 @@ def source_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def tree_sources(trees: Sequence[str], root: Path = PACKAGE_ROOT.parent) -> list[str]:
+    """The modules' sources under `trees` (folders relative to `root`), relative to `root`, sorted."""
+    found = (p.relative_to(root).as_posix() for tree in trees for p in (root / tree).rglob("*.py"))
+    return sorted(f for f in found if "__pycache__" not in f)
+
+
 def stale_sources(recorded: dict[str, object], root: Path = PACKAGE_ROOT.parent) -> list[str]:
-    """Sources that differ from the build's record (changed, new or gone), relative to `root`."""
-    sources = recorded.get("sources")
+    """Sources that differ from the build's record, relative to `root`: a compiled module's source
+    changed, new or gone, or a module they import from outside the compiled trees changed or gone
+    (mypyc builds their types into the compiled code: `shared/config.py`'s models, say)."""
+    sources, trees = recorded.get("sources"), recorded.get("trees")
     if not isinstance(sources, dict) or not sources:
         return ["(a manifest without sources)"]
+    if not isinstance(trees, list) or not trees or not all(isinstance(t, str) for t in trees):
+        return ["(a manifest of an older build, without its compiled trees)"]
     library = recorded.get("library")
     if not isinstance(library, str) or not (root / library).is_file():
         return [f"(the compiled code's library {library})"]
-    trees = {name.rsplit("/", 1)[0] for name in sources}
-    present = {p.relative_to(root).as_posix() for tree in trees for p in (root / tree).glob("*.py")}
-    changed = sorted(present.symmetric_difference(sources))
-    for name in sorted(present.intersection(sources)):
-        if source_digest(root / name) != sources[name]:
+    compiled = {name for name in sources if name.startswith(tuple(f"{tree}/" for tree in trees))}
+    changed = sorted(compiled.symmetric_difference(tree_sources(trees, root)))
+    for name in sorted(sources):
+        path = root / name
+        if name not in changed and (not path.is_file() or source_digest(path) != sources[name]):
             changed.append(name)
     return changed
 

@@ -8,6 +8,8 @@ import pytest
 
 from shared.native_guard import is_compiled
 
+# Set by `make test` for its compiled pass: there the planner must be the compiled one.
+COMPILED_PASS_VARIABLE = "BACKLOG_SCALER_COMPILED_PASS"
 # The module, not the function `shared.planner.plan` that the package exports under the same name.
 PLANNER_COMPILED = is_compiled(importlib.import_module("shared.planner.plan"))
 # Tests that replace the planner's module functions (monkeypatch) reach only its sources: mypyc's

@@ -11,25 +11,33 @@ Only this machine's interpreter loads them: an extension module's file name carr
 version and platform (`plan.cpython-311-x86_64-linux-gnu.so`, PEP 3149), so another Python imports
 the source, and the function package never ships them (cdk/packaging.py): Lambda runs the sources.
 
-The build records the interpreter and a hash of every compiled source in `shared/_native.json`.
-Importing `shared` compares them (shared/native_guard.py): if a source changed, appeared or went
-away since the build, or BACKLOG_SCALER_PURE=1 is set, every module of `shared` is imported from its
-source, so a stale compiled module never runs.
+The build records in `shared/_native.json` the interpreter, the mypy that compiled, and a hash of
+every compiled source and of every module of `shared` they import from outside the compiled trees
+(mypyc builds those modules' types into the compiled code: the config's models, say). Importing
+`shared` compares them (shared/native_guard.py): if one of those sources changed, or a compiled one
+appeared or went away since the build, or BACKLOG_SCALER_PURE=1 is set, every module of `shared` is
+imported from its source, so a stale compiled module never runs. The build itself does nothing while
+what it built is current (same sources, interpreter and mypy), and one build at a time runs.
 
-    python -m shared.local.native          # build (make native)
+    python -m shared.local.native          # build unless current (make native)
+    python -m shared.local.native --force  # build anyway
     python -m shared.local.native --clean  # remove what the build wrote
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import fcntl
 import json
 import os
 import shutil
 import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from shared.native_guard import MANIFEST, interpreter_tag, source_digest
+from shared.native_guard import MANIFEST, interpreter_tag, source_digest, stale_sources, tree_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 # What is compiled: every module under these packages. Not the config (pydantic models), the
@@ -42,16 +50,74 @@ BUILD_DIR = "build/native"
 
 def compiled_sources(root: Path = ROOT) -> list[str]:
     """The compiled modules' sources, relative to `root`, sorted."""
-    found = (p.relative_to(root).as_posix() for tree in COMPILED_TREES for p in (root / tree).rglob("*.py"))
-    return sorted(f for f in found if "__pycache__" not in f)
+    return tree_sources(COMPILED_TREES, root)
+
+
+def _imported(path: Path) -> set[str]:
+    """The modules of `shared` that the source at `path` imports (and the names it imports from them,
+    which may be modules too), wherever the import stands: under TYPE_CHECKING or in a function."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name == "shared" or name.startswith("shared.")}
+
+
+def _module_file(root: Path, module: str) -> str | None:
+    base = root.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate.relative_to(root).as_posix()
+    return None
+
+
+def dependencies(sources: Iterable[str], root: Path = ROOT) -> list[str]:
+    """The modules of `shared` outside the compiled trees that the compiled ones import, and those
+    these import in turn (their types reach the compiled code through them), relative to `root`."""
+    seen = set(sources)
+    todo, found = list(seen), []
+    while todo:
+        for module in _imported(root / todo.pop()):
+            name = _module_file(root, module)
+            if name is not None and name not in seen:
+                seen.add(name)
+                found.append(name)
+                todo.append(name)
+    return sorted(found)
+
+
+def _mypy_version() -> str:
+    from mypy.version import __version__  # a development dependency: only this build needs it
+
+    return str(__version__)
 
 
 def manifest(root: Path = ROOT, library: str = "") -> dict[str, object]:
+    sources = compiled_sources(root)
     return {
         "interpreter": interpreter_tag(),
+        "mypy": _mypy_version(),
+        "trees": list(COMPILED_TREES),
         "library": library,
-        "sources": {name: source_digest(root / name) for name in compiled_sources(root)},
+        "sources": {name: source_digest(root / name) for name in [*sources, *dependencies(sources, root)]},
     }
+
+
+def current(root: Path = ROOT) -> bool:
+    """Whether the build on disk was made from these sources by this interpreter and mypy."""
+    try:
+        recorded = json.loads((root / MANIFEST_NAME).read_text())
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(recorded, dict)
+        and recorded.get("interpreter") == interpreter_tag()
+        and recorded.get("mypy") == _mypy_version()
+        and not stale_sources(recorded, root)
+    )
 
 
 def _extension_modules(root: Path) -> list[Path]:
@@ -65,15 +131,36 @@ def clean(root: Path = ROOT) -> None:
     (root / MANIFEST_NAME).unlink(missing_ok=True)
     for path in _extension_modules(root):
         path.unlink()
+    # mypyc's C files and objects: a build starts from none (distutils would keep an object whose
+    # C file is unchanged although a header it includes changed).
     shutil.rmtree(root / BUILD_DIR, ignore_errors=True)
 
 
-def build(root: Path = ROOT) -> None:
-    """Compile COMPILED_TREES in place and write the manifest of what was compiled."""
+@contextmanager
+def _one_build_at_a_time(root: Path) -> Iterator[None]:
+    """Two builds at once (two `make test` in one checkout) would delete each other's output."""
+    lock = root / f"{BUILD_DIR}.lock"  # beside the build's folder, which every build starts by removing
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def build(root: Path = ROOT, *, force: bool = False) -> None:
+    """Compile COMPILED_TREES in place and write the manifest of what was compiled, unless what is
+    there is current (and not `force`)."""
+    with _one_build_at_a_time(root):
+        if not force and current(root):
+            print(f"the compiled modules of {', '.join(COMPILED_TREES)} are current", file=sys.stderr)
+            return
+        _build(root)
+
+
+def _build(root: Path) -> None:
     from mypyc.build import mypycify  # a development dependency: only this build needs it
     from setuptools import setup
 
-    clean(root)  # a module renamed or removed since the last build must not leave its .so behind
+    clean(root)  # a module renamed or removed must not leave its .so behind
     sources = compiled_sources(root)
     before = manifest(root)
     previous = Path.cwd()
@@ -104,11 +191,12 @@ def build(root: Path = ROOT) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shared.local.native", description=__doc__.split("\n")[0])
     parser.add_argument("--clean", action="store_true", help="remove the compiled modules and the manifest")
+    parser.add_argument("--force", action="store_true", help="build even if the compiled modules are current")
     args = parser.parse_args(argv)
     if args.clean:
         clean()
     else:
-        build()
+        build(force=args.force)
     return 0
 
 

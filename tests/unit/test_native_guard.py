@@ -10,21 +10,29 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from shared.local.native import COMPILED_TREES, compiled_sources, current, dependencies
 from shared.native_guard import PURE_VARIABLE, is_compiled, source_digest, stale_sources
-from tests.native import PLANNER_COMPILED
+from tests.native import COMPILED_PASS_VARIABLE, PLANNER_COMPILED
 
 ROOT = Path(__file__).resolve().parents[2]
 WHICH_PLAN = "import importlib; print(importlib.import_module('shared.planner.plan').__file__)"
 
 
+TREES = ["shared/domain", "shared/planner"]
+
+
 def _tree(root: Path, files: dict[str, str]) -> dict[str, object]:
-    """Write `files` under `root`; the manifest a build of them records."""
+    """Write `files` under `root`; the manifest a build of them records (compiled: those under TREES;
+    the others are modules the compiled ones import)."""
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
     (root / "0123__mypyc.so").write_bytes(b"")
     return {
         "interpreter": "x",
+        "trees": TREES,
         "library": "0123__mypyc.so",
         "sources": {name: source_digest(root / name) for name in files},
     }
@@ -41,19 +49,37 @@ def test_a_changed_a_new_and_a_removed_source_are_each_stale(tmp_path: Path) -> 
         {"shared/planner/a.py": "A = 1\n", "shared/planner/b.py": "B = 2\n", "shared/domain/c.py": ""},
     )
     (tmp_path / "shared/planner/a.py").write_text("A = 3\n")
-    (tmp_path / "shared/planner/new.py").write_text("")
+    (tmp_path / "shared/planner/sub/new.py").parent.mkdir()
+    (tmp_path / "shared/planner/sub/new.py").write_text("")
     (tmp_path / "shared/domain/c.py").unlink()
     assert sorted(stale_sources(recorded, tmp_path)) == [
         "shared/domain/c.py",
         "shared/planner/a.py",
-        "shared/planner/new.py",
+        "shared/planner/sub/new.py",
     ]
 
 
-def test_a_manifest_without_sources_or_without_its_library_is_stale(tmp_path: Path) -> None:
+def test_a_module_the_compiled_code_imports_is_stale_once_changed_or_gone(tmp_path: Path) -> None:
+    # Given a build whose compiled module imports the config (mypyc builds its types in), beside a
+    # module nothing compiled imports
+    recorded = _tree(
+        tmp_path, {"shared/planner/a.py": "from shared.config import X\n", "shared/config.py": "X = 1\n"}
+    )
+    (tmp_path / "shared/cli.py").write_text("")
+    assert stale_sources(recorded, tmp_path) == []
+
+    # When the config changes, Then the build is stale; and when it is gone, too
+    (tmp_path / "shared/config.py").write_text("X: float = 1.5\n")
+    assert stale_sources(recorded, tmp_path) == ["shared/config.py"]
+    (tmp_path / "shared/config.py").unlink()
+    assert stale_sources(recorded, tmp_path) == ["shared/config.py"]
+
+
+def test_a_manifest_without_sources_trees_or_library_is_stale(tmp_path: Path) -> None:
     recorded = _tree(tmp_path, {"shared/planner/a.py": "A = 1\n"})
     assert stale_sources({**recorded, "sources": {}}, tmp_path)
     assert stale_sources({k: v for k, v in recorded.items() if k != "sources"}, tmp_path)
+    assert stale_sources({k: v for k, v in recorded.items() if k != "trees"}, tmp_path)
     (tmp_path / "0123__mypyc.so").unlink()
     assert stale_sources(recorded, tmp_path) == ["(the compiled code's library 0123__mypyc.so)"]
 
@@ -80,6 +106,15 @@ def test_the_compiled_planner_loads_from_anywhere_the_package_does(tmp_path: Pat
     assert is_compiled(importlib.import_module("shared.planner.plan")) == PLANNER_COMPILED
 
 
+def test_the_compiled_pass_runs_a_current_build() -> None:
+    # `make test` builds, then runs the suite compiled with the pass's variable set: a build that the
+    # guard refused, or that did not happen, must fail that pass rather than test the sources twice
+    if os.environ.get(COMPILED_PASS_VARIABLE) != "1":
+        pytest.skip(f"{COMPILED_PASS_VARIABLE} is not set: not the compiled pass of make test")
+    assert current(), "the build on disk does not match the sources: `make native` did not run?"
+    assert PLANNER_COMPILED
+
+
 def test_the_pure_variable_imports_the_sources() -> None:
     ran = _python(WHICH_PLAN, path=ROOT, pure=True)
     assert ran.stdout.strip() == str(ROOT / "shared" / "planner" / "plan.py")
@@ -99,9 +134,12 @@ def test_a_source_changed_since_the_build_runs_every_module_from_source(tmp_path
     )
     for library in ROOT.glob("*__mypyc.*.so"):
         shutil.copy2(library, tmp_path)
-    library = next(tmp_path.glob("*__mypyc.*.so"), tmp_path / "missing.so")
+    library = next(tmp_path.glob("*__mypyc.*.so"), tmp_path / "0123__mypyc.so")
+    if not library.exists():  # no build in this checkout: a stand-in, which a stale build never loads
+        library.write_bytes(b"")
     manifest = {
         "interpreter": interpreter.stdout.strip(),
+        "trees": ["shared/planner"],
         "library": library.relative_to(tmp_path).as_posix(),
         "sources": sources,
     }
@@ -111,3 +149,11 @@ def test_a_source_changed_since_the_build_runs_every_module_from_source(tmp_path
     ran = _python(WHICH_PLAN, path=tmp_path, cwd=tmp_path)
     assert ran.stdout.strip() == str(tmp_path / "shared" / "planner" / "plan.py")
     assert "shared/planner/plan.py" in ran.stderr and "make native" in ran.stderr
+
+
+def test_the_build_records_the_modules_the_compiled_code_imports() -> None:
+    # The compiled planner reads the config's models and the CLI's JSON helpers: both are recorded,
+    # and nothing the build compiles is counted twice
+    found = dependencies(compiled_sources())
+    assert {"shared/config.py", "shared/local/json_io.py"} <= set(found)
+    assert not [name for name in found if name.startswith(tuple(f"{tree}/" for tree in COMPILED_TREES))]
