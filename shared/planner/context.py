@@ -121,12 +121,19 @@ class Context:
     nodes_by_name: dict[str, Node] = field(default_factory=dict)  # every registered node
     _requests: dict[Resources, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     _vectors: dict[Resources, tuple[int, ...]] = field(default_factory=dict)
-    # What the properties below build when first asked, kept for the run (never passed). Fields, not
+    # What the properties below build when first asked, kept for the run. Fields, not
     # functools.cached_property: compiled by mypyc (shared/local/native.py), a class keeps no
     # instance __dict__ and a cached_property becomes a plain property, built again at every read.
-    _devices: tuple[DeviceWorld | None] | None = field(default=None, repr=False, compare=False)
-    _dims: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    _dim_index: dict[str, int] | None = field(default=None, repr=False, compare=False)
+    # Not constructor arguments, so a `dataclasses.replace` starts them afresh; set in __post_init__
+    # (mypyc gives an init=False field no default).
+    _devices: tuple[DeviceWorld | None] | None = field(default=None, init=False, repr=False, compare=False)
+    _dims: tuple[str, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    _dim_index: dict[str, int] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._devices = None
+        self._dims = None
+        self._dim_index = None
 
     @property
     def devices(self) -> DeviceWorld | None:
