@@ -18,6 +18,7 @@ from shared.planner import plan
 from shared.planner.health import GPUS_LOST, health_clock_key
 from shared.planner.repair import REPAIR_TAINT_KEY
 from tests.builders import GPU_TAINT, GPU_TOLERATION, NOW, asg, config, iso, node, pod, snapshot
+from tests.native import needs_sources
 
 A100 = "research-a100"
 HEALTH_TAINT = {"key": REPAIR_TAINT_KEY, "effect": "NoSchedule"}
@@ -318,6 +319,7 @@ def test_with_repair_switched_off_the_room_is_still_not_counted_but_nothing_is_d
     assert result.pods[0].outcome is Outcome.EXISTING and "n0" not in result.pods[0].reason
 
 
+@needs_sources
 def test_the_fast_verdict_on_settled_nodes_is_the_full_reading(monkeypatch: Any) -> None:
     # node_health answers HEALTHY without reading further when the Node object shows nothing under
     # the default watch list; every shape of node must get the verdict the full reading gives.

@@ -19,6 +19,7 @@ from shared.formats.lifecycle import instance_statuses_from_describe, launch_tem
 from shared.planner import plan
 from shared.planner.rotation import ROTATION_TAINT_KEY
 from tests.builders import GPU_TAINT, GPU_TOLERATION, NOW, asg, config, iso, node, pod, snapshot
+from tests.native import needs_sources
 
 A100 = "research-a100"
 TEMPLATE = "lt-0abc1234567890def"
@@ -210,6 +211,7 @@ def test_a_node_marked_at_a_rebalance_recommendation_is_replaced_once_empty() ->
     assert [(t.node, t.decrement) for t in idle.terminate] == [("n0", False)]
 
 
+@needs_sources
 def test_without_templates_lifetime_or_statuses_only_marked_nodes_are_judged(monkeypatch: Any) -> None:
     # A group that names no launch template or configuration, no lifetime, no EC2 statuses: nothing
     # but a mark can make a node due, so only marked nodes are judged; the plan is the full one.

@@ -19,6 +19,7 @@ from shared.local.sim.compare_table import compare_table
 from shared.local.sim.engine import SimResult
 from shared.local.sim.report import build_report, compare_document, report_table
 from shared.local.sim.trace import load_trace
+from tests.native import needs_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "tests" / "fixtures" / "traces"
@@ -277,6 +278,7 @@ def test_trace_format_flag_and_its_hidden_old_spelling(capsys: pytest.CaptureFix
     assert "--output" not in help_text
 
 
+@needs_sources
 @pytest.mark.parametrize("layout", ["a file", "under a file"])
 def test_out_is_validated_before_the_replay_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, layout: str
@@ -295,6 +297,7 @@ def test_out_is_validated_before_the_replay_starts(
     assert replay.calls == 0
 
 
+@needs_sources
 def test_out_whose_plot_is_a_directory_is_refused_before_the_replay(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -337,6 +340,7 @@ def test_out_that_does_not_exist_yet_is_created(tmp_path: Path, capsys: pytest.C
     assert json.loads((out / "report.json").read_text())["jobs"] == 2
 
 
+@needs_sources
 def test_no_plot_without_out_is_an_error(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,12 +4,16 @@ replay's modules register them to be rebuilt by their constructors (shared/local
 
 from __future__ import annotations
 
+import copyreg
+import dataclasses
 import multiprocessing
 import pickle
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from shared.local.sim.engine import SimOptions, SimResult, simulate
+from shared.local.sim.pickling import register
 from shared.local.sim.trace import Trace, load_trace
 from tests.builders import config
 
@@ -46,3 +50,21 @@ def test_a_replay_runs_in_a_worker_process_as_in_this_one() -> None:
     here = _replay(trace)
     assert remote.waits == here.waits
     assert remote.groups == here.groups
+
+
+def test_every_dataclass_of_the_loaded_modules_is_rebuilt_by_its_constructor() -> None:
+    # Given the registration run (the engine runs it when imported: modules loaded later in this
+    # test process, by other tests, are registered here)
+    register()
+
+    # When the dataclasses of the loaded modules of `shared` are listed, Then each is pickled through
+    # its constructor (the domain's nested ones included)
+    loaded = [
+        value
+        for name, module in list(sys.modules.items())
+        if module is not None and name.startswith(("shared.domain", "shared.planner", "shared.local.sim"))
+        for value in list(vars(module).values())
+        if isinstance(value, type) and value.__module__ == name and dataclasses.is_dataclass(value)
+    ]
+    assert len(loaded) > 50
+    assert [cls for cls in loaded if cls not in copyreg.dispatch_table] == []

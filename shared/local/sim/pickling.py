@@ -1,21 +1,20 @@
-"""The replay's dataclasses cross process boundaries (`simulate --compare`, `bench/sim_bench.py
---jobs`) through their constructors.
+"""The replay's values cross process boundaries (`simulate --compare`, `bench/sim_bench.py --jobs`)
+through their constructors.
 
 Compiled by mypyc (shared/local/native.py), a frozen dataclass is unpickled by assigning its fields,
-which it refuses (FrozenInstanceError). The engine registers them when it is imported, so whatever
-runs a replay, in this process or in a worker, has them.
+which it refuses (FrozenInstanceError). The engine registers every dataclass of the modules of
+`shared` loaded when it is imported (the domain's, the planner's, the replay's: whatever a trace, a
+replay's options or its figures hold), so whatever runs a replay, in this process or in a worker,
+has them.
 """
 
 from __future__ import annotations
 
 import copyreg
 import dataclasses
+import sys
 from collections.abc import Callable
 from typing import Any
-
-from shared.domain import resources as domain_resources
-from shared.local.sim import entities, faults, workload
-from shared.local.sim import trace as trace_module
 
 
 def _rebuilt(cls: type, values: dict[str, Any]) -> Any:
@@ -28,8 +27,10 @@ def _by_constructor(obj: Any) -> tuple[Callable[..., Any], tuple[type, dict[str,
 
 
 def register() -> None:
-    """Pickle every dataclass of the replay's modules (and the resource vectors) by its constructor."""
-    for module in (entities, faults, trace_module, workload, domain_resources):
-        for value in vars(module).values():
-            if isinstance(value, type) and dataclasses.is_dataclass(value):
+    """Pickle by its constructor every dataclass defined in a loaded module of `shared`."""
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "shared" or name.startswith("shared.")):
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and value.__module__ == name and dataclasses.is_dataclass(value):
                 copyreg.pickle(value, _by_constructor)
