@@ -61,10 +61,15 @@ def _fraction(value: Any) -> Fraction:
     return Fraction(int(num), int(den))
 
 
-def _version_key(value: Any) -> tuple[Any, ...]:
+def _semver(value: Any) -> Any:
+    """The (major, minor, patch, pre-release) of a semver value; ValueError for anything else."""
     if not isinstance(value, Mapping) or _V not in value:
         raise ValueError("not a semver")
-    major, minor, patch, pre = value[_V]
+    return value[_V]
+
+
+def _version_key(value: Any) -> tuple[Any, ...]:
+    major, minor, patch, pre = _semver(value)
     # semver 2.0.0 section 11: a pre-release sorts before its release; identifiers compared in turn.
     parts = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in str(pre).split(".")) if pre else ()
     return (int(major), int(minor), int(patch), 0 if pre else 1, parts)
@@ -91,9 +96,7 @@ def _is(parse: Callable[[str], Any]) -> Callable[[str], bool]:
 
 def _version_part(index: int) -> Callable[[Any], int]:
     def part(value: Any) -> int:
-        if not isinstance(value, Mapping) or _V not in value:
-            raise ValueError("not a semver")
-        return int(value[_V][index])
+        return int(_semver(value)[index])
 
     return part
 
