@@ -28,13 +28,20 @@ class Notifications(Construct):
             removal_policy=cdk.RemovalPolicy.DESTROY,
             pending_window=cdk.Duration.days(7),
         )
-        # CloudWatch publishes alarm notifications into the encrypted topic.
+        # CloudWatch publishes alarm notifications into the encrypted topic: on behalf of this
+        # account's alarms in this region only (the confused-deputy guard; CloudWatch sends the
+        # alarm's ARN and account with the KMS and SNS requests it makes for it, unlike EventBridge).
+        alarms_here = {
+            "StringEquals": {"aws:SourceAccount": cdk.Aws.ACCOUNT_ID},
+            "ArnLike": {"aws:SourceArn": _alarms_arn(self)},
+        }
         key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="AllowCloudWatchAlarmsToUseTheKey",
                 principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
                 actions=["kms:Decrypt", "kms:GenerateDataKey"],
                 resources=["*"],  # in a key policy, "*" is this key
+                conditions=alarms_here,
             )
         )
         topic = sns.Topic(self, "Topic", display_name="backlog-scaler", master_key=key, enforce_ssl=True)
@@ -44,7 +51,7 @@ class Notifications(Construct):
                 principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
                 actions=["sns:Publish"],
                 resources=[topic.topic_arn],
-                conditions={"StringEquals": {"aws:SourceAccount": cdk.Aws.ACCOUNT_ID}},
+                conditions=alarms_here,
             )
         )
         self.key = key
@@ -58,3 +65,13 @@ class Notifications(Construct):
         )
         if self.key is not None:
             self.key.grant(grantee, "kms:Decrypt", "kms:GenerateDataKey")
+
+
+def _alarms_arn(scope: Construct) -> str:
+    """arn:<partition>:cloudwatch:<region>:<account>:alarm:* of the stack's account and region."""
+    return cdk.Stack.of(scope).format_arn(
+        service="cloudwatch",
+        resource="alarm",
+        resource_name="*",
+        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+    )

@@ -279,6 +279,31 @@ def test_notifications_topic_is_encrypted_with_a_rotating_key(synthesized: Synth
     )
 
 
+def test_cloudwatch_uses_the_topic_and_its_key_only_for_this_accounts_alarms(
+    synthesized: Synthesized,
+) -> None:
+    """The service principal's grants carry the confused-deputy conditions: an alarm of another
+    account (or region) cannot publish to the topic or use its key."""
+    (key,) = synthesized.resources("AWS::KMS::Key").values()
+    (policy,) = synthesized.resources("AWS::SNS::TopicPolicy").values()
+    grants = [
+        s
+        for s in key["Properties"]["KeyPolicy"]["Statement"]
+        + policy["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+    ]
+    assert {s["Sid"] for s in grants} == {
+        "AllowCloudWatchAlarmsToUseTheKey",
+        "AllowCloudWatchAlarmsToPublish",
+    }
+    for statement in grants:
+        conditions = statement["Condition"]
+        assert conditions["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+        source_arn = json.dumps(conditions["ArnLike"]["aws:SourceArn"])
+        for part in (":cloudwatch:", "AWS::AccountId", ":alarm:*"):  # the stack's region
+            assert part in source_arn
+
+
 def test_access_entries_map_the_cluster_roles_to_the_rbac_group(synthesized: Synthesized) -> None:
     entries = synthesized.resources("AWS::EKS::AccessEntry")
     assert (
