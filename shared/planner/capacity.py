@@ -44,6 +44,9 @@ class GroupCapacity:
     launch_clock: datetime | None = None  # since when launches have been awaited (None: none are)
     reserved_free: int | None = None  # free reserved instances (None: no reservation)
     reserved_only: bool = False  # launches only into its reservations
+    # Instances of the reservations it launches into, used or free (None: no reservation): a group
+    # that launches only there never holds more nodes than that, whatever its max size.
+    reserved_total: int | None = None
     block_cordon: str | None = None  # a Capacity Block ends soon: cordon every node of the group
     zones: tuple[str, ...] = ()
 
@@ -89,7 +92,7 @@ def group_capacity(
     clock, overdue = _launch_clock(asg, first_seen, policy, now)
     types = asg.instance_types or ((instance_type,) if instance_type else ())
     active = [r for r in asg.reservations if r.state == "active" and _launches_into(asg, types, r)]
-    free, only, cordon = _reservations(asg, active, policy, now, blocked)
+    free, total, only, cordon = _reservations(asg, active, policy, now, blocked)
     if asg.reservations and only and not free:
         blocked.extend(_mismatches(asg, types))
     return GroupCapacity(
@@ -100,6 +103,7 @@ def group_capacity(
         launches_overdue=overdue,
         launch_clock=clock,
         reserved_free=free,
+        reserved_total=total,
         reserved_only=only,
         block_cordon=cordon,
         zones=asg.availability_zones,
@@ -150,10 +154,11 @@ def _reservations(
     policy: PolicyConfig,
     now: datetime,
     blocked: list[str],
-) -> tuple[int | None, bool, str | None]:
-    """Free reserved instances, whether the group launches only into them, and a block-end cordon."""
+) -> tuple[int | None, int | None, bool, str | None]:
+    """Free reserved instances, all the usable reserved instances (used or free), whether the group
+    launches only into them, and a block-end cordon."""
     if not asg.reservations or asg.reservation_preference == PREFERENCE_NONE:
-        return None, False, None
+        return None, None, False, None
     blocks = [r for r in asg.reservations if r.is_capacity_block]
     # A Capacity Block is launched into only (its market type). A launch targeting a full
     # reservation fails (ReservationCapacityExceeded) unless the group's preference falls back to
@@ -164,6 +169,7 @@ def _reservations(
     margin = timedelta(seconds=policy.reservation_end_margin_seconds)
     usable = [r for r in active if not (r.is_capacity_block and r.end is not None and now >= r.end - margin)]
     free = sum(max(0, r.available) for r in usable)
+    total = sum(max(0, r.total) for r in usable)
     cordon = None
     active_blocks = [r for r in active if r.is_capacity_block and r.end is not None]
     if active_blocks and not any(r.is_capacity_block for r in usable):
@@ -175,7 +181,7 @@ def _reservations(
     elif only and not free:
         ids = ", ".join(r.reservation_id for r in asg.reservations)
         blocked.append(f"no free instance in its capacity reservation(s) {ids}")
-    return free, only, cordon
+    return free, total, only, cordon
 
 
 def next_launch_clock(asg: AsgState, capacity: GroupCapacity, desired: int, now: datetime) -> datetime | None:

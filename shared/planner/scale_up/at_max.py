@@ -47,7 +47,7 @@ from shared.planner.diagnosis import NeverStarts
 from shared.planner.filters.framework import SimNode
 from shared.planner.gangs import nodes_needed
 from shared.planner.packing import Bins, Journal, Request, fits
-from shared.planner.scale_up.at_max_world import World, Worlds
+from shared.planner.scale_up.at_max_world import World, Worlds, most_nodes
 from shared.planner.scale_up.groups import GroupBins
 from shared.planner.scale_up.members import place_anywhere
 
@@ -226,10 +226,24 @@ def _beyond(views: list[GroupView], needed: int, holding: int) -> str:
     beside = f" beside the {holding} its running members hold" if holding else ""
     if len(views) == 1:
         nodes = f"{needed} {views[0].name} node{'s' if needed != 1 else ''}"
-        return f"needs {nodes}{beside}, more than the group's max size {views[0].max_size}"
+        return f"needs {nodes}{beside}, more than {_the_most(views[0])}"
     names = _listed([v.name for v in views])
-    sizes = _listed([f"{v.name} ({v.max_size})" for v in views])
+    sizes = _listed([f"{v.name} ({_most(v)})" for v in views])
     return f"needs {needed} nodes of {names}{beside}, more than the max sizes of {sizes} together"
+
+
+def _most(view: GroupView) -> str:
+    """The most nodes a group can ever have, as reasons give it: its max size, or "2 reserved" for a
+    group that launches only into capacity reservations holding fewer instances (most_nodes)."""
+    most = most_nodes(view)
+    return str(most) if most == view.max_size else f"{most} reserved"
+
+
+def _the_most(view: GroupView) -> str:
+    most = most_nodes(view)
+    if most == view.max_size:
+        return f"the group's max size {most}"
+    return f"the {most} instances of the group's capacity reservations (max size {view.max_size})"
 
 
 def _listed(items: list[str], last: str = "and") -> str:
@@ -283,9 +297,9 @@ def _cause(world: World, held: Unit, placed: int, rule: str | None, missing: Pod
     holding = sum(world.holding.get(v.name, 0) for v in views)
     empty = f"every node empty but the {holding} its running members hold" if holding else "every node empty"
     if len(views) == 1:
-        at, hold = f"the group's max size {views[0].max_size}", "it must hold"
+        at, hold = _the_most(views[0]), "it must hold"
     else:
-        sizes = _listed([f"{v.name} ({v.max_size})" for v in views])
+        sizes = _listed([f"{v.name} ({_most(v)})" for v in views])
         at, hold = f"the max sizes of {sizes}", "they must hold"
     where = _listed([v.name for v in views], "or")
     return (

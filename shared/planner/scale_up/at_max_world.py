@@ -72,6 +72,16 @@ def launches(view: GroupView) -> bool:
     )
 
 
+def most_nodes(view: GroupView) -> int:
+    """The most nodes the group can ever have: its max size, or fewer for a group that launches only
+    into capacity reservations (a Capacity Block, a targeted reservation with no On-Demand fallback):
+    their instances, used or free, whatever its max size."""
+    capacity = view.capacity
+    if capacity.reserved_only and capacity.reserved_total is not None:
+        return min(view.max_size, capacity.reserved_total)
+    return view.max_size
+
+
 class Worlds:
     """Each gang's world, what they share read once a run (on the first question): the kept
     registered nodes, the running members of every gang by node (finding one gang's members reads
@@ -159,7 +169,7 @@ class Worlds:
             group = ctx.group_of_node.get(name)
             holding[group.name if group else ""] = holding.get(group.name if group else "", 0) + 1
         groups = [
-            empty_at_max(ctx, view, holding.get(view.name, 0), position)
+            empty_at_max(ctx, view, holding.get(view.name, 0), position, most_nodes(view))
             for position, view in enumerate(ctx.groups)
             if launches(view)
         ]

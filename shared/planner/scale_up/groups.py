@@ -166,14 +166,16 @@ def new_node_room(ctx: Context, view: GroupView) -> tuple[int, ...]:
     return tuple(room)
 
 
-def empty_at_max(ctx: Context, view: GroupView, kept: int, target_id: int) -> GroupBins:
-    """The group grown to its max size with every node new and empty, but `kept` of its nodes (those
-    that run members of the gang asked about: they stay as they are, counted as registered room):
-    no booting or launching node (what a gang needs of the group, however long its other nodes take
-    to free up). No node joins the simulation until the placement opens one."""
-    return GroupBins(
-        view, Bins([], [], new_node_room(ctx, view), max_new=max(0, view.max_size - kept)), 0, target_id
-    )
+def empty_at_max(
+    ctx: Context, view: GroupView, kept: int, target_id: int, size: int | None = None
+) -> GroupBins:
+    """The group grown to its max size (`size` when it can never have that many nodes: at_max_world.
+    most_nodes) with every node new and empty, but `kept` of its nodes (those that run members of the
+    gang asked about: they stay as they are, counted as registered room): no booting or launching
+    node (what a gang needs of the group, however long its other nodes take to free up). No node
+    joins the simulation until the placement opens one."""
+    most = view.max_size if size is None else size
+    return GroupBins(view, Bins([], [], new_node_room(ctx, view), max_new=max(0, most - kept)), 0, target_id)
 
 
 def _pending_slots(view: GroupView) -> int:

@@ -1,0 +1,58 @@
+"""Review of the at-max rule (shared/planner/scale_up/at_max.py, at_max_world.py): cases the
+commits that built it left open."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.domain.model import Snapshot
+from shared.formats.aws import capacity_reservation_from_json
+from shared.planner import plan
+from tests.builders import NOW, asg, node, pod, snapshot
+from tests.unit.test_aws_capacity import BLOCK_JSON, configured, group, reserved, zoned
+from tests.unit.test_planner_gangs import _idle_an_hour, _kueue
+
+A100 = "research-a100"
+
+
+def _beside_a_capacity_block(total: int, gang: int) -> tuple[Snapshot, Any]:
+    """a100 at its max 2 in zone a (n0 idle an hour, n1 busy), and a group of max size 8 that
+    launches only into a Capacity Block of `total` instances, all free; a gang of `gang` whole-node
+    members both groups admit."""
+    a100 = zoned(asg(A100, desired=2, max_size=2, instances=["i-0", "i-1"]), "us-west-2a")
+    block = zoned(asg("research-block", desired=0, max_size=8), "us-west-2a")
+    cfg = configured(
+        group("a100", 32.77, max_size=2),
+        group("block", 98.0, max_size=8, capacity_reservation_ids=["cr-0123456789abcdef0"]),
+    )
+    members = [pod(f"g-{i}", gpus=8, **_kueue("g", gang)) for i in range(gang)]  # type: ignore[arg-type]
+    snap = snapshot(
+        [pod("busy", gpus=8, node="n1"), *members], [node("n0", "i-0"), node("n1", "i-1")], [a100, block]
+    )
+    capacity_block = {**BLOCK_JSON, "TotalInstanceCount": total, "AvailableInstanceCount": total}
+    snap = reserved(capacity_reservation_from_json(capacity_block), snap, "research-block")
+    return _idle_an_hour(snap, "n0"), cfg
+
+
+def test_a_group_that_launches_only_into_a_capacity_block_never_grows_beyond_the_block_for_a_gang() -> None:
+    # Given a gang of 5 whole-node members: a100 holds 2 at most, the block group 2 (its Capacity
+    # Block has 2 instances, whatever its max size 8): 4 nodes, never 5
+    snap, cfg = _beside_a_capacity_block(total=2, gang=5)
+    # When planned
+    result = plan(snap, cfg, NOW)
+    # Then the gang never starts: a100's idle node is given back, not kept for as long as the block lasts
+    assert [c.node for c in result.cordon] == ["n0"]
+    (reason,) = {p.reason for p in result.pods if p.pod.startswith("research/g-")}
+    assert "at the max sizes of a100 (2) and block (2 reserved)" in reason, reason
+    assert "4 of the 5 members they must hold have a place" in reason, reason
+
+
+def test_a_gang_a_capacity_block_can_hold_with_the_group_at_max_still_keeps_the_idle_node() -> None:
+    # Given the same world with a Capacity Block of 3 instances: 2 + 3 nodes hold the gang of 5 once
+    # the job on n1 ends
+    snap, cfg = _beside_a_capacity_block(total=3, gang=5)
+    # When planned
+    result = plan(snap, cfg, NOW)
+    # Then a100's idle node is kept for it
+    assert result.cordon == () and result.terminate == ()
+
