@@ -5,14 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from shared.domain.model import Snapshot
+from shared.domain.plan import Outcome
 from shared.formats.aws import capacity_reservation_from_json
 from shared.planner import plan
-from tests.builders import NOW, asg, node, pod, snapshot
+from shared.planner.scale_up import at_max_world
+from tests.builders import NOW, a100_group, asg, config, node, pod, snapshot
 from tests.unit.test_aws_capacity import BLOCK_JSON, configured, group, reserved, zoned
 from tests.unit.test_planner_gangs import _idle_an_hour, _kueue
 
 A100 = "research-a100"
+COSCHEDULING = "scheduling.x-k8s.io/pod-group"
 
 
 def _beside_a_capacity_block(total: int, gang: int) -> tuple[Snapshot, Any]:
@@ -55,4 +60,40 @@ def test_a_gang_a_capacity_block_can_hold_with_the_group_at_max_still_keeps_the_
     result = plan(snap, cfg, NOW)
     # Then a100's idle node is kept for it
     assert result.cordon == () and result.terminate == ()
+
+
+def test_the_nodes_of_gangs_that_run_whole_are_read_once_a_run_not_once_per_waiting_gang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a100 at its max 2 (both busy), three nodes of no group each running a member of gang r
+    # (running whole, nothing of it pending), and three gangs of 3 whole-node members waiting: each
+    # could start on a100's 2 nodes and one node of no group once the jobs end
+    calls: list[int] = []
+    real = at_max_world.existing_classes
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(at_max_world, "existing_classes", counted)
+    running = [pod(f"r-{i}", gpus=8, node=f"u{i}", labels={COSCHEDULING: "r"}) for i in range(3)]
+    busy = [pod(f"busy-{i}", gpus=8, node=f"n{i}") for i in range(2)]
+    waiting = [
+        pod(f"{g}-{i}", gpus=8, **_kueue(g, 3))  # type: ignore[arg-type]
+        for g in "abc"
+        for i in range(3)
+    ]
+    nodes = [node(f"n{i}", f"i-{i}") for i in range(2)] + [node(f"u{i}", f"i-u{i}") for i in range(3)]
+    fleet = [asg(A100, desired=2, max_size=2, instances=["i-0", "i-1"])]
+    cfg = config(node_groups=[a100_group(price_per_hour=32.77, max_size=2)])
+    # When planned
+    result = plan(snapshot(running + busy + waiting, nodes, fleet), cfg, NOW)
+    # Then each gang waits, judged able to start, and the registered nodes kept in their worlds were
+    # classed once for all of them: gang r's nodes are emptied in every world alike, so no waiting
+    # gang's world rebuilds them (with thousands of such nodes, once per gang was the 3 s plan the
+    # shared room was built to avoid)
+    waited = [p for p in result.pods if p.pod[len("research/") :][0] in "abc"]
+    assert len(waited) == 9 and {p.outcome for p in waited} == {Outcome.UNHELPED}
+    assert not any("never starts" in p.reason or "more than" in p.reason for p in waited)
+    assert len(calls) == 1
 

@@ -51,8 +51,8 @@ class World:
 class _Shared:
     """The kept registered nodes every gang's world shares, built once a run."""
 
-    names: set[str]  # kept nodes that run no gang's members
-    hosting: set[str]  # kept nodes that run some gang's members: each gang's world adds them
+    names: set[str]  # kept nodes that run no waiting gang's members
+    hosting: set[str]  # kept nodes that run some waiting gang's members: each gang's world adds them
     bound: dict[str, list[Pod]]  # what stays on every kept node: DaemonSet and mirror pods
     room: ExistingRoom
     nodes: dict[str, SimNode]
@@ -129,7 +129,11 @@ class Worlds:
         if self._shared is None:
             ctx = self.ctx
             kept = self.kept()
-            hosting = {name for nodes in self._members().values() for name in nodes}
+            # Only the nodes running members of a gang that is asked about change from world to
+            # world; a gang that runs whole is no world's: its nodes are emptied in every one.
+            waiting = {unit.gang for unit in self._units if unit.gang}
+            members = self._members()
+            hosting = {name for gang in waiting for name in members.get(gang, ())}
             bound = {
                 name: [p for p in ctx.pods_on_node.get(name, ()) if p.is_daemonset or p.is_mirror]
                 for name in kept
