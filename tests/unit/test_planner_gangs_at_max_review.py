@@ -13,6 +13,7 @@ from shared.formats.aws import capacity_reservation_from_json
 from shared.planner import plan
 from shared.planner.scale_up import at_max_world
 from tests.builders import NOW, a100_group, asg, config, node, pod, snapshot
+from tests.builders_provisioning import pod_group, with_objects
 from tests.unit.test_aws_capacity import BLOCK_JSON, configured, group, reserved, zoned
 from tests.unit.test_planner_gangs import _idle_an_hour, _kueue
 
@@ -97,3 +98,19 @@ def test_the_nodes_of_gangs_that_run_whole_are_read_once_a_run_not_once_per_wait
     assert not any("never starts" in p.reason or "more than" in p.reason for p in waited)
     assert len(calls) == 1
 
+
+def test_an_elastic_gang_is_not_said_to_need_more_nodes_than_its_smallest_members_do() -> None:
+    # Given a100 at its max 1 (n0 busy) and a coscheduling gang of minMember 2 with three pending
+    # members: g-0 asks 8 GPUs, g-1 and g-2 4 each. g-1 and g-2 alone are 2 members on one node
+    members = [pod("g-0", gpus=8, labels={COSCHEDULING: "g"})]
+    members += [pod(f"g-{i}", gpus=4, labels={COSCHEDULING: "g"}) for i in (1, 2)]
+    fleet = [asg(A100, desired=1, max_size=1, instances=["i-0"])]
+    snap = with_objects(
+        snapshot([pod("busy", gpus=8, node="n0"), *members], [node("n0", "i-0")], fleet), [pod_group("g", 2)]
+    )
+    # When planned
+    result = plan(snap, config(node_groups=[a100_group(price_per_hour=32.77, max_size=1)]), NOW)
+    # Then whatever the verdict (first fit places g-0 first), the reason claims no node count that
+    # does not hold in any order: 2 members need 1 node, not 2
+    reasons = {p.reason for p in result.pods}
+    assert not any("needs 2 a100 nodes" in reason for reason in reasons), reasons

@@ -186,7 +186,8 @@ def _needed_at_least(ctx: Context, world: World, held: Unit, short: list[GroupBi
     """How many new nodes of the `short` groups (one shape) the gang needs at least, whatever the
     order of its members: those no kept node has room for and no other group takes go there, but
     for as many of the others as could run elsewhere. A bound, never first fit's count (first fit
-    may fill a node with a member that could have gone elsewhere); None when one fits no such node."""
+    may fill a node with a member that could have gone elsewhere; nor, when only some of members of
+    several sizes must run, the count of the largest of them); None when one fits no such node."""
     ids = {id(gb) for gb in short}
     only = [
         r
@@ -195,7 +196,25 @@ def _needed_at_least(ctx: Context, world: World, held: Unit, short: list[GroupBi
         and all(id(gb) in ids for gb in world.groups if _takes(gb, p, r))
     ]
     elsewhere = len(held.pods) - len(only)
-    return nodes_needed(ctx, short[0].view, only[: max(0, held.needed - elsewhere)])
+    count = max(0, held.needed - elsewhere)
+    view = short[0].view
+    if count == len(only) or all(r == only[0] for r in only):
+        return nodes_needed(ctx, view, only[:count])
+    # Only some of members of several sizes must run there: which ones hangs on the order (first
+    # fit takes the largest first). Whichever they are, each dimension holds at least the `count`
+    # smallest asks in it, so the nodes hold at least that much room.
+    assert view.template.free is not None  # a group that can launch
+    room = ctx.vector(view.template.free)
+    asks: dict[int, list[int]] = {}
+    for request in only:
+        for dim, amount in request:
+            asks.setdefault(dim, []).append(amount)
+    least = 0
+    for dim, amounts in asks.items():
+        total = sum(sorted(amounts + [0] * (len(only) - len(amounts)))[:count])
+        if total and room[dim] > 0:
+            least = max(least, -(-total // room[dim]))
+    return least
 
 
 def _nowhere(ctx: Context, pod: Pod) -> str:
