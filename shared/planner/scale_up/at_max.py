@@ -82,7 +82,7 @@ def _verdict(gangs: GangsAtMax, unit: Unit) -> str | None:
     """Why the gang has no place in the world it could ever start in (None: it has one)."""
     ctx = gangs.ctx
     world = gangs.worlds.world(unit)
-    held = _held(ctx, world, unit)
+    held = _held(ctx, gangs.worlds, world, unit)
     if held is None:
         return None  # no member the world admits must have a place: nothing to prove
     run = world.run
@@ -107,7 +107,7 @@ def _verdict(gangs: GangsAtMax, unit: Unit) -> str | None:
     return _too_big(ctx, world, held) or _cause(world, held, len(placed), rule, missing)
 
 
-def _held(ctx: Context, world: World, unit: Unit) -> Unit | None:
+def _held(ctx: Context, worlds: Worlds, world: World, unit: Unit) -> Unit | None:
     """The pending members asked, with how many of them must have a place; None when none need to.
     Every member is asked but one no managed group admits (whether it can launch or not) and no
     registered node kept admits: whoever serves it (another autoscaler) is not judged here. A member
@@ -123,7 +123,7 @@ def _held(ctx: Context, world: World, unit: Unit) -> Unit | None:
     if needed <= 0:
         return None
     gang = {pod.key for pod in unit.pods} | world.members
-    pods = _outsiders_met(ctx, gang, [p for p, _ in here])
+    pods = _outsiders_met(ctx, worlds, gang, [p for p, _ in here])
     held = Unit(pods, [r for _, r in here], gang=unit.gang)
     held.minimum = needed if needed < len(here) else None
     return held
@@ -269,16 +269,15 @@ def _listed(items: list[str], last: str = "and") -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {last} {items[-1]}"
 
 
-def _outsiders_met(ctx: Context, gang: set[str], members: list[Pod]) -> list[Pod]:
+def _outsiders_met(ctx: Context, worlds: Worlds, gang: set[str], members: list[Pod]) -> list[Pod]:
     """The members without the required pod affinity terms that live pods outside the gang (keys
     `gang`: its pending and running members) answer (the pods kube-scheduler counts for a term,
     filtering.go): the world holds none of them, so they count as met. Only a relaxation: a gang
-    that still has no place never starts, and the terms its own members answer are kept. The pods
-    are read once, each spec judged once."""
+    that still has no place never starts, and the terms its own members answer are kept. Each
+    spec is judged once, on the pods the term may select (`Worlds.candidates`, indexed once a run)."""
     if not any(member.constraints.affinity for member in members):
         return members
     namespaces = ctx.snapshot.namespaces
-    outsiders = [pod for pods in ctx.pods_on_node.values() for pod in pods if pod.key not in gang]
     kept: dict[int, tuple[PodAffinityTerm, ...]] = {}
     relaxed = []
     for member in members:
@@ -289,7 +288,8 @@ def _outsiders_met(ctx: Context, gang: set[str], members: list[Pod]) -> list[Pod
                 term
                 for term in terms
                 if not any(
-                    term.selects(p.namespace, p.labels, namespaces.get(p.namespace)) for p in outsiders
+                    p.key not in gang and term.selects(p.namespace, p.labels, namespaces.get(p.namespace))
+                    for p in worlds.candidates(term)
                 )
             )
         same = len(found) == len(terms)

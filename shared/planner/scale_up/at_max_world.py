@@ -11,8 +11,10 @@ shared room is left as it was found for the next gang.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from shared.domain.constraints import PodAffinityTerm
 from shared.domain.dra import DeviceId
 from shared.domain.keys import namespaced_key
 from shared.domain.model import Pod
@@ -93,6 +95,9 @@ class Worlds:
         self._running: dict[str, dict[str, list[Pod]]] | None = None
         self._shared: _Shared | None = None
         self._claims: dict[str, set[str]] | None = None  # claim key -> keys of the live pods holding it
+        # Every bound pod, and by each of its labels: the pods a pod affinity term may be about.
+        self._bound: list[Pod] | None = None
+        self._by_label: dict[tuple[str, str], list[Pod]] = {}
 
     def running(self, gang: str | None) -> dict[str, list[Pod]]:
         """The gang's running members by node: they count toward it, and keep their node."""
@@ -111,6 +116,22 @@ class Worlds:
                     if mark is not None:
                         self._running.setdefault(mark.key, {}).setdefault(name, []).append(pod)
         return self._running
+
+    def candidates(self, term: PodAffinityTerm) -> Sequence[Pod]:
+        """The bound pods the term may select (a superset: the caller still asks the term), read once
+        a run: those carrying its selector's first matchLabels pair, else every bound pod. Asked for
+        every waiting gang with pod affinity, so no gang reads every pod of the cluster again."""
+        if self._bound is None:
+            self._bound = [pod for pods in self.ctx.pods_on_node.values() for pod in pods]
+            for pod in self._bound:
+                for pair in pod.labels.items():
+                    self._by_label.setdefault(pair, []).append(pod)
+        selector = term.selector
+        if selector is None:
+            return ()  # a nil selector selects no pod
+        if selector.match_labels:
+            return self._by_label.get(selector.match_labels[0], ())
+        return self._bound
 
     def kept(self) -> list[str]:
         """The registered nodes kept as they are, emptied (those leaving their ASG aside): those of
