@@ -140,6 +140,13 @@ def _cannot_grow(ctx: Context, view: GroupView, unit: Unit, judged: bool) -> tup
         return ReasonCode.BACKOFF, f"in capacity backoff until {until.isoformat() if until else '?'}"
     if gang:
         return ReasonCode.GANG_DOES_NOT_FIT, gang_shortfall(ctx, view, unit.requests[: unit.needed])
+    if judged:  # a member of a gang of several shapes, its group below its max: the others took the room
+        can_add = max(0, view.max_size - view.current_desired)
+        return (
+            ReasonCode.GANG_DOES_NOT_FIT,
+            f"needs more {view.name} nodes for the gang's members than the group can add ({can_add},"
+            f" max {view.max_size})",
+        )
     return ReasonCode.AT_MAX, f"at max size {view.max_size}"
 
 

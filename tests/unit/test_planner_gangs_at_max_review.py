@@ -16,6 +16,7 @@ from tests.builders import NOW, a100_group, asg, config, node, pod, snapshot
 from tests.builders_provisioning import pod_group, with_objects
 from tests.unit.test_aws_capacity import BLOCK_JSON, configured, group, reserved, zoned
 from tests.unit.test_planner_gangs import _idle_an_hour, _kueue
+from tests.unit.test_planner_mixed_gangs import _mpijob_at_a100, _two_groups
 
 A100 = "research-a100"
 COSCHEDULING = "scheduling.x-k8s.io/pod-group"
@@ -114,3 +115,15 @@ def test_an_elastic_gang_is_not_said_to_need_more_nodes_than_its_smallest_member
     # does not hold in any order: 2 members need 1 node, not 2
     reasons = {p.reason for p in result.pods}
     assert not any("needs 2 a100 nodes" in reason for reason in reasons), reasons
+
+
+def test_a_mixed_gangs_member_is_not_said_to_wait_for_a_group_at_its_max_when_the_group_is_below_it() -> None:
+    # Given an MPIJob of 5 8-GPU workers and a CPU launcher, a100 at 14 nodes of its max 16 (n0 and
+    # n1 idle, 12 busy): 2 idle and 2 new nodes hold 4 workers, the fifth has no place
+    snap = _mpijob_at_a100(5, 14)
+    # When planned
+    result = plan(snap, _two_groups(), NOW)
+    # Then the reason does not say a100 is at its max size (it can add 2), but what it lacks
+    (reason,) = {p.reason for p in result.pods if p.pod.startswith("research/mpi")}
+    assert "at max size 16" not in reason, reason
+    assert "needs more a100 nodes for the gang's members than the group can add (2, max 16)" in reason

@@ -118,7 +118,7 @@ def test_mixed_gang_whose_workers_do_not_fit_buys_nothing_and_names_the_member()
     assert reason.startswith(
         "gang research/mpi: nothing bought, pod research/mpi-worker-3 (8 GPUs) has no place"
     )
-    assert "a100: at max size 16" in reason
+    assert "needs more a100 nodes for the gang's members than the group can add (3, max 16)" in reason
 
 
 def test_kueue_pod_group_with_a_cpu_driver_and_gpu_executors() -> None:
