@@ -1,5 +1,6 @@
-"""Review of the at-max rule (shared/planner/scale_up/at_max.py, at_max_world.py): cases the
-commits that built it left open."""
+"""The at-max rule (shared/planner/scale_up/at_max.py, at_max_world.py) beside a Capacity Block,
+beside gangs that run whole, for an elastic gang of several sizes, and for a member of a gang of
+several shapes in a group below its max."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from shared.planner import plan
 from shared.planner.scale_up import at_max_world
 from tests.builders import NOW, a100_group, asg, config, node, pod, snapshot
 from tests.builders_provisioning import pod_group, with_objects
+from tests.native import needs_sources
 from tests.unit.test_aws_capacity import BLOCK_JSON, configured, group, reserved, zoned
 from tests.unit.test_planner_gangs import _idle_an_hour, _kueue
 from tests.unit.test_planner_mixed_gangs import _mpijob_at_a100, _two_groups
@@ -64,6 +66,7 @@ def test_a_gang_a_capacity_block_can_hold_with_the_group_at_max_still_keeps_the_
     assert result.cordon == () and result.terminate == ()
 
 
+@needs_sources  # counts calls through a patched module function: the sources only
 def test_the_nodes_of_gangs_that_run_whole_are_read_once_a_run_not_once_per_waiting_gang(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
