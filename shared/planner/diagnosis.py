@@ -264,17 +264,18 @@ def diagnose(
 
 def gang_saturates(ctx: Context, unit: Unit, never: NeverStarts) -> set[str]:
     """The groups a gang that could start saturates: every group at its max size that admits any of
-    its members and whose node would fit it, not only those of the member that found no place (an
-    MPIJob waiting for a GPU node also needs its launcher's CPU node: giving that back buys it again).
+    its members and whose new node would hold it beside its DaemonSets (template.free, the room
+    diagnosis gives a pod), not only those of the member that found no place (an MPIJob waiting for a
+    GPU node also needs its launcher's CPU node: giving that back buys it again).
     None when the gang never starts (`never`, one answer for the gang). A group retired to max size 0
     is never one: the gang's world holds none of its nodes, so they would be kept for nothing."""
     at_max = [
         view
         for view in ctx.groups
-        if view.shape is not None
+        if view.template.free is not None
         and view.max_size > 0
         and view.current_desired >= view.max_size
-        and any(view.admits(p.scheduling) and not p.requests.exceeding(view.shape) for p in unit.pods)
+        and any(view.admits(p.scheduling) and not p.requests.exceeding(view.template.free) for p in unit.pods)
     ]
     if not at_max or never(at_max[0]) is not None:
         return set()

@@ -4,6 +4,7 @@ several shapes in a group below its max."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from shared.domain.model import Snapshot
 from shared.domain.plan import Outcome
 from shared.formats.aws import capacity_reservation_from_json
+from shared.formats.kubernetes import daemonset_from_json
 from shared.planner import plan
 from shared.planner.scale_up import at_max_world
 from tests.builders import NOW, a100_group, asg, config, node, pod, snapshot
@@ -19,6 +21,7 @@ from tests.native import needs_sources
 from tests.unit.test_aws_capacity import BLOCK_JSON, configured, group, reserved, zoned
 from tests.unit.test_planner_gangs import _idle_an_hour, _kueue
 from tests.unit.test_planner_mixed_gangs import _mpijob_at_a100, _two_groups
+from tests.unit.test_planner_scheduler_model import daemonset
 
 A100 = "research-a100"
 COSCHEDULING = "scheduling.x-k8s.io/pod-group"
@@ -130,3 +133,39 @@ def test_a_mixed_gangs_member_is_not_said_to_wait_for_a_group_at_its_max_when_th
     (reason,) = {p.reason for p in result.pods if p.pod.startswith("research/mpi")}
     assert "at max size 16" not in reason, reason
     assert "needs more a100 nodes for the gang's members than the group can add (2, max 16)" in reason
+
+
+def test_a_group_whose_nodes_hold_no_member_after_its_daemonsets_keeps_no_idle_node_for_the_gang() -> None:
+    # Given a100 at its max of 2 (n0 idle, n1 busy), a100-b at its max of 1 with b0 idle an hour, a
+    # DaemonSet on a100-b's nodes only taking 10 of their 95 cpus, and a gang of two members of 8 GPUs
+    # and 90 cpus: it starts on n0 and n1 once n1's job ends; a b0 holds no member (85 cpus left)
+    cfg = config(
+        node_groups=[
+            a100_group(price_per_hour=32.77, max_size=2),
+            a100_group(
+                name="a100-b",
+                asg_name="research-a100-b",
+                price_per_hour=32.77,
+                max_size=1,
+                labels={"gpu": "a100", "pool": "b"},
+            ),
+        ]
+    )
+    agent = daemonset("b-agent", cpu="10")
+    agent["spec"]["template"]["spec"]["nodeSelector"] = {"pool": "b"}
+    members = [pod(f"g-{i}", gpus=8, cpu="90", **_kueue("g", 2)) for i in range(2)]  # type: ignore[arg-type]
+    fleet = [
+        asg(A100, desired=2, max_size=2, instances=["i-0", "i-1"]),
+        asg("research-a100-b", desired=1, max_size=1, instances=["i-b0"]),
+    ]
+    nodes = [node("n0", "i-0"), node("n1", "i-1"), node("b0", "i-b0", labels={"gpu": "a100", "pool": "b"})]
+    on_b0 = pod("b-agent-b0", gpus=0, cpu="10", namespace="kube-system", node="b0", owner_kind="DaemonSet")
+    snap = snapshot([pod("busy", gpus=8, node="n1"), on_b0, *members], nodes, fleet)
+    snap = replace(_idle_an_hour(snap, "n0", "b0"), daemonsets=(daemonset_from_json(agent),))
+    # When planned
+    result = plan(snap, cfg, NOW)
+    # Then a100's idle node is kept for the gang, and a100-b's is given back: it would be kept for
+    # a gang none of whose members it can hold
+    touched = {a.node for a in (*result.cordon, *result.terminate)}
+    assert "n0" not in touched
+    assert "b0" in touched
