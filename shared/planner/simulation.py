@@ -10,8 +10,9 @@ own anti-affinity). Counts come from label postings, never from pairwise scans o
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import Generic, TypeVar
 
 from shared.domain.constraints import LabelSelector, PodAffinityTerm, SpreadConstraint
@@ -118,6 +119,62 @@ class SelectorIndex(Generic[T]):
         return found
 
 
+class PodIndex:
+    """Live bound pods with their node's name, found by label pair (postings), and the required
+    anti-affinity terms they carry: what a simulation's counts are built from."""
+
+    def __init__(self) -> None:
+        self.pods: list[tuple[Pod, str]] = []
+        self.postings: dict[Pair, list[int]] = {}
+        self.anti: list[tuple[PodAffinityTerm, str]] = []
+
+    def add(self, pod: Pod, node_name: str) -> None:
+        position = len(self.pods)
+        self.pods.append((pod, node_name))
+        postings = self.postings
+        for item in pod.labels.items():  # every bound pod: no empty list made for setdefault
+            found = postings.get(item)
+            if found is None:
+                postings[item] = [position]
+            else:
+                found.append(position)
+        for term in pod.constraints.anti_affinity:
+            self.anti.append((term, node_name))
+
+    def candidates(self, selector: LabelSelector) -> Iterable[tuple[Pod, str]]:
+        """The pods the selector may match (a superset: the caller still tests them)."""
+        lists = [self.postings.get(item, []) for item in selector.match_labels]
+        for req in selector.match_expressions:
+            if req.operator == "In":
+                lists.append(sorted({i for v in req.values for i in self.postings.get((req.key, v), ())}))
+        if not lists:
+            return self.pods
+        smallest = min(lists, key=len)
+        return (self.pods[i] for i in smallest)
+
+
+class SharedBound:
+    """The live pods bound to some nodes, indexed once for every simulation that holds those nodes
+    with those pods on them: the at-max rule builds one world a gang, all keeping the same nodes and
+    their DaemonSet pods, and indexing those again for each gang would cost each the cluster's size.
+    Read, never changed; indexed on the first simulation that needs it."""
+
+    def __init__(self, pods_on_node: Mapping[str, Iterable[Pod]], names: Collection[str]) -> None:
+        self.names = frozenset(names)
+        self._pods_on_node = pods_on_node
+        self._index: PodIndex | None = None
+
+    def index(self) -> PodIndex:
+        if self._index is None:
+            self._index = PodIndex()
+            for name, pods in self._pods_on_node.items():  # in their order, as a simulation's own
+                if name in self.names:
+                    for pod in pods:
+                        if not pod.is_terminal:
+                            self._index.add(pod, name)
+        return self._index
+
+
 @dataclass(frozen=True)
 class PodState:
     """Everything the filters precompute for one pod (CycleState of kube-scheduler's PreFilter)."""
@@ -193,7 +250,10 @@ class Simulation:
         namespaces: Mapping[str, Mapping[str, str]],
         volumes: Volumes,
         devices: DeviceWorld | None = None,
+        shared: SharedBound | None = None,
     ) -> None:
+        """`shared`: nodes whose bound pods another simulation indexed (`pods_on_node` then holds
+        only the others): they must be in `nodes` before `prepare`."""
         self.nodes: dict[str, SimNode] = {}
         # DRA: the cluster's devices; those allocated to claims or taken by pods placed this run,
         # and the shared claims this run allocated, by node.
@@ -203,8 +263,8 @@ class Simulation:
         self._namespaces = namespaces
         self._volumes = volumes
         self._bound = pods_on_node
-        self._pods: list[tuple[Pod, str]] = []
-        self._postings: dict[Pair, list[int]] = {}
+        self._shared = shared
+        self._own = PodIndex()
         self._affinity: dict[tuple[PodAffinityTerm, ...], Counter[Pair]] = {}
         self._anti: dict[PodAffinityTerm, Counter[Pair]] = {}
         self._existing_anti: dict[PodAffinityTerm, Counter[Pair]] = {}
@@ -247,17 +307,21 @@ class Simulation:
     def prepare(self, pending: Iterable[Pod]) -> None:
         """Index bound pods and build the counts every constrained pending pod will read."""
         constrained = [p for p in pending if not p.constraints.is_plain]
+        shared = self._shared.index() if self._shared is not None else None
         # Without constrained pending pods only a bound pod's anti-affinity needs the indexes: ask
         # that first (most runs have neither) before listing every bound pod.
-        if not constrained and not any_anti_affinity(pod for pod, _ in self._bound_pods()):
+        if (
+            not constrained
+            and not (shared is not None and shared.anti)
+            and not any_anti_affinity(pod for pod, _ in self._bound_pods())
+        ):
             return
-        bound = [(pod, name) for pod, name in self._bound_pods() if not pod.is_terminal]
         self.active = True
-        for pod, name in bound:
-            self._index(pod, name)
-        for pod, name in bound:
-            for term in pod.constraints.anti_affinity:
-                self._count(self._existing_counter(term), (term.topology_key,), name)
+        for pod, name in self._bound_pods():
+            if not pod.is_terminal:
+                self._own.add(pod, name)
+        for term, name in chain(shared.anti if shared is not None else (), self._own.anti):
+            self._count(self._existing_counter(term), (term.topology_key,), name)
         specs = {(p.namespace, id(p.constraints), id(p.scheduling)): p for p in constrained}
         domains: dict[tuple[object, ...], set[str]] = {}
         for pod in specs.values():  # replicas share their spec: build each index once
@@ -280,28 +344,13 @@ class Simulation:
             if value is not None:
                 counter[(key, value)] += 1
 
-    def _index(self, pod: Pod, node_name: str) -> None:
-        position = len(self._pods)
-        self._pods.append((pod, node_name))
-        postings = self._postings
-        for item in pod.labels.items():  # every bound pod: no empty list made for setdefault
-            found = postings.get(item)
-            if found is None:
-                postings[item] = [position]
-            else:
-                found.append(position)
-
     def _candidates(self, selector: LabelSelector | None) -> Iterable[tuple[Pod, str]]:
+        """The bound pods the selector may match, on the shared nodes and on this simulation's own."""
         if selector is None:
             return ()
-        lists = [self._postings.get(item, []) for item in selector.match_labels]
-        for req in selector.match_expressions:
-            if req.operator == "In":
-                lists.append(sorted({i for v in req.values for i in self._postings.get((req.key, v), ())}))
-        if not lists:
-            return self._pods
-        smallest = min(lists, key=len)
-        return (self._pods[i] for i in smallest)
+        if self._shared is None:
+            return self._own.candidates(selector)
+        return chain(self._shared.index().candidates(selector), self._own.candidates(selector))
 
     def _existing_counter(self, term: PodAffinityTerm) -> Counter[Pair]:
         counter = self._existing_anti.get(term)

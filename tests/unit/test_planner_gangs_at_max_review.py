@@ -13,7 +13,7 @@ from shared.domain.model import Snapshot
 from shared.domain.plan import Outcome
 from shared.formats.aws import capacity_reservation_from_json
 from shared.formats.kubernetes import daemonset_from_json
-from shared.planner import plan
+from shared.planner import plan, simulation
 from shared.planner.scale_up import at_max_world
 from tests.builders import NOW, a100_group, asg, config, node, pod, snapshot
 from tests.builders_provisioning import pod_group, with_objects
@@ -169,3 +169,46 @@ def test_a_group_whose_nodes_hold_no_member_after_its_daemonsets_keeps_no_idle_n
     touched = {a.node for a in (*result.cordon, *result.terminate)}
     assert "n0" not in touched
     assert "b0" in touched
+
+
+@needs_sources  # counts calls through a patched method: the sources only
+def test_the_daemonset_pods_of_the_kept_nodes_are_indexed_once_a_run_not_once_per_waiting_gang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a100 at its max 2 (both busy), three nodes of no group each running a job and a
+    # DaemonSet pod, and three gangs of 2 whole-node members kept apart (hostname anti-affinity):
+    # each gang's world indexes the bound pods its members' rules read
+    indexed: list[str] = []
+    real = simulation.PodIndex.add
+
+    def counted(self: simulation.PodIndex, bound: Any, node_name: str) -> None:
+        indexed.append(bound.key)
+        real(self, bound, node_name)
+
+    monkeypatch.setattr(simulation.PodIndex, "add", counted)
+    kept = [pod(f"job-{i}", gpus=8, node=f"u{i}") for i in range(3)] + [
+        pod(f"ds-{i}", gpus=0, cpu="100m", node=f"u{i}", owner_kind="DaemonSet") for i in range(3)
+    ]
+    busy = [pod(f"busy-{i}", gpus=8, node=f"n{i}") for i in range(2)]
+    waiting = []
+    for g in "abc":
+        for i in range(2):
+            member = pod(f"{g}-{i}", gpus=8, **_kueue(g, 2))  # type: ignore[arg-type]
+            member["metadata"]["labels"]["job"] = g
+            term = {"labelSelector": {"matchLabels": {"job": g}}, "topologyKey": "kubernetes.io/hostname"}
+            member["spec"]["affinity"] = {
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+            }
+            waiting.append(member)
+    nodes = [node(f"n{i}", f"i-{i}") for i in range(2)] + [node(f"u{i}", f"i-u{i}") for i in range(3)]
+    fleet = [asg(A100, desired=2, max_size=2, instances=["i-0", "i-1"])]
+    cfg = config(node_groups=[a100_group(price_per_hour=32.77, max_size=2)])
+    # When planned
+    result = plan(snapshot(kept + busy + waiting, nodes, fleet), cfg, NOW)
+    # Then every gang waits, judged able to start, and each DaemonSet pod was indexed twice: by the
+    # run's simulation, and once for every gang's world (thousands of kept nodes indexed again per
+    # gang doubled the plan's time)
+    waited = [p for p in result.pods if p.pod[len("research/") :][0] in "abc"]
+    assert len(waited) == 6 and {p.outcome for p in waited} == {Outcome.UNHELPED}
+    assert not any("never starts" in p.reason or "more than" in p.reason for p in waited)
+    assert sorted(k for k in indexed if "/ds-" in k) == sorted(2 * [f"research/ds-{i}" for i in range(3)])

@@ -33,6 +33,7 @@ from shared.planner.scale_up.registered import (
     referenced_label_keys,
 )
 from shared.planner.scale_up.run import Run, simulation
+from shared.planner.simulation import SharedBound
 
 
 @dataclass
@@ -56,6 +57,8 @@ class _Shared:
     names: set[str]  # kept nodes that run no waiting gang's members
     hosting: set[str]  # kept nodes that run some waiting gang's members: each gang's world adds them
     bound: dict[str, list[Pod]]  # what stays on every kept node: DaemonSet and mirror pods
+    rest: dict[str, list[Pod]]  # the part of `bound` on nodes the shared room does not hold
+    index: SharedBound  # the other part, on the shared room's nodes: indexed once for every world
     room: ExistingRoom
     nodes: dict[str, SimNode]
     label_keys: frozenset[str]
@@ -165,7 +168,9 @@ class Worlds:
             others = {node.name for node in ctx.snapshot.nodes if node.name not in names}
             classes = existing_classes(ctx, excluded=others, label_keys=keys, sim=sim, bound=bound)
             room = ExistingRoom(ctx, classes, sim)
-            self._shared = _Shared(names, hosting & set(kept), bound, room, sim.nodes, keys)
+            rest = {name: pods for name, pods in bound.items() if name not in sim.nodes}
+            index = SharedBound(bound, sim.nodes.keys())
+            self._shared = _Shared(names, hosting & set(kept), bound, rest, index, room, sim.nodes, keys)
         return self._shared
 
     def world(self, unit: Unit) -> World:
@@ -175,12 +180,15 @@ class Worlds:
         ctx, base = self.ctx, self._base()
         on_node = self.running(unit.gang)
         members = {pod.key for pods in on_node.values() for pod in pods}
-        bound = dict(base.bound)
+        # The shared room's nodes and their pods are the same in every world: their pods are indexed
+        # once a run, and this world binds only the others (unless it changes a shared node's pods).
+        shared = base.index if base.index.names.isdisjoint(on_node) else None
+        bound = dict(base.rest if shared is not None else base.bound)
         for name in on_node:
             bound[name] = _daemons(ctx, name) + [
                 p for p in ctx.pods_on_node.get(name, ()) if p.key in members
             ]
-        run = Run(ctx, simulation(ctx, bound), Recall())
+        run = Run(ctx, simulation(ctx, bound, shared), Recall())
         run.sim.nodes.update(base.nodes)  # no index exists yet: add_node would only store them
         run.sim.release(self._released(unit, members))
         extra = base.hosting | set(on_node)

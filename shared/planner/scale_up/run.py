@@ -16,7 +16,7 @@ from shared.planner.packing import Bins, Journal, Request
 from shared.planner.placement import Placer, template_node
 from shared.planner.scale_up.groups import GroupBins, PlaceOne
 from shared.planner.scale_up.registered import ExistingRoom
-from shared.planner.simulation import PodState, Simulation, static_reason
+from shared.planner.simulation import PodState, SharedBound, Simulation, static_reason
 from shared.planner.template import is_startup_taint
 
 
@@ -207,16 +207,20 @@ class Run:
         return bins, len(bins.free) - 1
 
 
-def simulation(ctx: Context, bound: Mapping[str, Iterable[Pod]] | None = None) -> Simulation:
+def simulation(
+    ctx: Context, bound: Mapping[str, Iterable[Pod]] | None = None, shared: SharedBound | None = None
+) -> Simulation:
     """The scheduler's filters over every node the run may count on (nodes join as steps add them).
     `bound`: the pods on each node the filters see (default: every live pod; the at-max rule's world
-    keeps only a gang's own members and the DaemonSet pods)."""
+    keeps only a gang's own members and the DaemonSet pods); `shared`: those of the nodes every
+    world keeps, indexed once a run (`bound` then holds only the others)."""
     snapshot = ctx.snapshot
     return Simulation(
         ctx.pods_on_node if bound is None else bound,
         snapshot.namespaces,
         Volumes.of(snapshot.pvcs, snapshot.pvs, snapshot.storage_classes),
         devices=ctx.devices,
+        shared=shared,
     )
 
 
