@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from shared.domain.model import Snapshot
-from shared.domain.plan import Outcome
+from shared.domain.plan import Outcome, PodOutcome
 from shared.formats.aws import capacity_reservation_from_json
 from shared.formats.kubernetes import daemonset_from_json
 from shared.planner import plan, simulation
@@ -85,25 +85,31 @@ def test_the_nodes_of_gangs_that_run_whole_are_read_once_a_run_not_once_per_wait
 
     monkeypatch.setattr(at_max_world, "existing_classes", counted)
     running = [pod(f"r-{i}", gpus=8, node=f"u{i}", labels={COSCHEDULING: "r"}) for i in range(3)]
-    busy = [pod(f"busy-{i}", gpus=8, node=f"n{i}") for i in range(2)]
     waiting = [
         pod(f"{g}-{i}", gpus=8, **_kueue(g, 3))  # type: ignore[arg-type]
         for g in "abc"
         for i in range(3)
     ]
-    nodes = [node(f"n{i}", f"i-{i}") for i in range(2)] + [node(f"u{i}", f"i-u{i}") for i in range(3)]
-    fleet = [asg(A100, desired=2, max_size=2, instances=["i-0", "i-1"])]
-    cfg = config(node_groups=[a100_group(price_per_hour=32.77, max_size=2)])
     # When planned
-    result = plan(snapshot(running + busy + waiting, nodes, fleet), cfg, NOW)
+    waited = _waiting_beside_nodes_of_no_group(running, waiting)
     # Then each gang waits, judged able to start, and the registered nodes kept in their worlds were
     # classed once for all of them: gang r's nodes are emptied in every world alike, so no waiting
     # gang's world rebuilds them (with thousands of such nodes, once per gang was the 3 s plan the
     # shared room was built to avoid)
-    waited = [p for p in result.pods if p.pod[len("research/") :][0] in "abc"]
     assert len(waited) == 9 and {p.outcome for p in waited} == {Outcome.UNHELPED}
     assert not any("never starts" in p.reason or "more than" in p.reason for p in waited)
     assert len(calls) == 1
+
+
+def _waiting_beside_nodes_of_no_group(on_them: list[Any], waiting: list[Any]) -> list[PodOutcome]:
+    """The outcomes of the `waiting` pods (gangs a, b and c), planned with a100 at its max of 2 (n0
+    and n1 busy) beside three registered nodes of no group (u0-u2) running `on_them`."""
+    busy = [pod(f"busy-{i}", gpus=8, node=f"n{i}") for i in range(2)]
+    nodes = [node(f"n{i}", f"i-{i}") for i in range(2)] + [node(f"u{i}", f"i-u{i}") for i in range(3)]
+    fleet = [asg(A100, desired=2, max_size=2, instances=["i-0", "i-1"])]
+    cfg = config(node_groups=[a100_group(price_per_hour=32.77, max_size=2)])
+    result = plan(snapshot(on_them + busy + waiting, nodes, fleet), cfg, NOW)
+    return [p for p in result.pods if p.pod[len("research/") :][0] in "abc"]
 
 
 def test_an_elastic_gang_is_not_said_to_need_more_nodes_than_its_smallest_members_do() -> None:
@@ -189,7 +195,6 @@ def test_the_daemonset_pods_of_the_kept_nodes_are_indexed_once_a_run_not_once_pe
     kept = [pod(f"job-{i}", gpus=8, node=f"u{i}") for i in range(3)] + [
         pod(f"ds-{i}", gpus=0, cpu="100m", node=f"u{i}", owner_kind="DaemonSet") for i in range(3)
     ]
-    busy = [pod(f"busy-{i}", gpus=8, node=f"n{i}") for i in range(2)]
     waiting = []
     for g in "abc":
         for i in range(2):
@@ -200,15 +205,11 @@ def test_the_daemonset_pods_of_the_kept_nodes_are_indexed_once_a_run_not_once_pe
                 "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
             }
             waiting.append(member)
-    nodes = [node(f"n{i}", f"i-{i}") for i in range(2)] + [node(f"u{i}", f"i-u{i}") for i in range(3)]
-    fleet = [asg(A100, desired=2, max_size=2, instances=["i-0", "i-1"])]
-    cfg = config(node_groups=[a100_group(price_per_hour=32.77, max_size=2)])
     # When planned
-    result = plan(snapshot(kept + busy + waiting, nodes, fleet), cfg, NOW)
+    waited = _waiting_beside_nodes_of_no_group(kept, waiting)
     # Then every gang waits, judged able to start, and each DaemonSet pod was indexed twice: by the
     # run's simulation, and once for every gang's world (thousands of kept nodes indexed again per
     # gang doubled the plan's time)
-    waited = [p for p in result.pods if p.pod[len("research/") :][0] in "abc"]
     assert len(waited) == 6 and {p.outcome for p in waited} == {Outcome.UNHELPED}
     assert not any("never starts" in p.reason or "more than" in p.reason for p in waited)
     assert sorted(k for k in indexed if "/ds-" in k) == sorted(2 * [f"research/ds-{i}" for i in range(3)])
