@@ -116,6 +116,8 @@ class Figures:
     most_moves: int = 0
     restart_p95: int = 0
     not_movable: int = 0  # pods evicted without having opted in
+    ideal: float = 0.0  # GPU-hours: the jobs' GPUs x durations (prov/ideal's denominator)
+    used: float = 0.0  # GPU-hours of running pods (work lost to moves included)
 
     @property
     def key(self) -> tuple[str, Scoring, str]:
@@ -163,6 +165,8 @@ def replay(
         sum(g.busy_terminations_refused for g in groups),
         sum(g.pods_lost for g in groups),
         *_migration_figures(report["migration"]),
+        gpu["ideal"],
+        gpu["used"],
     )
 
 
@@ -295,7 +299,30 @@ def migration_targets(runs: dict[tuple[str, Scoring, str], Figures], boot: int) 
             rows = rows[1:]
         for label, value, ok in rows:
             lines.append(f"  {'yes' if ok else 'NO ':3}  {share:.0%} checkpointable: {label}: {value:.3f}")
+        if fig.ideal:
+            lines.append(f"       {share:.0%} checkpointable: {excess(fig)}")
     return lines
+
+
+def excess(fig: Figures) -> str:
+    """Where a run's GPU-hours above the ideal went, as shares of the ideal: what a migration policy
+    can still take (held: free GPUs on marked nodes) and what it keeps by design (the spare for
+    arrivals lives in `fragm`, on unmarked nodes)."""
+    parts = {
+        "booting": fig.booting,
+        "empty": fig.empty,
+        "fragm": fig.fragmented,
+        "held": fig.held,
+        "lost to moves": fig.lost_over_used * fig.used,
+    }
+    other = (fig.ratio - 1) * fig.ideal - sum(parts.values())
+    shares = " + ".join(f"{name} {hours / fig.ideal:.3f}" for name, hours in parts.items())
+    kept = fig.ratio - fig.held / fig.ideal
+    rest = round(other / fig.ideal, 3) + 0.0  # + 0.0: no "-0.000"
+    return (
+        f"prov/ideal {fig.ratio:.3f} = 1 + {shares}, other {rest:+.3f}; with no GPU held on a marked"
+        f" node it would be {kept:.3f}"
+    )
 
 
 def _replays(

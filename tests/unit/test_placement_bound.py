@@ -144,6 +144,18 @@ def test_a_gang_moves_its_piece_but_pays_and_waits_with_all_its_gpus() -> None:
     assert moved.ratio == pytest.approx((100 + 10_300 + 10_299) * 8 / ideal)
 
 
+def test_a_move_spends_the_room_a_later_arrival_would_have_started_on() -> None:
+    # Given a 4-GPU job d arriving at t=200, after c's move at t=100 (node 1 then goes: idle 0 s)
+    jobs = [*STRANDED, job("d", 200, 1_000, 4)]
+    cheap = bound.MoveCost(restart=300, lost=0)
+    kept = bound.replay_migrating(jobs, [False] * 4, bound.oldest_job_first, 0, 0, cheap)
+    moved = bound.replay_migrating(jobs, [True] * 4, bound.oldest_job_first, 0, 0, cheap)
+    # Then without moves a and b launched a node each and d starts beside c on node 1; with the move
+    # d finds 2 free GPUs on node 2 only and needs a third launch
+    assert (kept.moves, kept.booted) == (0, 2)
+    assert (moved.moves, moved.booted) == (1, 3)
+
+
 def test_the_movable_jobs_are_the_simulators_pick_by_trace_index() -> None:
     jobs = [job(str(i), i, 10, 1) for i in range(10)]
     assert bound.movable_jobs(jobs, 1.0) == [True] * 10
