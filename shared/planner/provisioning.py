@@ -9,8 +9,11 @@ module, through the same placement as the backlog (a request is one all-or-nothi
   CapacityIsNotFound (Failed=True instead with the parameter noRetry="true"). Never buys a node.
 - `best-effort-atomic-scale-up.autoscaling.x-k8s.io`: the pods are placed whole on free room, booting
   nodes and new nodes of one group; Provisioned=True with CapacityIsFound (nothing bought) or
-  CapacityIsProvisioned, else nothing is bought and Provisioned=False/CapacityIsNotFound, or
-  Failed=True when no group could hold the request even empty at its max size.
+  CapacityIsProvisioned, else nothing is bought and Provisioned=False/CapacityIsNotFound with what
+  is missing, and the next run tries again, even when no group could hold the request at its max
+  size today (a max size can be raised): cluster-autoscaler's besteffortatomic/provisioning_class.go
+  sets Provisioned=False/CapacityIsNotFound ("CA will try to find it later") whenever its atomic
+  scale-up does not succeed, and never Failed; only the week's expiry below fails such a request.
 - Accepted=True is set on every request of these classes once it is answered.
 - A Provisioned request books its capacity: until `policy.provisioning_booking_seconds` after
   Provisioned, the pods that have not arrived yet are placed first on every run, so their room is
@@ -36,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from shared.domain.model import Pod
-from shared.domain.plan import Outcome, PodOutcome, ReasonCode
+from shared.domain.plan import Outcome, PodOutcome
 from shared.domain.provisioning import (
     ACCEPTED,
     BOOKING_EXPIRED,
@@ -68,7 +71,6 @@ ACCEPTED_MESSAGE = "ProvisioningRequest is accepted by backlog-scaler"
 # The only codes that can mean "never": no group admits the pods, or none can hold them all even at
 # its max size. Every other one (backoff, a template shape still being learnt from nodes that have not
 # advertised their GPUs yet, the scheduler's filters) can change: Provisioned=False, tried again.
-_MAYBE_NEVER = frozenset({ReasonCode.NO_MATCHING_GROUP, ReasonCode.GANG_DOES_NOT_FIT, ReasonCode.AT_MAX})
 _PLACED = frozenset({Outcome.EXISTING, Outcome.IN_FLIGHT, Outcome.SCALE_UP})
 
 
@@ -297,23 +299,6 @@ def _describe_placement(
     return group, len(registered) + new_nodes, f"{pods} pod(s) on " + " and ".join(parts)
 
 
-def _never_fits(ctx: Context, batch: RequestBatch) -> bool:
-    """No group admits the pods, or each that does could not hold them all even empty at its max
-    size (a group whose node shape does not hold one of the pods is no proof: shapes are learnt)."""
-    requests = [ctx.request(p.requests) for p in batch.pods]
-    schedulings = {id(p.scheduling): p.scheduling for p in batch.pods}.values()
-    admitting = [v for v in ctx.groups if v.asg is not None]
-    whole = [v for v in admitting if all(v.admits(s) for s in schedulings)]
-    if not whole:
-        # Pods of several shapes may each go to another group: never only if one has no group at all.
-        return any(not any(v.admits(s) for v in admitting) for s in schedulings)
-    for view in whole:
-        needed = nodes_needed(ctx, view, requests)
-        if needed is None or needed <= view.max_size:
-            return False
-    return True
-
-
 def _answer_batch(
     ctx: Context, batch: RequestBatch, outcomes: Mapping[str, PodOutcome], counted_on: Mapping[str, str]
 ) -> tuple[RequestAnswer, tuple[Condition, ...]]:
@@ -338,19 +323,15 @@ def _answer_batch(
     total_gpus = sum(p.requests.gpus for p in batch.pods)
     if batch.existing_only or unplaced is None:
         why = f"no free room on registered nodes for all {len(batch.pods)} pod(s) ({total_gpus} GPUs) at once"
-        code = None
     else:
-        why, code = unplaced.reason, unplaced.code
+        why = unplaced.reason
     if batch.booked:
         answer = RequestAnswer(
             request.key, request.class_name, RequestOutcome.BOOKED, None, 0, f"booked capacity lost: {why}"
         )
         return answer, ()
-    no_retry = batch.existing_only and request.parameters.get("noRetry", "").lower() == "true"
-    never = not batch.existing_only and code in _MAYBE_NEVER and _never_fits(ctx, batch)
-    if no_retry or never:
-        reason = REASON_CAPACITY_NOT_FOUND if no_retry or code is None else str(code)
-        wanted = (accepted, _condition(request, FAILED, True, reason, why, now))
+    if batch.existing_only and request.parameters.get("noRetry", "").lower() == "true":
+        wanted = (accepted, _condition(request, FAILED, True, REASON_CAPACITY_NOT_FOUND, why, now))
         return RequestAnswer(request.key, request.class_name, RequestOutcome.FAILED, None, 0, why), wanted
     wanted = (accepted, _condition(request, PROVISIONED, False, REASON_CAPACITY_NOT_FOUND, why, now))
     return RequestAnswer(

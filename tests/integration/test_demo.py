@@ -92,10 +92,13 @@ def test_quick_demo_runs_every_job_scales_both_ways_and_spills_after_a_capacity_
     # and it left its traces
     timeline = (tmp_path / "timeline.txt").read_text()
     assert "backoff v100: InsufficientInstanceCapacity" in timeline
-    # the 2 x 8-GPU request was bought whole, then consumed; the one too big for a100 failed
+    # the 2 x 8-GPU request was bought whole, then consumed; the one too big for a100 bought nothing
+    # and stays pending with why, as cluster-autoscaler leaves it
     assert requests["kueue-llm-2x8-prov"]["answer"].startswith("Provisioned=True (CapacityIsProvisioned)")
-    assert requests["kueue-too-big-prov"]["state"] == "rejected"
-    assert "needs 6 a100 nodes" in requests["kueue-too-big-prov"]["answer"]
+    too_big = requests["kueue-too-big-prov"]
+    assert too_big["state"] == "pending"
+    assert too_big["answer"].startswith("Provisioned=False (CapacityIsNotFound)")
+    assert "needs 6 a100 nodes" in too_big["answer"]
     assert "BookingExpired=True (CapacityIsConsumed)" in timeline
     # the MPIJob-shaped gang ran whole: its CPU launcher on a cpu node beside its GPU workers
     assert report["groups"]["cpu"]["nodes_launched"] == 1

@@ -79,7 +79,7 @@ def test_atomic_request_that_cannot_fit_whole_buys_nothing_and_is_not_provisione
     assert {c.type: c.message for c in update.conditions}["Provisioned"] == expected
 
 
-def test_atomic_request_larger_than_the_group_can_ever_be_fails() -> None:
+def test_atomic_request_larger_than_the_group_can_ever_be_waits_as_cluster_autoscaler_leaves_it() -> None:
     # Given a request for 20 x 8 GPUs and a group of max 16
     snap = with_objects(
         snapshot([], [], [asg(A100, desired=0)]),
@@ -87,12 +87,25 @@ def test_atomic_request_larger_than_the_group_can_ever_be_fails() -> None:
     )
     # When planning
     result = plan(snap, config(), NOW)
-    # Then nothing is bought and Failed=True is set
+    # Then nothing is bought and, as cluster-autoscaler's best-effort-atomic class answers every
+    # scale-up it cannot make, Provisioned=False/CapacityIsNotFound says why, with no Failed: the
+    # next run tries again (the max size may be raised); only the week's expiry fails it
     assert result.group("a100").desired == 0
     [answer] = result.provisioning_requests
-    assert answer.outcome is RequestOutcome.FAILED
+    assert answer.outcome is RequestOutcome.NOT_PROVISIONED
     [update] = result.provisioning_updates
-    assert _conditions(update)["Failed"] == ("True", "GangDoesNotFit")
+    conditions = _conditions(update)
+    assert conditions["Provisioned"] == ("False", "CapacityIsNotFound")
+    assert "Failed" not in conditions
+    message = {c.type: c.message for c in update.conditions}["Provisioned"]
+    assert "needs 20 a100 nodes, more than the group's max size 16" in message
+    # And the next run tries again, buys nothing, and writes nothing while its answer holds
+    [request] = snap.provisioning_requests
+    answered = replace(snap, provisioning_requests=(replace(request, conditions=update.conditions),))
+    again = plan(answered, config(), NOW + timedelta(minutes=1))
+    assert again.group("a100").desired == 0
+    assert again.provisioning_requests == result.provisioning_requests
+    assert again.provisioning_updates == ()
 
 
 def test_check_capacity_request_fits_free_room_and_buys_nothing() -> None:

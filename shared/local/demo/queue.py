@@ -8,7 +8,10 @@ answer, and only then creates the workload's pods, annotated with the request th
 - at the job's submit time the queue creates the PodTemplate and the ProvisioningRequest (its
   creation goes to the webhook as an AdmissionReview, as the manifest's rule sends it);
 - every step it reads the request: Provisioned=True creates the job's pods (each admitted through the
-  webhook like any pod); Failed=True rejects the workload, as Kueue does without a retry policy.
+  webhook like any pod); Failed=True rejects the workload, as Kueue does without a retry policy;
+  Provisioned=False leaves the workload pending (Kueue's admission check stays Pending while the
+  autoscaler tries again; cluster-autoscaler gives up on such a request only when it expires after a
+  week), and the queue goes on reading the request.
 """
 
 from __future__ import annotations
@@ -45,14 +48,16 @@ class QueueKube(Protocol):
 @dataclass
 class QueuedJob:
     request: DemoRequest
-    state: str = "queued"  # queued -> waiting (request created) -> admitted | rejected
+    # queued -> waiting (request created) -> admitted | rejected, or pending (answered Provisioned=False:
+    # still followed, and admitted or rejected if a later answer says so)
+    state: str = "queued"
     answer: str = ""  # the condition that decided it, as `Type=Status (Reason): message`
     answered_at: datetime | None = None
 
 
-def _condition(obj: Json, type_: str) -> Json | None:
+def _condition(obj: Json, type_: str, status: str = "True") -> Json | None:
     for condition in (obj.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == type_ and condition.get("status") == "True":
+        if condition.get("type") == type_ and condition.get("status") == status:
             return dict(condition)
     return None
 
@@ -76,12 +81,13 @@ class DemoQueue:
         for queued in self.jobs:
             if queued.state == "queued" and self._start + timedelta(seconds=queued.request.job.submit) <= now:
                 self._create(queued, now, report)
-            elif queued.state == "waiting":
+            elif queued.state in ("waiting", "pending"):
                 self._follow(queued, now, report)
 
     def done(self) -> bool:
-        """Every request was answered for good (its job admitted, or rejected)."""
-        return all(q.state in ("admitted", "rejected") for q in self.jobs)
+        """Every request was answered: its job admitted or rejected, or left pending by a
+        Provisioned=False (the demo does not wait out the request's week before it expires)."""
+        return all(q.state in ("admitted", "rejected", "pending") for q in self.jobs)
 
     def _create(self, queued: QueuedJob, now: datetime, report: StepReport) -> None:
         request, job = queued.request, queued.request.job
@@ -111,6 +117,15 @@ class DemoQueue:
             f"({request.class_name}); webhook {'allowed' if allowed else 'refused'} it",
         )
 
+    def _wait(self, queued: QueuedJob, not_yet: Json | None, now: datetime, report: StepReport) -> None:
+        """A Provisioned=False answer: the workload stays pending; said once per new answer."""
+        if not_yet is None:
+            return
+        answer = f"Provisioned=False ({not_yet.get('reason')}): {not_yet.get('message')}"
+        if answer != queued.answer:
+            queued.state, queued.answer, queued.answered_at = "pending", answer, now
+            report.add(now, "kueue", f"{queued.request.name} stays pending: {answer}")
+
     def _follow(self, queued: QueuedJob, now: datetime, report: StepReport) -> None:
         request = queued.request
         obj = self._kube.get_provisioning_request(NAMESPACE, request.name)
@@ -120,6 +135,7 @@ class DemoQueue:
         provisioned = _condition(obj, PROVISIONED)
         decided = failed or provisioned
         if decided is None:
+            self._wait(queued, _condition(obj, PROVISIONED, "False"), now, report)
             return
         queued.answer = f"{decided['type']}=True ({decided.get('reason')}): {decided.get('message')}"
         queued.answered_at = now

@@ -18,7 +18,7 @@ report.json (times in seconds, GPU-hours rounded to 0.01):
     capacity: {launch_failures, backoffs, backoffs_already_running}
     safety: {instances_terminated, busy_terminations[]}
     groups: {name: {nodes_launched, peak_instances, gpu_hours_provisioned, gpu_hours_used, cost, jobs}}
-    provisioning_requests: {name: {state, answer}}   admitted or rejected, and the deciding condition
+    provisioning_requests: {name: {state, answer}}   admitted, rejected or pending, and the deciding condition
     gpu_faults: {injected, repaired, nodes[]}        the scenario's GPU fault and the scaler's repair of it
     invocations: {"<function>/<trigger>": count}, invocation_errors[], mean_invocation_ms
     simulated_seconds, wall_seconds, speed
@@ -332,7 +332,9 @@ def _failures(report: DemoReport) -> list[str]:
     if report.invocation_errors:
         out.append(f"{len(report.invocation_errors)} function invocation(s) failed")
     unanswered = sorted(
-        name for name, (state, _) in report.requests.items() if state not in ("admitted", "rejected")
+        name
+        for name, (state, _) in report.requests.items()
+        if state not in ("admitted", "rejected", "pending")
     )
     if unanswered:
         out.append(f"{len(unanswered)} provisioning request(s) never answered: {', '.join(unanswered)}")

@@ -208,7 +208,8 @@ def quick_scenario() -> Scenario:
 
 def _requests(*, max_size: int, at: int) -> tuple[DemoRequest, ...]:
     """A Kueue-style 2 x 8-GPU job on a100, provisioned atomically and then consumed, and one that
-    asks for more a100 nodes than the group may ever have: answered Failed, nothing bought."""
+    asks for more a100 nodes than the group may have: answered Provisioned=False with why, nothing
+    bought, and left pending (as cluster-autoscaler answers it)."""
     a100 = {"gpu": "a100"}
     return (
         DemoRequest(DemoJob("kueue-llm-2x8", at, 180, 8, pods=2, selector=a100)),
