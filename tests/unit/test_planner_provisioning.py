@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+from shared.domain.model import NodeState, ScalerState
 from shared.domain.plan import Outcome
 from shared.domain.provisioning import RequestOutcome
 from shared.planner import plan
@@ -352,3 +353,20 @@ def test_the_booking_is_released_once_every_pod_has_arrived() -> None:
     [update] = result.provisioning_updates
     assert _conditions(update)["BookingExpired"] == ("True", "CapacityIsConsumed")
     assert [a.outcome for a in result.provisioning_requests] == [RequestOutcome.PROVISIONED]
+
+
+def test_a_request_too_big_for_the_group_keeps_none_of_its_idle_nodes() -> None:
+    # Given a group at its max size of 16 whose nodes have been idle for 30 minutes, and a waiting
+    # request for 20 x 8 GPUs that the group could not hold even empty
+    nodes, group = _idle_nodes(16)
+    snap = with_objects(
+        snapshot([], nodes, [group]), [pod_template("ps"), provisioning_request("huge", [("ps", 20)])]
+    )
+    idle = NOW - timedelta(minutes=30)
+    snap = replace(snap, state=ScalerState(nodes={n.name: NodeState(idle_since=idle) for n in snap.nodes}))
+    # When planning
+    result = plan(snap, config(), NOW)
+    # Then the request waits, and scale-down goes on as if it were not there (one node per run: the
+    # scale-in budget of 10 % of 16)
+    assert [a.outcome for a in result.provisioning_requests] == [RequestOutcome.NOT_PROVISIONED]
+    assert len(result.cordon) == 1
