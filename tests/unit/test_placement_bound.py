@@ -144,6 +144,20 @@ def test_a_gang_moves_its_piece_but_pays_and_waits_with_all_its_gpus() -> None:
     assert moved.ratio == pytest.approx((100 + 10_300 + 10_299) * 8 / ideal)
 
 
+def test_a_policy_that_estimates_ends_as_the_scaler_does_moves_old_jobs_only() -> None:
+    online = bound.MoveCost(restart=300, lost=0, clairvoyant=False)
+    # Given c has run 100 s when node 1 strands it: expected to end 100 s later, not worth a move
+    # (saving 8 x 100 s; cost 2 x 300 s restart + 8 x 300 s that node 2 is expected to stay up longer)
+    young = replay_stranded([True] * 3, online)
+    assert young.moves == 0
+    # Given it has run 5,000 s: expected to end 5,000 s later, it moves (saving 8 x 5,000 s)
+    jobs = [job("a", 0, 5_000, 6), job("b", 0, 20_000, 4), job("c", 0, 20_000, 2)]
+    old = bound.replay_migrating(jobs, [True] * 3, bound.oldest_job_first, 0, 0, online)
+    assert old.moves == 1
+    # node 1 up until c moves at 5,000 s; node 2 until c ends, 300 s of restart later
+    assert old.ratio == pytest.approx((5_000 + 20_300) * 8 / (6 * 5_000 + 4 * 20_000 + 2 * 20_000))
+
+
 def test_a_move_spends_the_room_a_later_arrival_would_have_started_on() -> None:
     # Given a 4-GPU job d arriving at t=200, after c's move at t=100 (node 1 then goes: idle 0 s)
     jobs = [*STRANDED, job("d", 200, 1_000, 4)]
