@@ -186,7 +186,9 @@ class AttritionConfig(_Model):
     # PreferNoSchedule: the scheduler still uses a marked node when no other fits, so no pod ever
     # waits for a lift; measured in the simulator against NoSchedule (docs/simulate.md).
     effect: Literal["PreferNoSchedule", "NoSchedule"] = "PreferNoSchedule"
-    # Free GPUs per group kept on unmarked nodes for new pods (None: one node's GPUs).
+    # Free GPUs per group kept on unmarked nodes for new pods (None: one node's GPUs). With 0 every
+    # node with a free GPU is marked while the min size allows, and where every node with room is
+    # marked a PreferNoSchedule mark steers no pod.
     spare_gpus: NonNegativeInt | None = None
 
 
