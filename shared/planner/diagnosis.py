@@ -204,14 +204,20 @@ def zone_refusal(view: GroupView, pods: Sequence[Pod], sim: Simulation) -> tuple
 
 def _zone_not_guaranteed(view: GroupView, pods: Sequence[Pod], sim: Simulation) -> str | None:
     """The reason a group that may launch in several zones gives a pod every one of its zones admits
-    but that its spread or volumes bind to zones (zones.placement_zone_binding), when some zone would
-    take it; with the group's zones unknown, its selector or affinity on a zone label binds it too."""
+    but that its spread, pod (anti-)affinity or volumes bind to zones (zones.placement_zone_binding),
+    when some zone would take it; with the group's zones unknown, its selector or affinity on a zone
+    label binds it too."""
     zones = view.capacity.zones
     if guarantees_zone(zones, view.labels):
         return None
     for pod in pods:
-        volumes = sim.state(pod).volumes
-        binding = placement_zone_binding(pod, volumes) if zones else zone_binding(pod, volumes)
+        state = sim.state(pod)
+        volumes = state.volumes
+        binding = (
+            placement_zone_binding(pod, volumes, state.affinity)
+            if zones
+            else zone_binding(pod, volumes, state.affinity)
+        )
         if binding is None:
             continue
         if (

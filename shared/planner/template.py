@@ -16,7 +16,9 @@ groups with no node yet).
   accelerator label is invented: neither the EKS AMI nor buildGenericLabels sets one;
 - taints: the config's, the `node-template/taint/*` tags', those every registered node shares,
   minus startup taints (they go away once the node's agents are up);
-- DaemonSet pods whose selector, affinity and tolerations admit the node take their share first.
+- DaemonSet pods whose selector, affinity and tolerations admit the node take their share first; on a
+  group that launches in several zones, those any of its zones admits (a DaemonSet pinned to one zone
+  runs on the nodes that land there), the room left being the smallest of any zone's.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from shared.domain.resources import EMPTY, EPHEMERAL_STORAGE, GPU, PODS, Resourc
 from shared.planner.eks import KUBELET_DEFAULT_MAX_PODS, instance_store_capacity, node_allocatable
 from shared.planner.filters.node_ports import port_key
 from shared.planner.simulation import static_reason
+from shared.planner.zones import NO_ZONE_IDS, launch_labels, unknown_zone_id, zone_ids_of
 
 CA_TEMPLATE = "k8s.io/cluster-autoscaler/node-template/"
 # cluster-autoscaler's taint prefixes (utils/taints/taints.go): startup taints are expected to go
@@ -438,7 +441,10 @@ def _build_template(
     labels.update(tag_labels)
     labels.update(group.labels)
     taints = _template_taints(config, group_name, registered, tag_taints)
-    admitted = admitted_daemonsets(template_node_labels(group.name, labels, 0), taints, daemonsets)
+    zones = asg.availability_zones if asg is not None else ()
+    zone_ids = zone_ids_of(registered)
+    launches = launch_labels(zones, template_node_labels(group.name, labels, 0), zone_ids)
+    admitted = _admitted_anywhere(launches, taints, daemonsets)
     aws = _AwsFacts(known, tag_resources, any(is_efa_device_plugin(ds) for ds in admitted))
     observed = _smallest(usable)
     discovered, source = _discovered(config, group_name, types, usable, observed, aws)
@@ -450,7 +456,7 @@ def _build_template(
     if allocatable is not None and not allocatable.get(PODS):
         allocatable = allocatable + Resources.of({PODS: KUBELET_DEFAULT_MAX_PODS})
     template = Template(group.name, allocatable, labels, taints, source)
-    return with_daemonsets(template, daemonsets)
+    return with_daemonsets(template, daemonsets, zones, zone_ids)
 
 
 def _template_labels(
@@ -510,12 +516,25 @@ def _template_taints(
 def admitted_daemonsets(
     labels: Mapping[str, str], taints: tuple[Taint, ...], daemonsets: tuple[DaemonSet, ...]
 ) -> tuple[DaemonSet, ...]:
-    """The DaemonSets whose pods a node with these labels and taints admits, by key."""
+    """The DaemonSets whose pods a node with these labels and taints admits, by key. A node of a
+    zone whose id no registered node shows may run one that reads the id (zones.unknown_zone_id):
+    counted, so that its room is never overstated."""
     return tuple(
         ds
         for ds in sorted(daemonsets, key=lambda d: d.key)
         if static_reason(ds.pod.scheduling, labels, taints, False) is None
+        or unknown_zone_id(ds.pod.scheduling, labels) is not None
     )
+
+
+def _admitted_anywhere(
+    launches: tuple[Mapping[str, str], ...], taints: tuple[Taint, ...], daemonsets: tuple[DaemonSet, ...]
+) -> tuple[DaemonSet, ...]:
+    """The DaemonSets a new node admits in some zone it may launch in, by key."""
+    if len(launches) == 1:
+        return admitted_daemonsets(launches[0], taints, daemonsets)
+    found = {ds.key: ds for labels in launches for ds in admitted_daemonsets(labels, taints, daemonsets)}
+    return tuple(found[key] for key in sorted(found))
 
 
 def is_efa_device_plugin(daemonset: DaemonSet) -> bool:
@@ -525,21 +544,32 @@ def is_efa_device_plugin(daemonset: DaemonSet) -> bool:
     return EFA_DEVICE_PLUGIN in daemonset.name or EFA_DEVICE_PLUGIN in repositories
 
 
-def with_daemonsets(template: Template, daemonsets: tuple[DaemonSet, ...]) -> Template:
-    """The DaemonSets whose pods the template admits, their requests and host ports."""
-    admitted = admitted_daemonsets(template.node_labels(0), template.taints, daemonsets)
-    overhead = EMPTY
+def with_daemonsets(
+    template: Template,
+    daemonsets: tuple[DaemonSet, ...],
+    zones: tuple[str, ...] = (),
+    zone_ids: Mapping[str, str] = NO_ZONE_IDS,
+) -> Template:
+    """The DaemonSets whose pods the template admits, their requests and host ports. A group that
+    launches in several `zones` (zones.launch_labels) runs on each new node the DaemonSets of the
+    zone it lands in: the overhead is the largest any zone's are, per resource, and the ports are all
+    zones' (what the scheduler will see on the node, whichever zone EC2 picks)."""
+    launches = launch_labels(zones, template.node_labels(0), zone_ids)
+    overhead: Resources | None = None
     ports: set[tuple[str, str, int]] = set()
-    for ds in admitted:
-        overhead = overhead + ds.pod.requests
-        ports.update(port_key(p) for p in ds.pod.constraints.host_ports)
+    for labels in launches:
+        zone_overhead = EMPTY
+        for ds in admitted_daemonsets(labels, template.taints, daemonsets):
+            zone_overhead = zone_overhead + ds.pod.requests
+            ports.update(port_key(p) for p in ds.pod.constraints.host_ports)
+        overhead = zone_overhead if overhead is None else overhead.maximum(zone_overhead)
     return Template(
         template.group,
         template.allocatable,
         template.labels,
         template.taints,
         template.source,
-        admitted,
-        overhead,
+        _admitted_anywhere(launches, template.taints, daemonsets),
+        overhead or EMPTY,
         frozenset(ports),
     )

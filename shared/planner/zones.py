@@ -2,14 +2,15 @@
 guaranteed to be there.
 
 A pod is zone-bound by its nodeSelector or required node affinity on a zone label, by a hard
-topology spread over zones, or by its volumes (a bound PV's zone labels or node affinity on a zone
-key, an unbound WaitForFirstConsumer claim whose class allows only some zones). An Auto Scaling
-group that spans several zones picks the zone of each launch itself (it balances across them), so
-a node it launches may land in the wrong zone and idle while the pod stays pending: only a group
-in exactly one zone can take a zone-bound pod. cluster-autoscaler gives the same advice for
-zonal volumes and zone spread ("one ASG per zone", cloudprovider/aws/README.md, "Common Notes and
-Gotchas"); its template labels a multi-zone ASG's nodes with the first of its zones instead
-(aws_manager.go getAsgTemplate), which is the failure this avoids.
+topology spread over zones, by required pod affinity or anti-affinity over a zone (its own terms,
+or a placed pod's anti-affinity term that selects it), or by its volumes (a bound PV's zone labels
+or node affinity on a zone key, an unbound WaitForFirstConsumer claim whose class allows only some
+zones). An Auto Scaling group that spans several zones picks the zone of each launch itself (it
+balances across them), so a node it launches may land in the wrong zone and idle while the pod
+stays pending: only a group in exactly one zone can take a zone-bound pod. cluster-autoscaler gives
+the same advice for zonal volumes and zone spread ("one ASG per zone", cloudprovider/aws/README.md,
+"Common Notes and Gotchas"); its template labels a multi-zone ASG's nodes with the first of its
+zones instead (aws_manager.go getAsgTemplate), which is the failure this avoids.
 
 A pod's own nodeSelector and required node affinity are judged instead against a new node in every
 zone the group may launch in (launch_labels): the group takes the pod when every zone admits it. The
@@ -24,6 +25,7 @@ from types import MappingProxyType
 
 from shared.domain.constraints import ZONE
 from shared.domain.model import Node, Pod, Scheduling
+from shared.planner.filters.inter_pod_affinity import InterPodAffinityState
 from shared.planner.filters.volume_binding import VolumeDemand
 
 ZONE_ID = "topology.k8s.aws/zone-id"  # set by the AWS cloud provider: the zone's account-independent id
@@ -93,7 +95,9 @@ def unknown_zone_id(scheduling: Scheduling, labels: Mapping[str, str]) -> str | 
     return f"the pod's node selector or affinity reads {ZONE_ID}, which no registered node in {zone} shows"
 
 
-def zone_binding(pod: Pod, volumes: VolumeDemand | None) -> str | None:
+def zone_binding(
+    pod: Pod, volumes: VolumeDemand | None, affinity: InterPodAffinityState | None = None
+) -> str | None:
     """What binds the pod to particular zones, in words (None: any zone will do)."""
     scheduling = pod.scheduling
     for key, value in scheduling.node_selector:
@@ -102,15 +106,33 @@ def zone_binding(pod: Pod, volumes: VolumeDemand | None) -> str | None:
     terms = scheduling.affinity_terms
     if terms and all(any(req.key in ZONE_KEYS for req in term) for term in terms):
         return "required node affinity on its zone"
-    return placement_zone_binding(pod, volumes)
+    return placement_zone_binding(pod, volumes, affinity)
 
 
-def placement_zone_binding(pod: Pod, volumes: VolumeDemand | None) -> str | None:
+def placement_zone_binding(
+    pod: Pod, volumes: VolumeDemand | None, affinity: InterPodAffinityState | None = None
+) -> str | None:
     """What binds the pod to zones beyond its own selector and node affinity (which admission judges
-    against every zone a group launches in, launch_labels): a zone spread, or its volumes."""
+    against every zone a group launches in, launch_labels): a zone spread, pod (anti-)affinity over
+    a zone, or its volumes.
+
+    Pod affinity and anti-affinity over a zone (interpodaffinity/filtering.go) count the pods in the
+    zone of the node: a new node of a multi-zone group has no zone until EC2 picks one, so the
+    scheduler's answer there is unknown. A node landing beside a pod the anti-affinity keeps away
+    (or away from the pods the affinity needs) would idle while the pod stays pending. `affinity`
+    (the pod's InterPodAffinityState) adds the placed pods' anti-affinity terms that select it."""
     for constraint in pod.constraints.hard_spread:
         if constraint.topology_key in ZONE_KEYS:
             return f"a topology spread over {constraint.topology_key}"
+    constraints = pod.constraints
+    for kind, terms in (("affinity", constraints.affinity), ("anti-affinity", constraints.anti_affinity)):
+        for term in terms:
+            if term.topology_key in ZONE_KEYS:
+                return f"required pod {kind} over {term.topology_key}"
+    if affinity is not None:
+        for key, _counts in affinity.existing_anti:
+            if key in ZONE_KEYS:
+                return f"a running pod's anti-affinity over {key}"
     if volumes is not None:
         for _key, allowed in volumes.zones:
             return f"a volume in {', '.join(sorted(allowed))}"

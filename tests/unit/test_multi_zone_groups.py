@@ -1,6 +1,8 @@
 """Multi-zone groups: EC2 picks the zone of each launch, so a group takes a pod only when a new node
 in every zone it may launch into admits it (zone and zone-id labels alike), whatever path places
-the pod (plain or through the inter-pod filters); diagnosis and `plan --explain` say the same."""
+the pod (plain or through the inter-pod filters); diagnosis and `plan --explain` say the same. A
+new node of such a group has no zone until it launches: it runs the DaemonSets of whichever zone it
+lands in, and a pod bound to a zone by pod (anti-)affinity goes only to a group of one zone."""
 
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ import pytest
 
 from shared.domain.model import NodeState, ScalerState
 from shared.domain.plan import ReasonCode
+from shared.formats.kubernetes import daemonset_from_json
 from shared.local.explain import explain_pod
 from shared.planner import plan
 from tests.builders import NOW, asg, node, pod, snapshot
 from tests.unit.test_aws_capacity import configured, group, outcome, zone_affinity, zoned
+from tests.unit.test_planner_scheduler_model import daemonset
 
 ZONE = "topology.kubernetes.io/zone"
 ZONE_ID = "topology.k8s.aws/zone-id"
@@ -238,3 +242,133 @@ def test_a_pod_the_groups_taint_refuses_is_told_the_taint_not_the_zone() -> None
     _, _, reason = outcome(result, "reader")
     assert "untolerated taint" in reason and "one group per zone" not in reason
     assert code_of(result, "reader") is ReasonCode.NO_MATCHING_GROUP
+
+
+# DaemonSets pinned to a zone
+
+
+def _zone_daemonset(name: str, zone: str, cpu: str) -> Any:
+    """A DaemonSet (as `kubectl get ds -o json` shows it) whose pods run only in `zone`."""
+    obj = daemonset(name, cpu=cpu)
+    obj["spec"]["template"]["spec"]["nodeSelector"] = {ZONE: zone}
+    return daemonset_from_json(obj)
+
+
+def _with_daemonsets(snap: Any, *daemonsets: Any) -> Any:
+    return replace(snap, daemonsets=daemonsets)
+
+
+def test_a_daemonset_of_one_zone_takes_its_room_on_a_new_node_of_a_group_that_may_launch_there() -> None:
+    # Given a group in us-west-2a and us-west-2b (95 cpu a node), a cheaper one than a group in
+    # us-west-2b only, a DaemonSet of 2 cpu running only in us-west-2a, and a pod of 8 GPUs and 94 cpu
+    solo = zoned(asg("research-solo", desired=0), "us-west-2b")
+    snap = _with_daemonsets(
+        snapshot([pod("wide", gpus=8, cpu="94")], [], [multi(), solo]),
+        _zone_daemonset("zonal-agent", "us-west-2a", "2"),
+    )
+    # When the planner runs
+    result = plan(snap, configured(group("multi", 10.0), group("solo", 20.0)), NOW)
+    # Then the multi-zone group is not bought (a node of it may land in us-west-2a, where the
+    # DaemonSet leaves 93 cpu); the group in us-west-2b, where the DaemonSet does not run, is
+    assert outcome(result, "wide")[:2] == ("scale-up", "solo")
+    assert (result.group("multi").desired, result.group("solo").desired) == (0, 1)
+
+
+@pytest.mark.parametrize(("cpu", "bought"), [("92", 1), ("93", 0)])
+def test_the_room_of_a_multi_zone_node_is_the_smallest_its_zones_daemonsets_leave(
+    cpu: str, bought: int
+) -> None:
+    # Given DaemonSets of 2 cpu in us-west-2a and of 3 cpu in us-west-2b (one runs on each node,
+    # never both), and a pod of 8 GPUs
+    snap = _with_daemonsets(
+        snapshot([pod("wide", gpus=8, cpu=cpu)], [], [multi()]),
+        _zone_daemonset("agent-a", "us-west-2a", "2"),
+        _zone_daemonset("agent-b", "us-west-2b", "3"),
+    )
+    # When the planner runs
+    result = plan(snap, configured(group("multi", 10.0)), NOW)
+    # Then a node holds 92 cpu in either zone (95 - 3), not 90 (both counted) nor 93 (us-west-2a's)
+    assert result.group("multi").desired == bought
+    if not bought:
+        _, _, reason = outcome(result, "wide")
+        assert code_of(result, "wide") is ReasonCode.DAEMONSET_OVERHEAD
+        assert "2 DaemonSet(s) need" in reason
+
+
+# Pod affinity and anti-affinity over a zone
+
+
+def _zone_term(app: str) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": ZONE}
+
+
+def _with_pod_rule(obj: dict[str, Any], kind: str, app: str) -> dict[str, Any]:
+    """The pod with a required podAffinity or podAntiAffinity term over the zone, selecting `app`."""
+    rule = {"requiredDuringSchedulingIgnoredDuringExecution": [_zone_term(app)]}
+    obj["spec"].setdefault("affinity", {})[kind] = rule
+    return obj
+
+
+def _database_in_zone_a(**extra: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A busy node of the multi-zone group in us-west-2a running a database pod (app=db), the group."""
+    db = pod("db", gpus=8, node="n-a", labels={"app": "db"}, **extra)
+    n_a = node("n-a", "i-a", labels={"gpu": "a100", ZONE: "us-west-2a"})
+    return db, n_a, multi(desired=1, instances=["i-a"])
+
+
+@pytest.mark.parametrize(
+    ("kind", "words"),
+    [("podAntiAffinity", "required pod anti-affinity"), ("podAffinity", "required pod affinity")],
+    ids=["anti-affinity", "affinity"],
+)
+def test_a_pod_with_zone_pod_affinity_is_placed_only_where_the_zone_is_known(kind: str, words: str) -> None:
+    # Given the database in us-west-2a on a node of the multi-zone group, a group in us-west-2b only,
+    # and a pod that must run away from it (anti-affinity over the zone) or beside it (affinity)
+    db, n_a, group_asg = _database_in_zone_a()
+    solo = zoned(asg("research-solo", desired=0), "us-west-2b")
+    trainer = _with_pod_rule(pod("trainer", gpus=8), kind, "db")
+    cfg = configured(group("multi", 10.0), group("solo", 20.0))
+    # When the planner runs
+    result = plan(snapshot([db, trainer], [n_a], [group_asg, solo]), cfg, NOW)
+    # Then the multi-zone group never takes it (EC2 picks the zone of its next node): away from the
+    # database, the group in us-west-2b does; beside it, no group can
+    assert result.group("multi").desired == 1
+    state, where, reason = outcome(result, "trainer")
+    if kind == "podAntiAffinity":
+        assert (state, where) == ("scale-up", "solo")
+        assert result.group("solo").desired == 1
+    else:
+        assert state == "unhelped" and result.group("solo").desired == 0
+        assert (
+            "multi: the group spans us-west-2a, us-west-2b and cannot guarantee the zone of a pod"
+            f" bound by {words} over {ZONE}: use one group per zone"
+        ) in reason
+
+
+def test_a_pod_a_running_pods_zone_anti_affinity_selects_is_placed_only_where_the_zone_is_known() -> None:
+    # Given the database in us-west-2a keeping pods labelled app=trainer out of its zone, and a pod
+    # labelled so, with no rule of its own; the multi-zone group is the only one
+    db, n_a, group_asg = _database_in_zone_a()
+    db = _with_pod_rule(db, "podAntiAffinity", "trainer")
+    trainer = pod("trainer", gpus=8, labels={"app": "trainer"})
+    # When the planner runs
+    result = plan(snapshot([db, trainer], [n_a], [group_asg]), configured(group("multi", 10.0)), NOW)
+    # Then nothing is bought (a new node may land in us-west-2a), and the reason says why
+    assert result.group("multi").desired == 1
+    state, _, reason = outcome(result, "trainer")
+    assert state == "unhelped"
+    assert f"a pod bound by a running pod's anti-affinity over {ZONE}: use one group per zone" in reason
+
+
+def test_explain_gives_the_zone_guarantee_verdict_for_zone_anti_affinity() -> None:
+    # Given a pod with anti-affinity over the zone to the database in us-west-2a
+    db, n_a, group_asg = _database_in_zone_a()
+    trainer = _with_pod_rule(pod("trainer", gpus=8), "podAntiAffinity", "db")
+    snap = snapshot([db, trainer], [n_a], [group_asg])
+    # When `plan --explain` looks at it
+    explanation = explain_pod(snap, configured(group("multi", 10.0)), NOW, "research/trainer")
+    # Then the multi-zone group's verdict is the zone guarantee, as the plan says
+    (verdicts,) = explanation.groups
+    assert not verdicts.fits
+    zone = [v for v in verdicts.verdicts if v.filter == "zone_guarantee"]
+    assert zone and "required pod anti-affinity" in zone[0].reason, verdicts.verdicts

@@ -37,9 +37,14 @@ def requeue(buckets: Buckets, unit: Unit, dims: int) -> None:
 
 
 def zone_bound(run: Run, pods: list[Pod]) -> bool:
-    """A pod must run in particular zones by a zone spread or its volumes (plain pods have neither;
-    selectors and node affinity are judged by admission, against every zone of the group)."""
-    return any(placement_zone_binding(p, run.sim.state(p).volumes) is not None for p in pods)
+    """A pod must run in particular zones by a zone spread, pod (anti-)affinity over a zone or its
+    volumes (plain pods have none; selectors and node affinity are judged by admission, against every
+    zone of the group)."""
+    for pod in pods:
+        state = run.sim.state(pod)
+        if placement_zone_binding(pod, state.volumes, state.affinity) is not None:
+            return True
+    return False
 
 
 def may_take(run: Run, gb: GroupBins, unit: Unit, pods: list[Pod], *, zone_free: bool | None = None) -> bool:
