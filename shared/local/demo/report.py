@@ -18,7 +18,8 @@ report.json (times in seconds, GPU-hours rounded to 0.01):
     capacity: {launch_failures, backoffs, backoffs_already_running}
     safety: {instances_terminated, busy_terminations[]}
     groups: {name: {nodes_launched, peak_instances, gpu_hours_provisioned, gpu_hours_used, cost, jobs}}
-    provisioning_requests: {name: {state, answer}}   admitted, rejected or pending, and the deciding condition
+    provisioning_requests: {name: {state, expected, answer}}   admitted, rejected or pending, the state
+                                                     the scenario expects, and the deciding condition
     gpu_faults: {injected, repaired, nodes[]}        the scenario's GPU fault and the scaler's repair of it
     invocations: {"<function>/<trigger>": count}, invocation_errors[], mean_invocation_ms
     simulated_seconds, wall_seconds, speed
@@ -89,6 +90,7 @@ class DemoReport:
     failures: list[str] = field(default_factory=list)
     # ProvisioningRequests of the queue: name -> (state, the condition that decided it)
     requests: dict[str, tuple[str, str]] = field(default_factory=dict)
+    expected: dict[str, str] = field(default_factory=dict)  # name -> the state the scenario expects
     marks: int = 0  # consolidation by attrition: taints put on
     unmarks: int = 0  # and lifted
     faulted_nodes: list[str] = field(default_factory=list)  # nodes whose GPU failed (faults.py)
@@ -136,7 +138,8 @@ class DemoReport:
             },
             "groups": {name: _group_json(g) for name, g in self.groups.items()},
             "provisioning_requests": {
-                name: {"state": state, "answer": answer} for name, (state, answer) in self.requests.items()
+                name: {"state": state, "expected": self.expected.get(name), "answer": answer}
+                for name, (state, answer) in self.requests.items()
             },
             "gpu_faults": {
                 "injected": len(self.faulted_nodes),
@@ -190,8 +193,10 @@ def build_report(
     speed: float,
     requests: Mapping[str, tuple[str, str]] | None = None,
     faults: GpuFaults | None = None,
+    expected: Mapping[str, str] | None = None,
 ) -> DemoReport:
-    """The run's figures and verdict (`requests`: the queue's ProvisioningRequests; admitted ones count)."""
+    """The run's figures and verdict (`requests`: the queue's ProvisioningRequests, admitted ones
+    count; `expected`: the state the scenario expects each of them to end in)."""
     requests = dict(requests or {})
     admitted = sum(1 for state, _ in requests.values() if state == "admitted")
     groups = _fleet_figures(config, world, end)
@@ -234,8 +239,9 @@ def build_report(
         speed=speed,
     )
     report.requests = requests
+    report.expected = dict(expected or {})
     _note_repairs(report, faults, decisions)
-    report.failures = _failures(report)
+    report.failures = failures_of(report)
     return report
 
 
@@ -318,7 +324,8 @@ def _action_counts(decisions: Sequence[Decision]) -> _ActionCounts:
     }
 
 
-def _failures(report: DemoReport) -> list[str]:
+def failures_of(report: DemoReport) -> list[str]:
+    """Why the run did not pass, one line each (none: it passed)."""
     out = []
     if report.jobs_ran < report.jobs:
         out.append(
@@ -338,6 +345,13 @@ def _failures(report: DemoReport) -> list[str]:
     )
     if unanswered:
         out.append(f"{len(unanswered)} provisioning request(s) never answered: {', '.join(unanswered)}")
+    unexpected = sorted(
+        f"{name} ended {state}, expected {report.expected[name]}"
+        for name, (state, _) in report.requests.items()
+        if name in report.expected and name not in unanswered and state != report.expected[name]
+    )
+    if unexpected:
+        out.append(f"{len(unexpected)} provisioning request(s) answered otherwise: {'; '.join(unexpected)}")
     unrepaired = sorted(set(report.faulted_nodes) - set(report.repaired_nodes))
     if unrepaired:
         out.append(f"{len(unrepaired)} node(s) with a GPU fault never repaired: {', '.join(unrepaired)}")

@@ -63,6 +63,9 @@ class DemoRequest:
 
     job: DemoJob
     class_name: str = BEST_EFFORT_ATOMIC_CLASS
+    # How the scaler must answer it for the run to pass: "admitted" (Provisioned=True, its pods run)
+    # or "pending" (Provisioned=False, nothing bought: more than any group may hold).
+    expected: str = "admitted"
 
     @property
     def name(self) -> str:
@@ -213,7 +216,9 @@ def _requests(*, max_size: int, at: int) -> tuple[DemoRequest, ...]:
     a100 = {"gpu": "a100"}
     return (
         DemoRequest(DemoJob("kueue-llm-2x8", at, 180, 8, pods=2, selector=a100)),
-        DemoRequest(DemoJob("kueue-too-big", at, 180, 8, pods=max_size + 2, selector=a100)),
+        DemoRequest(
+            DemoJob("kueue-too-big", at, 180, 8, pods=max_size + 2, selector=a100), expected="pending"
+        ),
     )
 
 
