@@ -205,11 +205,6 @@ def build_report(
     used = _job_figures(world, groups, end)
     ups = [c.after - c.before for c in world.desired_changes if c.after > c.before]
     terminated = [i for i in world.instances.values() if i.terminated_at is not None]
-    busy = [
-        f"{i.instance_id} ({i.node_name}): {', '.join(i.busy_at_termination)}"
-        for i in terminated
-        if i.busy_at_termination
-    ]
     calls = invocations.calls
     report = DemoReport(
         scenario=scenario.name,
@@ -227,7 +222,7 @@ def build_report(
         launch_failures=sum(world.launch_failures_emitted.values()),
         **_action_counts(decisions),
         instances_terminated=len(terminated),
-        busy_terminations=busy,
+        busy_terminations=_busy_terminations(world),
         groups=groups,
         invocations=dict(sorted(Counter(f"{c.function}/{c.trigger}" for c in calls).items())),
         invocation_errors=[
@@ -243,6 +238,15 @@ def build_report(
     _note_repairs(report, faults, decisions)
     report.failures = failures_of(report)
     return report
+
+
+def _busy_terminations(world: World) -> list[str]:
+    """The terminated instances that still ran pods, with those pods."""
+    return [
+        f"{i.instance_id} ({i.node_name}): {', '.join(i.busy_at_termination)}"
+        for i in world.instances.values()
+        if i.terminated_at is not None and i.busy_at_termination
+    ]
 
 
 def _note_repairs(report: DemoReport, faults: GpuFaults | None, decisions: Sequence[Decision]) -> None:
