@@ -249,7 +249,7 @@ def _group_view(
         asg, snapshot.state.instances_first_seen, config.policy, now, group_config.instance_type
     )
     template = build_template(
-        config, group_config.name, asg, registered, snapshot.instance_types, snapshot.daemonsets
+        config, group_config.name, asg, registered, snapshot.instance_types, snapshot.daemonsets, zone_ids
     )
     return GroupView(
         config=group_config,

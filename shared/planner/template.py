@@ -34,7 +34,7 @@ from shared.domain.resources import EMPTY, EPHEMERAL_STORAGE, GPU, PODS, Resourc
 from shared.planner.eks import KUBELET_DEFAULT_MAX_PODS, instance_store_capacity, node_allocatable
 from shared.planner.filters.node_ports import port_key
 from shared.planner.simulation import static_reason
-from shared.planner.zones import NO_ZONE_IDS, launch_labels, unknown_zone_id, zone_ids_of
+from shared.planner.zones import NO_ZONE_IDS, launch_labels, unknown_zone_id
 
 CA_TEMPLATE = "k8s.io/cluster-autoscaler/node-template/"
 # cluster-autoscaler's taint prefixes (utils/taints/taints.go): startup taints are expected to go
@@ -401,19 +401,28 @@ def build_template(
     registered: list[Node],
     instance_types: Mapping[str, InstanceType],
     daemonsets: tuple[DaemonSet, ...],
+    zone_ids: Mapping[str, str] = NO_ZONE_IDS,
 ) -> Template:
-    """The template node of one configured group.
+    """The template node of one configured group (`zone_ids`: each zone's id as registered nodes
+    show it, zones.zone_ids_of, for the DaemonSets of a group that spans several zones).
 
     A pure function of its inputs, so it is remembered from the last run: the key holds every input
     it reads (`_asg_facts` for the ASG), compared by value; frozen objects compare equal to themselves
     at once, so a run whose group and nodes did not change pays a tuple comparison instead of a pass
     over the group's nodes. An input that differs in any field misses: the memo cannot go stale.
     """
-    key = (config, _asg_facts(asg), tuple(registered), tuple(instance_types.items()), daemonsets)
+    key = (
+        config,
+        _asg_facts(asg),
+        tuple(registered),
+        tuple(instance_types.items()),
+        daemonsets,
+        tuple(zone_ids.items()),
+    )
     last = _LAST_TEMPLATES.get(group_name)
     if last is not None and last[0] == key:
         return last[1]
-    template = _build_template(config, group_name, asg, registered, instance_types, daemonsets)
+    template = _build_template(config, group_name, asg, registered, instance_types, daemonsets, zone_ids)
     if len(_LAST_TEMPLATES) >= _LAST_TEMPLATES_MAX:
         _LAST_TEMPLATES.clear()
     _LAST_TEMPLATES[group_name] = (key, template)
@@ -427,6 +436,7 @@ def _build_template(
     registered: list[Node],
     instance_types: Mapping[str, InstanceType],
     daemonsets: tuple[DaemonSet, ...],
+    zone_ids: Mapping[str, str],
 ) -> Template:
     group = config.group(group_name)
     policy = config.policy
@@ -442,7 +452,6 @@ def _build_template(
     labels.update(group.labels)
     taints = _template_taints(config, group_name, registered, tag_taints)
     zones = asg.availability_zones if asg is not None else ()
-    zone_ids = zone_ids_of(registered)
     launches = launch_labels(zones, template_node_labels(group.name, labels, 0), zone_ids)
     admitted = _admitted_anywhere(launches, taints, daemonsets)
     aws = _AwsFacts(known, tag_resources, any(is_efa_device_plugin(ds) for ds in admitted))

@@ -372,3 +372,34 @@ def test_explain_gives_the_zone_guarantee_verdict_for_zone_anti_affinity() -> No
     assert not verdicts.fits
     zone = [v for v in verdicts.verdicts if v.filter == "zone_guarantee"]
     assert zone and "required pod anti-affinity" in zone[0].reason, verdicts.verdicts
+
+
+def _zone_id_daemonset(name: str, zone_id: str, cpu: str) -> Any:
+    obj = daemonset(name, cpu=cpu)
+    obj["spec"]["template"]["spec"]["nodeSelector"] = {ZONE_ID: zone_id}
+    return daemonset_from_json(obj)
+
+
+@pytest.mark.parametrize(
+    ("zone_id", "ids_known", "bought"),
+    [("usw2-az1", True, 0), ("usw2-az9", True, 1), ("usw2-az9", False, 0)],
+    ids=["id-of-a-zone", "id-of-no-zone", "ids-unknown"],
+)
+def test_a_daemonset_pinned_to_a_zone_id_counts_where_that_id_may_be(
+    zone_id: str, ids_known: bool, bought: int
+) -> None:
+    # Given a multi-zone group whose two busy nodes show (or not) the ids of both zones, a DaemonSet
+    # of 2 cpu pinned to a zone id, and a pod of 8 GPUs and 94 cpu (it fits only beside no DaemonSet)
+    nodes, busy, group_asg = _nodes_in_both_zones()
+    if not ids_known:
+        for obj in nodes:
+            del obj["metadata"]["labels"][ZONE_ID]
+    snap = _with_daemonsets(
+        snapshot([*busy, pod("wide", gpus=8, cpu="94")], nodes, [group_asg]),
+        _zone_id_daemonset("zonal-agent", zone_id, "2"),
+    )
+    # When the planner runs
+    result = plan(snap, configured(group("multi", 10.0)), NOW)
+    # Then the DaemonSet takes its room where a new node may carry its id: in us-west-2a (usw2-az1),
+    # nowhere for an id no zone has, and anywhere while the zones' ids are unknown
+    assert result.group("multi").desired == 2 + bought
