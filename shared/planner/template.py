@@ -453,7 +453,8 @@ def _build_template(
     taints = _template_taints(config, group_name, registered, tag_taints)
     zones = asg.availability_zones if asg is not None else ()
     launches = launch_labels(zones, template_node_labels(group.name, labels, 0), zone_ids)
-    admitted = _admitted_anywhere(launches, taints, daemonsets)
+    per_zone = tuple(admitted_daemonsets(zone_labels, taints, daemonsets) for zone_labels in launches)
+    admitted = _admitted_anywhere(per_zone)
     aws = _AwsFacts(known, tag_resources, any(is_efa_device_plugin(ds) for ds in admitted))
     observed = _smallest(usable)
     discovered, source = _discovered(config, group_name, types, usable, observed, aws)
@@ -465,7 +466,7 @@ def _build_template(
     if allocatable is not None and not allocatable.get(PODS):
         allocatable = allocatable + Resources.of({PODS: KUBELET_DEFAULT_MAX_PODS})
     template = Template(group.name, allocatable, labels, taints, source)
-    return with_daemonsets(template, daemonsets, zones, zone_ids)
+    return with_daemonsets(template, per_zone)
 
 
 def _template_labels(
@@ -536,13 +537,12 @@ def admitted_daemonsets(
     )
 
 
-def _admitted_anywhere(
-    launches: tuple[Mapping[str, str], ...], taints: tuple[Taint, ...], daemonsets: tuple[DaemonSet, ...]
-) -> tuple[DaemonSet, ...]:
-    """The DaemonSets a new node admits in some zone it may launch in, by key."""
-    if len(launches) == 1:
-        return admitted_daemonsets(launches[0], taints, daemonsets)
-    found = {ds.key: ds for labels in launches for ds in admitted_daemonsets(labels, taints, daemonsets)}
+def _admitted_anywhere(per_zone: tuple[tuple[DaemonSet, ...], ...]) -> tuple[DaemonSet, ...]:
+    """The DaemonSets a new node admits in some zone it may launch in (`per_zone`: those each zone
+    admits, admitted_daemonsets), by key."""
+    if len(per_zone) == 1:
+        return per_zone[0]
+    found = {ds.key: ds for admitted in per_zone for ds in admitted}
     return tuple(found[key] for key in sorted(found))
 
 
@@ -553,22 +553,17 @@ def is_efa_device_plugin(daemonset: DaemonSet) -> bool:
     return EFA_DEVICE_PLUGIN in daemonset.name or EFA_DEVICE_PLUGIN in repositories
 
 
-def with_daemonsets(
-    template: Template,
-    daemonsets: tuple[DaemonSet, ...],
-    zones: tuple[str, ...] = (),
-    zone_ids: Mapping[str, str] = NO_ZONE_IDS,
-) -> Template:
-    """The DaemonSets whose pods the template admits, their requests and host ports. A group that
-    launches in several `zones` (zones.launch_labels) runs on each new node the DaemonSets of the
-    zone it lands in: the overhead is the largest any zone's are, per resource, and the ports are all
-    zones' (what the scheduler will see on the node, whichever zone EC2 picks)."""
-    launches = launch_labels(zones, template.node_labels(0), zone_ids)
+def with_daemonsets(template: Template, per_zone: tuple[tuple[DaemonSet, ...], ...]) -> Template:
+    """The template with the DaemonSets it admits, their requests and host ports. `per_zone`: those a
+    new node admits in each zone it may launch in (zones.launch_labels; one entry for a group of one
+    zone). A node runs the DaemonSets of the zone it lands in: the overhead is the largest any zone's
+    is, per resource, and the ports are all zones' (what the scheduler will see on the node, whichever
+    zone EC2 picks)."""
     overhead: Resources | None = None
     ports: set[tuple[str, str, int]] = set()
-    for labels in launches:
+    for admitted in per_zone:
         zone_overhead = EMPTY
-        for ds in admitted_daemonsets(labels, template.taints, daemonsets):
+        for ds in admitted:
             zone_overhead = zone_overhead + ds.pod.requests
             ports.update(port_key(p) for p in ds.pod.constraints.host_ports)
         overhead = zone_overhead if overhead is None else overhead.maximum(zone_overhead)
@@ -578,7 +573,7 @@ def with_daemonsets(
         template.labels,
         template.taints,
         template.source,
-        _admitted_anywhere(launches, template.taints, daemonsets),
+        _admitted_anywhere(per_zone),
         overhead or EMPTY,
         frozenset(ports),
     )

@@ -175,7 +175,6 @@ def _finish(
         wall_seconds=wall,
         speed=options.speed,
         requests={q.request.name: (q.state, q.answer) for q in run.queue.jobs} if run.queue else None,
-        expected={q.request.name: q.request.expected for q in run.queue.jobs} if run.queue else None,
         faults=run.faults,
     )
     for text in summary_lines(report):

@@ -193,10 +193,9 @@ def build_report(
     speed: float,
     requests: Mapping[str, tuple[str, str]] | None = None,
     faults: GpuFaults | None = None,
-    expected: Mapping[str, str] | None = None,
 ) -> DemoReport:
-    """The run's figures and verdict (`requests`: the queue's ProvisioningRequests, admitted ones
-    count; `expected`: the state the scenario expects each of them to end in)."""
+    """The run's figures and verdict (`requests`: the queue's ProvisioningRequests; admitted ones count,
+    and each must end as the scenario expects)."""
     requests = dict(requests or {})
     admitted = sum(1 for state, _ in requests.values() if state == "admitted")
     groups = _fleet_figures(config, world, end)
@@ -234,7 +233,7 @@ def build_report(
         speed=speed,
     )
     report.requests = requests
-    report.expected = dict(expected or {})
+    report.expected = {r.name: r.expected for r in scenario.requests}
     _note_repairs(report, faults, decisions)
     report.failures = failures_of(report)
     return report
