@@ -80,14 +80,20 @@ def checkpointable(attrition: str) -> float:
     return float(attrition.removeprefix(MIGRATE)) if attrition.startswith(MIGRATE) else 0.0
 
 
-def attrition_policy(attrition: str, spare_gpus: int | None = None) -> dict[str, object]:
+def attrition_policy(
+    attrition: str, spare_gpus: int | None = None, max_moves_per_job: int | None = None
+) -> dict[str, object]:
     """The policy section for `off`, one taint effect, or `migrate:FRACTION`; `spare_gpus` sets
-    attrition's spare (None: one node's GPUs, the default)."""
+    attrition's spare (None: one node's GPUs, the default), `max_moves_per_job` migration's cap on
+    the moves of one job (None: the policy's default, 3)."""
     if attrition == OFF:
         return {"attrition": {"enabled": False}}
     marks: dict[str, object] = {"enabled": True, "spare_gpus": spare_gpus}
     if attrition.startswith(MIGRATE):
-        return {"attrition": {**marks, "effect": EFFECTS[0]}, "migration": {"enabled": True}}
+        moves: dict[str, object] = {"enabled": True}
+        if max_moves_per_job is not None:
+            moves["max_moves_per_job"] = max_moves_per_job
+        return {"attrition": {**marks, "effect": EFFECTS[0]}, "migration": moves}
     return {"attrition": {**marks, "effect": attrition}}
 
 
@@ -132,9 +138,8 @@ class Figures:
 def replay(
     trace: Trace, scenario: str, scoring: Scoring, attrition: str, args: argparse.Namespace
 ) -> Figures:
-    config = scaler_config(
-        scenario, args.idle, args.max_size, attrition_policy(attrition, args.spare_gpus), args.headroom_nodes
-    )
+    policy = attrition_policy(attrition, args.spare_gpus, args.max_moves_per_job)
+    config = scaler_config(scenario, args.idle, args.max_size, policy, args.headroom_nodes)
     options = SimOptions(
         boot_seconds=args.boot_seconds,
         right_size=scenario == "pools",
@@ -378,6 +383,13 @@ def main() -> int:
         help="free GPUs attrition and migration leave on unmarked nodes (policy.attrition.spare_gpus; "
         "default one node's)",
     )
+    parser.add_argument(
+        "--max-moves-per-job",
+        type=int,
+        default=None,
+        help="with --checkpointable: how many times migration may move one job "
+        "(policy.migration.max_moves_per_job; default 3, the issue's target)",
+    )
     parser.add_argument("--no-pools", action="store_true", help="skip the 1/4/8-GPU pools scenario")
     parser.add_argument("--trace", dest="trace_option", help="the trace (same as the positional argument)")
     parser.add_argument(
@@ -402,6 +414,7 @@ def main() -> int:
         f"baseline: {' / '.join(map(str, BASELINE))}"
         + (f"; one-group headroom {args.headroom_nodes} node(s)" if args.headroom_nodes else "")
         + (f"; attrition spare {args.spare_gpus} GPUs" if args.spare_gpus is not None else "")
+        + (f"; at most {args.max_moves_per_job} moves per job" if args.max_moves_per_job is not None else "")
     )
     plan = [("one-group", scoring, attrition) for scoring in args.scoring for attrition in args.attrition]
     plan = [BASELINE, *(run for run in plan if run != BASELINE)]  # first: every ratio needs it

@@ -14,7 +14,9 @@ bench = load_bench("sim_bench")
 T0 = 1_500_000_000
 
 
-def args(headroom_nodes: int = 0, spare_gpus: int | None = None) -> argparse.Namespace:
+def args(
+    headroom_nodes: int = 0, spare_gpus: int | None = None, max_moves_per_job: int | None = None
+) -> argparse.Namespace:
     return argparse.Namespace(
         idle=600,
         max_size=10,
@@ -22,6 +24,7 @@ def args(headroom_nodes: int = 0, spare_gpus: int | None = None) -> argparse.Nam
         runtime_estimates=False,
         headroom_nodes=headroom_nodes,
         spare_gpus=spare_gpus,
+        max_moves_per_job=max_moves_per_job,
     )
 
 
@@ -34,6 +37,14 @@ def test_headroom_and_spare_reach_the_one_group_config_only() -> None:
     assert [g.headroom_nodes for g in pools.node_groups] == [0, 0, 0]
     assert pools.policy.attrition.spare_gpus is None  # one node's GPUs, the default
     assert not bench.attrition_policy("off", 16)["attrition"]["enabled"]  # type: ignore[index]
+
+
+def test_the_cap_on_moves_per_job_reaches_the_migration_policy_only_when_given() -> None:
+    capped = bench.scaler_config("one-group", 600, 10, bench.attrition_policy("migrate:1", None, 10))
+    assert capped.policy.migration.max_moves_per_job == 10
+    default = bench.scaler_config("one-group", 600, 10, bench.attrition_policy("migrate:1"))
+    assert default.policy.migration.max_moves_per_job == 3  # the policy's default, the target
+    assert "migration" not in bench.attrition_policy("PreferNoSchedule", None, 10)
 
 
 def test_a_warm_node_starts_a_later_job_without_a_boot() -> None:
