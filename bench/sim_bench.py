@@ -147,6 +147,7 @@ def replay(
         record_series=False,
         runtime_estimates=args.runtime_estimates,
         checkpointable=checkpointable(attrition),
+        last_checkpoint=args.last_checkpoint,
     )
     result: SimResult = Replay(trace, config, options).run()
     report = build_report(result)
@@ -390,6 +391,11 @@ def main() -> int:
         help="with --checkpointable: how many times migration may move one job "
         "(policy.migration.max_moves_per_job; default 3, the issue's target)",
     )
+    parser.add_argument(
+        "--last-checkpoint",
+        action="store_true",
+        help="with --checkpointable: the jobs also write backlog-scaler/last-checkpoint each time they save",
+    )
     parser.add_argument("--no-pools", action="store_true", help="skip the 1/4/8-GPU pools scenario")
     parser.add_argument("--trace", dest="trace_option", help="the trace (same as the positional argument)")
     parser.add_argument(
@@ -415,6 +421,7 @@ def main() -> int:
         + (f"; one-group headroom {args.headroom_nodes} node(s)" if args.headroom_nodes else "")
         + (f"; attrition spare {args.spare_gpus} GPUs" if args.spare_gpus is not None else "")
         + (f"; at most {args.max_moves_per_job} moves per job" if args.max_moves_per_job is not None else "")
+        + ("; jobs write their last checkpoint" if args.last_checkpoint else "")
     )
     plan = [("one-group", scoring, attrition) for scoring in args.scoring for attrition in args.attrition]
     plan = [BASELINE, *(run for run in plan if run != BASELINE)]  # first: every ratio needs it

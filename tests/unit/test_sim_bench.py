@@ -25,6 +25,7 @@ def args(
         headroom_nodes=headroom_nodes,
         spare_gpus=spare_gpus,
         max_moves_per_job=max_moves_per_job,
+        last_checkpoint=False,
     )
 
 

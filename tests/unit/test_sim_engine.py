@@ -18,6 +18,7 @@ import pytest
 from shared.config import ScalerConfig, parse_config
 from shared.domain.errors import ConfigError
 from shared.local.sim.engine import Replay, SimOptions, SimResult, simulate
+from shared.local.sim.entities import SimJob
 from shared.local.sim.report import build_report
 from shared.local.sim.scheduler import Scoring
 from shared.local.sim.trace import TRACE_ORIGIN, Job, Trace, load_trace
@@ -355,9 +356,11 @@ def test_skipping_reconciles_gives_the_same_replay_as_running_every_tick(seed: i
     assert fast.series == slow.series
 
 
-@pytest.mark.parametrize(("seed", "estimates"), [(1, False), (3, True)])
+@pytest.mark.parametrize(
+    ("seed", "estimates", "stamps"), [(1, False, False), (3, True, False), (1, False, True), (3, True, True)]
+)
 def test_skipping_reconciles_gives_the_same_replay_as_running_every_tick_with_migration(
-    seed: int, estimates: bool
+    seed: int, estimates: bool, stamps: bool
 ) -> None:
     # Given the mixed trace with longer jobs, most of them checkpointing, and migration on: moves
     # wait for a group's delay after a scale-up, a job's first checkpoint, the per-hour budget and
@@ -377,6 +380,7 @@ def test_skipping_reconciles_gives_the_same_replay_as_running_every_tick_with_mi
         "restart_seconds": 60,
         "runtime_estimates": estimates,
         "gpu_delay_seconds": rng.choice([0, 45]),
+        "last_checkpoint": stamps,  # the jobs write their last save: the loss drops at each save
     }
 
     # When replayed with and without skipping
@@ -423,6 +427,47 @@ def test_a_move_that_time_alone_allows_is_made_when_running_every_tick_would_mak
     slow_report.pop("simulation")
     assert fast_report["migration"]["migrations"] == 1
     assert fast_report == slow_report
+
+
+def test_a_job_that_writes_its_last_checkpoint_is_moved_right_after_a_save() -> None:
+    # Given a checkpointing 1-GPU job of 20 h alone on a node (saving every 900 s) and from 4000 a
+    # 7-GPU job on the other node, min_gain 200: from the interval alone the move is worth it once
+    # 8 GPUs x its age > 200 x (900 + 60) GPU-seconds (age 24,000 s); knowing when the job saved,
+    # right after a save, when 8 x its age > 200 x (the seconds since + 60): no event near it
+    trace = jobs((0, 20 * HOUR, 1), (0, HOUR, 8), (4000, 20 * HOUR, 7))
+    migration = {"enabled": True, "min_gain": 200.0, "restart_seconds": 60}
+    cfg = scaler(attrition={"enabled": False, "spare_gpus": 0}, migration=migration)
+    options = {"checkpointable": 0.2, "checkpoint_interval_seconds": 900, "restart_seconds": 60}
+
+    # When replayed with the job writing backlog-scaler/last-checkpoint, with and without skipping,
+    # and with the interval alone
+    fast = Replay(trace, cfg, SimOptions(last_checkpoint=True, **options)).run()
+    slow = Replay(trace, cfg, SimOptions(last_checkpoint=True, every_tick=True, **options)).run()
+    blind = Replay(trace, cfg, SimOptions(**options)).run()
+
+    # Then the move is made at the same tick with and without skipping
+    fast_report, slow_report = build_report(fast), build_report(slow)
+    assert fast_report.pop("simulation")["last_checkpoint"] is True
+    slow_report.pop("simulation")
+    assert fast_report["migration"]["migrations"] == 1
+    assert fast_report == slow_report
+    # And hours before the interval alone allows it, losing little more than the restart
+    assert build_report(blind)["migration"]["migrations"] == 1
+    assert fast.provisioned_gpu_seconds < blind.provisioned_gpu_seconds
+    lost = sum(g.migration_lost_gpu_seconds for g in fast.groups)
+    assert lost < 1 * (60 + 60), lost
+
+
+def test_a_job_saves_every_interval_of_work_from_the_start_of_its_run() -> None:
+    saver = SimJob(0, Job("j", 0, 10 * HOUR, 1))
+    assert saver.last_save(5000, 900, 60) is None  # not running
+    saver.start = 300
+    assert saver.last_save(300 + 899, 900, 60) is None and saver.saved_seconds(300 + 899, 900, 60) == 0
+    assert saver.last_save(300 + 900, 900, 60) == 1200
+    assert saver.last_save(300 + 2000, 900, 60) == 2100 and saver.saved_seconds(2300, 900, 60) == 1800
+    saver.moves = 1  # a moved job's run begins with its restart
+    assert saver.last_save(300 + 959, 900, 60) is None
+    assert saver.last_save(300 + 960, 900, 60) == 1260
 
 
 def test_provisioned_gpu_time_is_used_plus_booting_empty_and_fragmented() -> None:

@@ -110,8 +110,7 @@ class Binder:
         ran = now - job.start
         warmup = options.restart_seconds if job.moves else 0  # a moved job's run begins with its restart
         productive = max(0, ran - warmup)
-        interval = options.checkpoint_interval_seconds
-        saved = productive - productive % interval if interval else 0  # its checkpoints in this run
+        saved = job.saved_seconds(now, options.checkpoint_interval_seconds, options.restart_seconds)
         lost_run = productive - saved
         self._release(job, now, ran)
         job.done += saved

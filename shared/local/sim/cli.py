@@ -267,6 +267,12 @@ def _add_migration_arguments(p: Any) -> None:
         default=300,
         help="how long a moved job takes to run again on its new node (default 300)",
     )
+    p.add_argument(
+        "--last-checkpoint",
+        action="store_true",
+        help="checkpointable jobs also write backlog-scaler/last-checkpoint each time they save: the "
+        "scaler then counts the work since that save instead of the whole interval",
+    )
 
 
 def _add_fault_arguments(p: Any) -> None:
@@ -352,6 +358,7 @@ def _options(args: argparse.Namespace, sizing: Sizing) -> SimOptions:
         checkpointable=args.checkpointable,
         checkpoint_interval_seconds=args.checkpoint_interval_seconds,
         restart_seconds=args.restart_seconds,
+        last_checkpoint=args.last_checkpoint,
         gpu_failures_per_gpu_day=args.gpu_failures_per_gpu_day,
         fault_seed=args.fault_seed,
     )

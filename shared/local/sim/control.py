@@ -48,6 +48,7 @@ class SimController:
         self.deadline: float = INF  # when a policy threshold is next crossed (after a no-op plan)
         self.migrate: Callable[[Plan, int], bool] | None = None  # applies the plan's migrations
         self.migration_due: Callable[[int], float] | None = None  # when the migration rule may decide anew
+        self.stamp: Callable[[int], None] | None = None  # jobs' last checkpoints onto their pods
         self.faults: FaultInjector | None = None  # with GPU faults: applies repair's cordons
 
     def snapshot(self) -> Snapshot:
@@ -90,6 +91,8 @@ class SimController:
             registered.seen_idle = registered.pods == 0
         for job in state.pending:
             job.seen = state.epoch
+        if self.stamp is not None:
+            self.stamp(now)
         result = self._plan(self.snapshot(), self._config, at(now))
         self.plans += 1
         for outcome in result.pods:

@@ -127,6 +127,8 @@ class Replay:
         self._control.migrate = migrator.apply
         if config.policy.migration.enabled:
             self._control.migration_due = migrator.next_due
+        if options.last_checkpoint and options.checkpointable:
+            self._control.stamp = migrator.stamp
         self._recorder = SeriesRecorder(state) if options.record_series else None
         # Reconcile bookkeeping.
         self._now = 0

@@ -79,6 +79,9 @@ class SimOptions:
     checkpointable: float = 0.0
     checkpoint_interval_seconds: int = 1800
     restart_seconds: int = 300
+    # They also write backlog-scaler/last-checkpoint each time they save (the scaler then knows the
+    # work a move loses instead of assuming the whole interval).
+    last_checkpoint: bool = False
     gpu_failures_per_gpu_day: float = 0.0  # GPU faults (shared.local.sim.faults); 0: none
     fault_seed: int = 0  # the faults' draws: the same seed, the same faults
 
@@ -411,6 +414,22 @@ class SimJob:
         self.checkpoints = False  # its pods opt in to migration (--checkpointable)
         self.created = job.submit  # its pods' creation time: the submit, or its last move
         self.wait: int | None = None  # the wait counted when it started (a move does not start it again)
+
+    def saved_seconds(self, now: int, interval: int, restart: int) -> int:
+        """Seconds of work the running job has saved in this run by `now`: a checkpoint every
+        `interval` seconds of work, counted from the start of its run (after the restart, for a job
+        that was moved)."""
+        if self.start is None or interval <= 0:
+            return 0
+        productive = max(0, now - self.start - (restart if self.moves else 0))
+        return productive - productive % interval
+
+    def last_save(self, now: int, interval: int, restart: int) -> int | None:
+        """When the running job last saved its work (None: not yet in this run)."""
+        saved = self.saved_seconds(now, interval, restart)
+        if not saved or self.start is None:
+            return None
+        return self.start + (restart if self.moves else 0) + saved
 
 
 class SimPod:

@@ -14,14 +14,23 @@ may not move before it saved: `checkpoint.not_saved_yet`, its lost work grows un
 saving of emptying a node, which grows with the age of its oldest pod without a runtime estimate
 while the loss stays (`attrition.expected_remaining_seconds` against `lost_seconds` + restarts, by
 `min_gain`). Each is an instant computed here from the replay's pods, which carry the checkpoint
-interval and no last-checkpoint time.
+interval; with `SimOptions.last_checkpoint` the jobs also write `backlog-scaler/last-checkpoint` each
+time they save (`stamp`, before every plan), so a move's loss drops to the restart at each save and
+grows until the next: the instant is then searched from save to save.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
-from shared.domain.checkpoint import MIGRATION_WINDOW, job_key, not_movable, remember_moves
+from shared.domain.checkpoint import (
+    ANNOTATION_LAST_CHECKPOINT,
+    MIGRATION_WINDOW,
+    job_key,
+    not_movable,
+    remember_moves,
+)
 from shared.domain.plan import Plan
 from shared.local.sim.binding import Binder
 from shared.local.sim.entities import INF, SimJob, SimNode, at
@@ -62,6 +71,25 @@ class SimMigrator:
             changed = True
         return changed
 
+    def stamp(self, now: int) -> None:
+        """The running pods of jobs that checkpoint as they are at `now`: each carries its job's last
+        save as `backlog-scaler/last-checkpoint` (RFC 3339), as a job that writes it would."""
+        state = self._state
+        options = state.options
+        for key, pod in state.live_pods.items():
+            if pod.node_name is None:
+                continue
+            job = state.job_of[key]
+            if not job.checkpoints:
+                continue
+            saved = job.last_save(now, options.checkpoint_interval_seconds, options.restart_seconds)
+            if saved is None:
+                continue
+            written = at(saved).isoformat().replace("+00:00", "Z")
+            if pod.annotations.get(ANNOTATION_LAST_CHECKPOINT) != written:
+                annotations = {**pod.annotations, ANNOTATION_LAST_CHECKPOINT: written}
+                state.live_pods[key] = replace(pod, annotations=annotations)
+
     def next_due(self, now: int) -> float:
         """The first instant after `now` when the migration rule may decide otherwise than it did at
         `now` though nothing else changed (INF: never); see the module docstring."""
@@ -87,7 +115,7 @@ class SimMigrator:
         max_moves = state.policy.migration.max_moves_per_job
         gangs = bool(state.policy.gang_label)  # a job of several pods moves whole (its gang)
         jobs_on: dict[str, dict[int, SimJob]] = {}
-        moved_gpus: dict[str, int] = {}
+        moved_on: dict[str, dict[int, int]] = {}  # node -> job -> the GPUs a move of it loses work on
         unmovable: set[str] = set()
         for key, pod in state.live_pods.items():
             name = pod.node_name
@@ -97,15 +125,17 @@ class SimMigrator:
             if not job.checkpoints or job.moves >= max_moves:
                 unmovable.add(name)
                 continue
-            on_node = jobs_on.setdefault(name, {})
-            if not gangs or job.index not in on_node:
-                moved_gpus[name] = moved_gpus.get(name, 0) + (job.gpus if gangs else pod.requests.gpus)
-            on_node[job.index] = job
+            jobs_on.setdefault(name, {})[job.index] = job
+            moved = moved_on.setdefault(name, {})
+            moved[job.index] = job.gpus if gangs else moved.get(job.index, 0) + pod.requests.gpus
         soonest: float = INF
         for name, jobs in jobs_on.items():
             node = state.nodes[name]
             if name not in unmovable and node.schedulable and not node.broken:
-                due = self._worth_from(node, list(jobs.values()), moved_gpus[name])
+                found = list(jobs.values())
+                due = self._worth_from(node, found, sum(moved_on[name].values()))
+                if state.options.last_checkpoint:
+                    due = self._worth_with_saves(node, found, moved_on[name], now, due)
                 if due > now:
                     soonest = min(soonest, due)
         return soonest
@@ -133,6 +163,58 @@ class SimMigrator:
         while not gpus * float(age) > need:
             age += 1
         return max(saved_from, min(job.created for job in jobs) + age)
+
+    def _worth_with_saves(
+        self, node: SimNode, jobs: list[SimJob], moved: dict[int, int], now: int, bound: float
+    ) -> float:
+        """`_worth_from` for jobs that write their last checkpoint: the first instant after `now` at
+        which emptying `node` becomes worth it, no later than `bound` (by then it is worth it
+        whatever the saves: a move never loses more than the interval). A job's loss is the time
+        since its last save (the interval before its first), so the test can pass at a save or
+        between two; from save to save both sides of it are straight lines in time."""
+        state = self._state
+        interval, restart = state.options.checkpoint_interval_seconds, state.options.restart_seconds
+        if state.options.runtime_estimates:
+            # The saving shrinks as time passes: only the jobs' first checkpoints (`bound`) and their
+            # saves can make a move worth it.
+            saves = [self._next_save(job, now, interval, restart) for job in jobs]
+            return min([t for t in (bound, *saves) if t > now], default=INF)
+        start = max(now + 1, max(job.created for job in jobs) + interval)
+        while start < bound:
+            end = int(min([bound, *(self._next_save(job, start, interval, restart) for job in jobs)]))
+            if self._worth_at(node, jobs, moved, start):
+                return start
+            if self._worth_at(node, jobs, moved, end - 1):  # the test is monotone between two saves
+                low, high = start, end - 1
+                while high - low > 1:
+                    mid = (low + high) // 2
+                    low, high = (low, mid) if self._worth_at(node, jobs, moved, mid) else (mid, high)
+                return high
+            start = end
+        return bound
+
+    @staticmethod
+    def _next_save(job: SimJob, after: int, interval: int, restart: int) -> float:
+        """The job's first save later than `after` (INF: not running)."""
+        if job.start is None:
+            return INF
+        last = job.last_save(after, interval, restart)
+        return (last if last is not None else job.start + (restart if job.moves else 0)) + interval
+
+    def _worth_at(self, node: SimNode, jobs: list[SimJob], moved: dict[int, int], t: int) -> bool:
+        """The migration rule's test at `t`, as the planner computes it from the pods' annotations:
+        the node's GPUs x the age of its oldest pod > `min_gain` x the moved GPUs x (each job's work
+        since its last save, or the interval before its first, plus `restart_seconds`)."""
+        state = self._state
+        policy = state.policy.migration
+        interval, restart = state.options.checkpoint_interval_seconds, state.options.restart_seconds
+        lost = 0.0
+        for job in jobs:
+            saved = job.last_save(t, interval, restart)
+            since = min(t - saved if saved is not None else interval, t - job.created)
+            lost += moved[job.index] * float(since + policy.restart_seconds)
+        age = t - min(job.created for job in jobs)
+        return node.group.gpus_per_node * float(age) > lost * policy.min_gain
 
     def _revalidated(self, name: str, keys: tuple[str, ...]) -> list[SimJob] | None:
         """The jobs of the move, or None when the world no longer matches it."""

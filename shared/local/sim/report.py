@@ -35,7 +35,7 @@ Schema (all times in seconds, GPU-hours as floats rounded to 0.01):
                  scheduler_scoring,                 least-allocated | most-allocated | first-fit;
                  checkpointable,                    --checkpointable (0: none; moves need the
                  checkpoint_interval_seconds,       config's policy.migration.enabled)
-                 restart_seconds}
+                 restart_seconds, last_checkpoint}  last_checkpoint: jobs write their last save
     trace: {source, format, notes}                  when the trace is known
     faults: {rate_per_gpu_day, seed, faults,        only with --gpu-failures-per-gpu-day: GPU faults
              repaired, repair_cordons,              injected, broken nodes terminated, busy ones
@@ -246,6 +246,7 @@ def _simulation_figures(result: SimResult) -> dict[str, Any]:
         "checkpointable": options.checkpointable,
         "checkpoint_interval_seconds": options.checkpoint_interval_seconds,
         "restart_seconds": options.restart_seconds,
+        "last_checkpoint": options.last_checkpoint,
     }
 
 
