@@ -105,11 +105,11 @@ class Binder:
         """A migration evicts the job's pods: the work since its last checkpoint is lost, and the Job
         controller re-creates its pods at once; they need the restart delay on top of what is left.
         Returns the GPU-seconds lost (restart included)."""
-        assert job.start is not None
         options = self._state.options
+        begins = job.work_begins(options.restart_seconds)
+        assert job.start is not None and begins is not None
         ran = now - job.start
-        warmup = options.restart_seconds if job.moves else 0  # a moved job's run begins with its restart
-        productive = max(0, ran - warmup)
+        productive = max(0, now - begins)  # a moved job's run begins with its restart
         saved = job.saved_seconds(now, options.checkpoint_interval_seconds, options.restart_seconds)
         lost_run = productive - saved
         self._release(job, now, ran)

@@ -415,21 +415,27 @@ class SimJob:
         self.created = job.submit  # its pods' creation time: the submit, or its last move
         self.wait: int | None = None  # the wait counted when it started (a move does not start it again)
 
+    def work_begins(self, restart: int) -> int | None:
+        """When the running job's run starts making progress: at its start, or after the `restart`
+        for a job that was moved (None: not running)."""
+        if self.start is None:
+            return None
+        return self.start + (restart if self.moves else 0)
+
     def saved_seconds(self, now: int, interval: int, restart: int) -> int:
         """Seconds of work the running job has saved in this run by `now`: a checkpoint every
-        `interval` seconds of work, counted from the start of its run (after the restart, for a job
-        that was moved)."""
-        if self.start is None or interval <= 0:
+        `interval` seconds of work since `work_begins`."""
+        begins = self.work_begins(restart)
+        if begins is None or interval <= 0:
             return 0
-        productive = max(0, now - self.start - (restart if self.moves else 0))
+        productive = max(0, now - begins)
         return productive - productive % interval
 
     def last_save(self, now: int, interval: int, restart: int) -> int | None:
         """When the running job last saved its work (None: not yet in this run)."""
+        begins = self.work_begins(restart)
         saved = self.saved_seconds(now, interval, restart)
-        if not saved or self.start is None:
-            return None
-        return self.start + (restart if self.moves else 0) + saved
+        return begins + saved if begins is not None and saved else None
 
 
 class SimPod:

@@ -196,10 +196,11 @@ class SimMigrator:
     @staticmethod
     def _next_save(job: SimJob, after: int, interval: int, restart: int) -> float:
         """The job's first save later than `after` (INF: not running)."""
-        if job.start is None:
+        begins = job.work_begins(restart)
+        if begins is None:
             return INF
         last = job.last_save(after, interval, restart)
-        return (last if last is not None else job.start + (restart if job.moves else 0)) + interval
+        return (last if last is not None else begins) + interval
 
     def _worth_at(self, node: SimNode, jobs: list[SimJob], moved: dict[int, int], t: int) -> bool:
         """The migration rule's test at `t`, as the planner computes it from the pods' annotations:
