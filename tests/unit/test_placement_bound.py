@@ -132,6 +132,15 @@ def test_nothing_moves_without_opt_in_budget_moves_left_or_enough_gain() -> None
     assert (instead.moves, instead.ratio) == (1, pytest.approx((100 + 10_300) * 8 / STRANDED_IDEAL))
 
 
+def test_a_move_leaves_the_spare_free_on_the_other_busy_nodes() -> None:
+    # Given node 2 has 4 free GPUs and c takes 2 of them: 2 stay free for arrivals
+    assert replay_stranded([True] * 3, bound.MoveCost(restart=300, spare=2)).moves == 1
+    # Then a spare of 3 GPUs forbids the move, and both nodes stay up to 10,000 s
+    kept = replay_stranded([True] * 3, bound.MoveCost(restart=300, spare=3))
+    assert kept.moves == 0
+    assert kept.ratio == pytest.approx((100 + 10_000 + 10_000 - 100) * 8 / STRANDED_IDEAL)
+
+
 def test_a_gang_moves_its_piece_but_pays_and_waits_with_all_its_gpus() -> None:
     # Given a 10-GPU job (one whole node and 2 GPUs beside the 6-GPU job) and a long 4-GPU job alone
     jobs = [job("a", 0, 100, 6), job("g", 0, 10_000, 10), job("b", 1, 10_000, 4)]
