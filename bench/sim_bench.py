@@ -280,10 +280,12 @@ def targets(runs: dict[tuple[str, Scoring, str], Figures], effect: str, boot: in
     return lines
 
 
-def migration_targets(runs: dict[tuple[str, Scoring, str], Figures], boot: int) -> list[str]:
-    """The migration issue's targets, each with its measured figure and yes/NO."""
+def migration_targets(
+    runs: dict[tuple[str, Scoring, str], Figures], scoring: Scoring, boot: int
+) -> list[str]:
+    """The migration issue's targets for the runs under `scoring`, each with its measured figure and
+    yes/NO; the mean wait against the same scoring's PreferNoSchedule run."""
     lines: list[str] = []
-    scoring = Scoring.LEAST_ALLOCATED
     off = runs.get(("one-group", scoring, EFFECTS[0]))
     for key, fig in sorted(runs.items(), key=lambda item: item[0][2]):
         if key[0] != "one-group" or key[1] != scoring or not key[2].startswith(MIGRATE):
@@ -372,6 +374,15 @@ def main() -> int:
         "of the jobs checkpointing every 1800 s (restart 300 s); e.g. --checkpointable 1 0.5",
     )
     parser.add_argument(
+        "--migration-scoring",
+        type=Scoring,
+        nargs="+",
+        default=[Scoring.LEAST_ALLOCATED],
+        help="with --checkpointable: the scheduler scorings the migration runs replay under (default"
+        " least-allocated, kube-scheduler's default; most-allocated is NodeResourcesFit's MostAllocated"
+        " scoring strategy in a scheduler profile). Give the same ones to --scoring for the wait ratio",
+    )
+    parser.add_argument(
         "--headroom-nodes",
         type=int,
         default=0,
@@ -425,7 +436,11 @@ def main() -> int:
     )
     plan = [("one-group", scoring, attrition) for scoring in args.scoring for attrition in args.attrition]
     plan = [BASELINE, *(run for run in plan if run != BASELINE)]  # first: every ratio needs it
-    plan += [("one-group", Scoring.LEAST_ALLOCATED, f"{MIGRATE}{share:g}") for share in args.checkpointable]
+    plan += [
+        ("one-group", scoring, f"{MIGRATE}{share:g}")
+        for scoring in args.migration_scoring
+        for share in args.checkpointable
+    ]
     if not args.no_pools:
         plan += [("pools", Scoring.LEAST_ALLOCATED, a) for a in (OFF, EFFECTS[0]) if a in args.attrition]
     runs: dict[tuple[str, Scoring, str], Figures] = {}
@@ -433,9 +448,9 @@ def main() -> int:
     for fig in _replays(trace, plan, args):
         runs[fig.key] = fig
         print(_row(fig, runs, args.boot_seconds), flush=True)
-    if args.checkpointable:
-        print("targets, migration of jobs that checkpoint (least-allocated, PreferNoSchedule attrition):")
-        print("\n".join(migration_targets(runs, args.boot_seconds)))
+    for scoring in args.migration_scoring if args.checkpointable else ():
+        print(f"targets, migration of jobs that checkpoint ({scoring}, PreferNoSchedule attrition):")
+        print("\n".join(migration_targets(runs, scoring, args.boot_seconds)))
     for effect in EFFECTS:
         if effect in args.attrition:
             print(f"targets, attrition with {effect}:")

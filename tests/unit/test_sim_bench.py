@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import pytest
 
@@ -79,3 +80,31 @@ def test_the_excess_over_ideal_is_split_by_cause_and_the_causes_add_up() -> None
     assert replayed.ideal == pytest.approx((7 * 600 + 40_000 + 4 * 40_000) / 3600, abs=0.01)
     assert replayed.used >= replayed.ideal
     assert bench.excess(replayed).split("other ")[1].startswith(("+0.000", "+0.001", "-0.001"))
+
+
+def test_the_migration_targets_of_each_scoring_read_its_own_runs() -> None:
+    # Given migration runs under two scorings, each with its own run without migration
+    def fig(scoring: Scoring, attrition: str, ratio: float, mean_wait: float) -> Any:
+        return bench.Figures(
+            "one-group", scoring, attrition, 0.0, ratio, mean_wait, 300, 0, 0, 0, 0, 0, 0, 0, 0
+        )
+
+    least, most = Scoring.LEAST_ALLOCATED, Scoring.MOST_ALLOCATED
+    runs = {
+        f.key: f
+        for f in (
+            fig(least, "PreferNoSchedule", 1.15, 50.0),
+            fig(least, "migrate:1", 1.06, 85.0),
+            fig(most, "PreferNoSchedule", 1.12, 60.0),
+            fig(most, "migrate:1", 1.02, 63.0),
+        )
+    }
+    # Then each scoring's targets name its own ratio, and its wait against its own run
+    assert "  NO   100% checkpointable: provisioned/ideal <= 1.03: 1.060" in bench.migration_targets(
+        runs, least, 300
+    )
+    assert (
+        "  yes  100% checkpointable: mean wait / without migration <= 1.10: 1.050"
+        in bench.migration_targets(runs, most, 300)
+    )
+    assert not any("1.060" in line for line in bench.migration_targets(runs, most, 300))
