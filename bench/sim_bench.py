@@ -370,8 +370,8 @@ def main() -> int:
         nargs="*",
         default=[],
         metavar="FRACTION",
-        help="also replay least-allocated with PreferNoSchedule attrition and migration on, with this share "
-        "of the jobs checkpointing every 1800 s (restart 300 s); e.g. --checkpointable 1 0.5",
+        help="also replay PreferNoSchedule attrition with migration on (under --migration-scoring), with this"
+        " share of the jobs checkpointing every 1800 s (restart 300 s); e.g. --checkpointable 1 0.5",
     )
     parser.add_argument(
         "--migration-scoring",
